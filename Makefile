@@ -1,0 +1,35 @@
+# The two set-up commands of the README: `make demo` and `make test`.
+# Both create .venv when it is missing and install every distribution of the repo.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PLUGINS := $(sort $(dir $(wildcard examples/*/pyproject.toml sources/*/pyproject.toml strategies/*/pyproject.toml)))
+MANIFESTS := pyproject.toml testing/pyproject.toml $(addsuffix pyproject.toml,$(PLUGINS))
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint types contracts bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): $(BIN)/python $(MANIFESTS) Makefile
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]' -e testing/ $(addprefix -e ,$(PLUGINS))
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python examples/demo.py
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy mnemon testing/mnemon_testing
+	$(BIN)/lint-imports
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/compose.py
+
+clean:
+	rm -rf $(VENV) .mnemon-demo .pytest_cache .mypy_cache .ruff_cache

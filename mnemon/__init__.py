@@ -1,0 +1,153 @@
+"""mnemon: a composable memory-view runtime for LLM agents.
+
+This module is the whole public SDK; everything else in the package is private.
+"""
+
+import logging as _logging
+
+from ._definitions import ExtensionRequest as ExtensionRequest
+from ._definitions import MemorySource as MemorySource
+from ._definitions import PluginDescriptor as PluginDescriptor
+from ._definitions import ProvidedCapability as ProvidedCapability
+from ._definitions import SourceDefinition as SourceDefinition
+from ._definitions import StrategyDefinition as StrategyDefinition
+from ._definitions import ViewExtensionDefinition as ViewExtensionDefinition
+from ._definitions import define_memory_plugin as define_memory_plugin
+from ._definitions import define_memory_source as define_memory_source
+from ._definitions import define_memory_strategy as define_memory_strategy
+from ._definitions import define_view_extension as define_view_extension
+from ._errors import ActionError as ActionError
+from ._errors import CompositionRejected as CompositionRejected
+from ._errors import CompositionUnavailable as CompositionUnavailable
+from ._errors import DefinitionError as DefinitionError
+from ._errors import InstallError as InstallError
+from ._errors import ManagementError as ManagementError
+from ._errors import MnemonError as MnemonError
+from ._errors import RevisionConflict as RevisionConflict
+from ._errors import RouteError as RouteError
+from ._errors import SourceError as SourceError
+from ._helpers import create_mutation_receipt as create_mutation_receipt
+from ._helpers import run_blocking as run_blocking
+from ._helpers import truncate_text as truncate_text
+from ._host import MemoryHost as MemoryHost
+from ._host import MemoryTurn as MemoryTurn
+from ._install import MemoryContributions as MemoryContributions
+from ._install import PluginContext as PluginContext
+from ._install import install_memory as install_memory
+from ._json import configuration_digest as configuration_digest
+from ._models import ActionDescriptor as ActionDescriptor
+from ._models import ActionOffer as ActionOffer
+from ._models import ComposeRequest as ComposeRequest
+from ._models import CompositionRequest as CompositionRequest
+from ._models import Diagnostic as Diagnostic
+from ._models import Evidence as Evidence
+from ._models import EvidenceItem as EvidenceItem
+from ._models import ExtensionContribution as ExtensionContribution
+from ._models import FactsRequest as FactsRequest
+from ._models import Fragment as Fragment
+from ._models import Guidance as Guidance
+from ._models import ManagementDescriptor as ManagementDescriptor
+from ._models import ManagementField as ManagementField
+from ._models import ManagementOperation as ManagementOperation
+from ._models import MutationReceipt as MutationReceipt
+from ._models import MutationRequest as MutationRequest
+from ._models import ProjectionRequest as ProjectionRequest
+from ._models import ProjectionSpec as ProjectionSpec
+from ._models import QueryRequest as QueryRequest
+from ._models import ReadGrant as ReadGrant
+from ._models import RegistrySnapshot as RegistrySnapshot
+from ._models import Reminders as Reminders
+from ._models import RouteDescriptor as RouteDescriptor
+from ._models import Scope as Scope
+from ._models import SourceAction as SourceAction
+from ._models import SourceCandidate as SourceCandidate
+from ._models import SourceFacts as SourceFacts
+from ._models import SourceInit as SourceInit
+from ._models import SourceManifest as SourceManifest
+from ._models import SourceProvenance as SourceProvenance
+from ._models import SourceRoute as SourceRoute
+from ._models import SourceSelection as SourceSelection
+from ._models import StrategyManifest as StrategyManifest
+from ._models import View as View
+from ._models import ViewBudget as ViewBudget
+from ._models import ViewContribution as ViewContribution
+from ._models import ViewRef as ViewRef
+from ._models import ViewRoute as ViewRoute
+from ._models import ViewSpec as ViewSpec
+from ._wake import render_wake as render_wake
+
+# a library never configures logging; hosts attach their own handlers to "mnemon"
+_logging.getLogger("mnemon").addHandler(_logging.NullHandler())
+
+__all__ = [
+    "ActionDescriptor",
+    "ActionError",
+    "ActionOffer",
+    "ComposeRequest",
+    "CompositionRejected",
+    "CompositionRequest",
+    "CompositionUnavailable",
+    "DefinitionError",
+    "Diagnostic",
+    "Evidence",
+    "EvidenceItem",
+    "ExtensionContribution",
+    "ExtensionRequest",
+    "FactsRequest",
+    "Fragment",
+    "Guidance",
+    "InstallError",
+    "ManagementDescriptor",
+    "ManagementError",
+    "ManagementField",
+    "ManagementOperation",
+    "MemoryContributions",
+    "MemoryHost",
+    "MemorySource",
+    "MemoryTurn",
+    "MnemonError",
+    "MutationReceipt",
+    "MutationRequest",
+    "PluginContext",
+    "PluginDescriptor",
+    "ProjectionRequest",
+    "ProjectionSpec",
+    "ProvidedCapability",
+    "QueryRequest",
+    "ReadGrant",
+    "RegistrySnapshot",
+    "Reminders",
+    "RevisionConflict",
+    "RouteDescriptor",
+    "RouteError",
+    "Scope",
+    "SourceAction",
+    "SourceCandidate",
+    "SourceDefinition",
+    "SourceError",
+    "SourceFacts",
+    "SourceInit",
+    "SourceManifest",
+    "SourceProvenance",
+    "SourceRoute",
+    "SourceSelection",
+    "StrategyDefinition",
+    "StrategyManifest",
+    "View",
+    "ViewBudget",
+    "ViewContribution",
+    "ViewExtensionDefinition",
+    "ViewRef",
+    "ViewRoute",
+    "ViewSpec",
+    "configuration_digest",
+    "create_mutation_receipt",
+    "define_memory_plugin",
+    "define_memory_source",
+    "define_memory_strategy",
+    "define_view_extension",
+    "install_memory",
+    "render_wake",
+    "run_blocking",
+    "truncate_text",
+]

@@ -1,0 +1,1 @@
+"""The composition engine: registry, activation graph, generations, composition."""

@@ -1,0 +1,476 @@
+"""Composition: facts, extensions, a twice-run Strategy, projection, and the pinned View."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+
+from .._definitions import StrategyDefinition
+from .._errors import CompositionRejected
+from .._json import canonical_json, content_hash, digest
+from .._models import (
+    ActionOffer,
+    ComposeRequest,
+    CompositionRequest,
+    Diagnostic,
+    ExtensionContribution,
+    FactsRequest,
+    Fragment,
+    GrantRecord,
+    ProjectionRequest,
+    ReadGrant,
+    SourceCandidate,
+    SourceConsistency,
+    SourceFacts,
+    SourceSelection,
+    View,
+    ViewContribution,
+    ViewRoute,
+    ViewSpec,
+    validate_model,
+)
+from .extensions import collect_contributions
+from .generation import Generation, SourceSlot
+from .reads import read_concurrently
+
+__all__ = ["PinnedView", "compose_view"]
+
+_PHASE_WORDS = {"timeout": "timed out", "failed": "failed"}
+
+
+@dataclass(frozen=True, slots=True)
+class PinnedView:
+    """A View together with what only the host may hold: its generation and read grants."""
+
+    view: View
+    generation: Generation
+    grants: Mapping[str, ReadGrant]
+    strategy: StrategyDefinition
+
+
+def _outage(key: str, phase: str, failure: str) -> Diagnostic:
+    return Diagnostic(
+        code=f"source-{phase}-{failure}",
+        message=f"Memory Source {key} {phase}() {_PHASE_WORDS[failure]}",
+        key=key,
+    )
+
+
+def _checked_facts(slot: SourceSlot, value: Any) -> SourceFacts:
+    subject = f"Memory Source {slot.key} facts()"
+    facts = validate_model(SourceFacts, value, subject=subject, error=CompositionRejected)
+    manifest = slot.manifest
+    problem = None
+    if facts.instance_key != slot.key:
+        problem = f"reports instance key {facts.instance_key!r}"
+    elif facts.type_id != manifest.type_id:
+        problem = f"reports type {facts.type_id!r}, manifest says {manifest.type_id!r}"
+    elif facts.role != manifest.role:
+        problem = f"reports role {facts.role!r}, manifest says {manifest.role!r}"
+    else:
+        extra = sorted(set(facts.capabilities) - set(manifest.capabilities))
+        routes = sorted(set(facts.route_ids) - {route.id for route in manifest.routes})
+        actions = sorted(set(facts.action_ids) - {action.id for action in manifest.actions})
+        if extra:
+            problem = f"claims undeclared capability {extra[0]!r}"
+        elif routes:
+            problem = f"claims undeclared route {routes[0]!r}"
+        elif actions:
+            problem = f"claims undeclared action {actions[0]!r}"
+    if problem is not None:
+        raise CompositionRejected(f"{subject} contradicts its manifest: {problem}")
+    return facts
+
+
+def _unavailable(slot: SourceSlot) -> SourceFacts:
+    return SourceFacts(
+        instance_key=slot.key,
+        type_id=slot.manifest.type_id,
+        role=slot.manifest.role,
+        availability="unavailable",
+    )
+
+
+def _candidate(slot: SourceSlot, facts: SourceFacts) -> SourceCandidate:
+    """Narrow facts by the host's ceiling and derive the routes and actions on offer."""
+    ceiling = slot.plan.ceiling
+    capabilities = facts.capabilities
+    availability = facts.availability
+    if ceiling is not None:
+        capabilities = tuple(item for item in capabilities if item in ceiling)
+        if facts.capabilities and not capabilities:
+            availability = "unavailable"
+    if availability == "unavailable":
+        capabilities = ()
+    allowed = set(capabilities)
+    route_ids = set(facts.route_ids)
+    action_ids = set(facts.action_ids)
+    routes = tuple(
+        route for route in slot.routes if route.id in route_ids and route.capability in allowed
+    )
+    actions = tuple(
+        action
+        for action in slot.actions
+        if action.id in action_ids and action.capability in allowed
+    )
+    if (
+        availability != facts.availability
+        or capabilities != facts.capabilities
+        or len(routes) != len(facts.route_ids)
+        or len(actions) != len(facts.action_ids)
+    ):
+        facts = facts.model_copy(
+            update={
+                "availability": availability,
+                "capabilities": capabilities,
+                "route_ids": tuple(route.id for route in routes),
+                "action_ids": tuple(action.id for action in actions),
+            }
+        )
+    return SourceCandidate(
+        key=slot.key,
+        package_name=slot.plan.provenance.package_name,
+        consistency=slot.manifest.consistency,
+        facts=facts,
+        routes=routes,
+        actions=actions,
+    )
+
+
+def _compose_once(
+    strategy: StrategyDefinition,
+    key: str,
+    request: ComposeRequest,
+    candidates: tuple[SourceCandidate, ...],
+    contributions: tuple[ExtensionContribution, ...],
+) -> tuple[ViewSpec, bytes]:
+    try:
+        produced = strategy.compose(request, candidates, contributions)
+    except CompositionRejected:
+        raise
+    except Exception as exc:
+        raise CompositionRejected(f"memory Strategy {key} compose() failed") from exc
+    spec = validate_model(
+        ViewSpec, produced, subject=f"memory Strategy {key} ViewSpec", error=CompositionRejected
+    )
+    return spec, canonical_json(spec.model_dump(mode="json"))
+
+
+def _validate_spec(
+    spec: ViewSpec,
+    strategy: StrategyDefinition,
+    key: str,
+    candidates: Mapping[str, SourceCandidate],
+    request: CompositionRequest,
+) -> list[SourceSelection]:
+    """Check a spec against facts, roles, maxima and budget; drop unavailable optionals."""
+    manifest = strategy.manifest
+    subject = f"memory Strategy {key}"
+    if spec.strategy_type_id != manifest.type_id:
+        raise CompositionRejected(
+            f"{subject} returned a spec for {spec.strategy_type_id!r}, not {manifest.type_id!r}"
+        )
+    if len(spec.sources) > manifest.max_sources:
+        raise CompositionRejected(
+            f"{subject} selected {len(spec.sources)} Sources; its maximum is {manifest.max_sources}"
+        )
+    seen: set[str] = set()
+    kept: list[SourceSelection] = []
+    routes = actions = projected = 0
+    for selection in spec.sources:
+        source_key = selection.source_key
+        candidate = candidates.get(source_key)
+        if candidate is None:
+            raise CompositionRejected(f"{subject} selected unknown Source {source_key!r}")
+        if source_key in seen:
+            raise CompositionRejected(f"{subject} selected Source {source_key} twice")
+        seen.add(source_key)
+        facts = candidate.facts
+        if not manifest.supports_role(facts.role):
+            raise CompositionRejected(
+                f"{subject} selected Source {source_key} of unsupported role {facts.role!r}"
+            )
+        if facts.availability == "unavailable":
+            if selection.required:
+                raise CompositionRejected(f"required Memory Source {source_key} is unavailable")
+            continue
+        if selection.projection is not None and "project" not in facts.capabilities:
+            raise CompositionRejected(
+                f"{subject} projects Source {source_key}, which cannot project now"
+            )
+        for kind, chosen, offered in (
+            ("route", selection.route_ids, candidate.routes),
+            ("action", selection.action_ids, candidate.actions),
+        ):
+            if len(set(chosen)) != len(chosen):
+                raise CompositionRejected(f"{subject} selected a {kind} of {source_key} twice")
+            available = {item.id for item in offered}
+            for item_id in chosen:
+                if item_id not in available:
+                    raise CompositionRejected(
+                        f"{subject} selected {kind} {item_id!r}, which Source {source_key} "
+                        "does not offer"
+                    )
+        routes += len(selection.route_ids)
+        actions += len(selection.action_ids)
+        if selection.projection is not None:
+            projected += selection.projection.max_characters
+        kept.append(selection)
+    if routes > manifest.max_routes:
+        raise CompositionRejected(
+            f"{subject} selected {routes} routes; its maximum is {manifest.max_routes}"
+        )
+    if actions > manifest.max_actions:
+        raise CompositionRejected(
+            f"{subject} selected {actions} actions; its maximum is {manifest.max_actions}"
+        )
+    budget = request.budget.max_projection_characters
+    if projected > budget:
+        raise CompositionRejected(
+            f"{subject} allocated {projected} projection characters; the budget is {budget}"
+        )
+    return kept
+
+
+def _checked_contribution(
+    slot: SourceSlot, selection: SourceSelection, request: ProjectionRequest, value: Any
+) -> ViewContribution:
+    subject = f"Memory Source {slot.key} project()"
+    contribution = validate_model(
+        ViewContribution, value, subject=subject, error=CompositionRejected
+    )
+    total = 0
+    for fragment in contribution.fragments:
+        if fragment.source_key != slot.key:
+            raise CompositionRejected(f"{subject} returned a fragment of {fragment.source_key!r}")
+        if fragment.mode != request.mode:
+            raise CompositionRejected(
+                f"{subject} returned a {fragment.mode} fragment; {request.mode} was requested"
+            )
+        total += len(fragment.text)
+    if total > request.max_characters:
+        raise CompositionRejected(
+            f"{subject} returned {total} characters; at most {request.max_characters} were allowed"
+        )
+    grant = contribution.grant
+    if grant is not None and grant.source_key != slot.key:
+        raise CompositionRejected(f"{subject} returned a grant of another Source")
+    if grant is None and selection.route_ids:
+        raise CompositionRejected(f"{subject} returned no read grant, but routes were selected")
+    return contribution
+
+
+async def compose_view(generation: Generation, request: CompositionRequest) -> PinnedView:
+    """Compose one View on `generation` (DESIGN §3 steps 2-8).
+
+    Raises:
+        CompositionRejected: a protocol violation, a non-deterministic Strategy, an invalid
+            spec, or a required Source's failure.
+    """
+    plan = generation.plan
+    timeout = plan.settings.source_timeout
+    strategy = plan.strategy_definition
+    strategy_key = plan.strategy.instance_key
+    diagnostics = list(plan.diagnostics)
+    scope, scenario = request.scope, request.scenario
+
+    outcomes = await read_concurrently(
+        [
+            (
+                slot.key,
+                partial(
+                    slot.runtime.facts,
+                    FactsRequest(instance_key=slot.key, scope=scope, scenario=scenario),
+                ),
+            )
+            for slot in generation.sources
+        ],
+        timeout,
+        "facts",
+    )
+    candidates: dict[str, SourceCandidate] = {}
+    for slot, outcome in zip(generation.sources, outcomes, strict=True):
+        if outcome.failure is not None:
+            diagnostics.append(_outage(slot.key, "facts", outcome.failure))
+            facts = _unavailable(slot)
+        else:
+            facts = _checked_facts(slot, outcome.value)
+        candidates[slot.key] = _candidate(slot, facts)
+    offered = tuple(candidates.values())
+
+    compose_request = ComposeRequest(scope=scope, scenario=scenario, budget=request.budget)
+    contributions, extension_records = collect_contributions(
+        plan.active_extensions, compose_request, offered
+    )
+    spec, first = _compose_once(strategy, strategy_key, compose_request, offered, contributions)
+    _, second = _compose_once(strategy, strategy_key, compose_request, offered, contributions)
+    if first != second:
+        raise CompositionRejected(
+            f"memory Strategy {strategy_key} is not deterministic: two compose() calls on the "
+            "same input differ"
+        )
+    selections = _validate_spec(spec, strategy, strategy_key, candidates, request)
+
+    projected = [s for s in selections if s.projection is not None or s.route_ids]
+    requests = {
+        selection.source_key: ProjectionRequest(
+            instance_key=selection.source_key,
+            scope=scope,
+            scenario=scenario,
+            expected_revision=candidates[selection.source_key].facts.revision,
+            mode=selection.projection.mode if selection.projection else "routed",
+            max_characters=selection.projection.max_characters if selection.projection else 0,
+        )
+        for selection in projected
+    }
+    outcomes = await read_concurrently(
+        [
+            (
+                s.source_key,
+                partial(generation.by_key[s.source_key].runtime.project, requests[s.source_key]),
+            )
+            for s in projected
+        ],
+        timeout,
+        "project",
+    )
+    by_key = {s.source_key: s for s in selections}
+    results: dict[str, ViewContribution] = {}
+    for outcome in outcomes:
+        selection = by_key[outcome.key]
+        project_request = requests[outcome.key]
+        failure = outcome.failure
+        if failure is None:
+            contribution = _checked_contribution(
+                generation.by_key[outcome.key], selection, project_request, outcome.value
+            )
+            if (
+                contribution.revision is not None
+                and contribution.revision != project_request.expected_revision
+            ):
+                # the Source moved on between facts and project: this is not the pinned revision
+                failure = "failed"
+            else:
+                results[outcome.key] = contribution
+        if failure is not None:
+            if selection.required:
+                raise CompositionRejected(
+                    f"required Memory Source {outcome.key} project() {_PHASE_WORDS[failure]}"
+                )
+            diagnostics.append(_outage(outcome.key, "project", failure))
+            del by_key[outcome.key]
+
+    return _assemble(
+        generation,
+        request,
+        spec,
+        [s for s in selections if s.source_key in by_key],
+        candidates,
+        results,
+        extension_records,
+        diagnostics,
+    )
+
+
+def _assemble(
+    generation: Generation,
+    request: CompositionRequest,
+    spec: ViewSpec,
+    selections: Sequence[SourceSelection],
+    candidates: Mapping[str, SourceCandidate],
+    results: Mapping[str, ViewContribution],
+    extension_records: Any,
+    diagnostics: list[Diagnostic],
+) -> PinnedView:
+    budget = request.budget
+    fragments: list[Fragment] = []
+    routes: list[ViewRoute] = []
+    offers: list[ActionOffer] = []
+    grants: dict[str, ReadGrant] = {}
+    consistency: list[SourceConsistency] = []
+    for selection in selections:
+        key = selection.source_key
+        candidate = candidates[key]
+        contribution = results.get(key)
+        if contribution is not None:
+            fragments.extend(contribution.fragments)
+            if contribution.grant is not None:
+                grants[key] = contribution.grant
+        by_route = {route.id: route for route in candidate.routes}
+        for route_id in selection.route_ids:
+            route = by_route[route_id]
+            routes.append(
+                ViewRoute(
+                    id=f"{key}/{route_id}",
+                    source_key=key,
+                    route_id=route_id,
+                    description=route.description,
+                    capability=route.capability,
+                    input_schema=route.input_schema,
+                    max_calls=route.max_calls,
+                    max_results=min(
+                        route.max_results or budget.max_evidence_results,
+                        budget.max_evidence_results,
+                    ),
+                    max_characters=min(
+                        route.max_characters or budget.max_evidence_characters,
+                        budget.max_evidence_characters,
+                    ),
+                )
+            )
+        by_action = {action.id: action for action in candidate.actions}
+        for action_id in selection.action_ids:
+            action = by_action[action_id]
+            offers.append(
+                ActionOffer(
+                    id=f"{key}/{action_id}",
+                    source_key=key,
+                    action_id=action_id,
+                    description=action.description,
+                    capability=action.capability,
+                    input_schema=action.input_schema,
+                    authority=action.authority,
+                )
+            )
+        consistency.append(
+            SourceConsistency(
+                source_key=key,
+                consistency=candidate.consistency,
+                revision=candidate.facts.revision,
+            )
+        )
+    diagnostics.sort(key=lambda item: (item.key or "", item.code))
+    plan = generation.plan
+    body: dict[str, Any] = {
+        "request": request,
+        "strategy_key": plan.strategy.instance_key,
+        "strategy_type_id": spec.strategy_type_id,
+        "explanation": spec.explanation,
+        "guidance": spec.guidance,
+        "fragments": tuple(fragments),
+        "routes": tuple(routes),
+        "offers": tuple(offers),
+        "grants": tuple(
+            GrantRecord(source_key=key, digest=digest("grant", grant.value))
+            for key, grant in grants.items()
+        ),
+        "consistency": tuple(consistency),
+        "extensions": extension_records,
+        "diagnostics": tuple(diagnostics),
+    }
+    view = View(
+        id="",
+        digest="",
+        generation_id=generation.id,
+        created_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
+        **body,
+    )
+    content = view.model_dump(mode="json", exclude={"id", "digest", "generation_id", "created_at"})
+    view_digest = content_hash(content)
+    view = view.model_copy(update={"id": f"view:{view_digest}", "digest": view_digest})
+    return PinnedView(
+        view=view, generation=generation, grants=grants, strategy=plan.strategy_definition
+    )

@@ -1,0 +1,428 @@
+"""Generations: immutable, validated snapshots of everything installed, held by leases."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+
+from .._definitions import SourceDefinition, StrategyDefinition, ViewExtensionDefinition
+from .._errors import CompositionRejected, CompositionUnavailable
+from .._json import FrozenDict, configuration_digest, digest
+from .._models import (
+    Diagnostic,
+    SourceAction,
+    SourceInit,
+    SourceManifest,
+    SourceProvenance,
+    SourceRoute,
+)
+from .graph import check_activation_graph
+from .registry import Installed, RegistryState
+
+__all__ = [
+    "Generation",
+    "GenerationPlan",
+    "HostSettings",
+    "Incomplete",
+    "Lease",
+    "SourceSlot",
+    "plan_generation",
+    "realize_generation",
+]
+
+_log = logging.getLogger("mnemon.generation")
+StrategyFallback = Literal["sole-strategy"]
+
+
+@dataclass(frozen=True, slots=True)
+class HostSettings:
+    """Host-level inputs of a generation."""
+
+    source_timeout: float = 10.0
+    strategy_selector: str | None = None
+    strategy_fallback: StrategyFallback | None = None
+    source_configuration: Mapping[str, Mapping[str, Any]] = field(default_factory=FrozenDict)
+    source_capabilities: Mapping[str, frozenset[str]] | None = None
+
+
+class Incomplete(Exception):
+    """Nothing can be served: a Source or the Strategy is missing."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class SourcePlan:
+    """One Source of a planned generation."""
+
+    installed: Installed
+    manifest: SourceManifest
+    provenance: SourceProvenance
+    configuration: Mapping[str, Any]
+    ceiling: frozenset[str] | None
+
+    @property
+    def key(self) -> str:
+        return self.installed.instance_key
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationPlan:
+    """Everything a generation is made of, before any factory runs."""
+
+    id: str
+    revision: int
+    settings: HostSettings
+    sources: tuple[SourcePlan, ...]
+    strategy: Installed
+    active_extensions: tuple[Installed, ...]
+    diagnostics: tuple[Diagnostic, ...]
+
+    @property
+    def strategy_definition(self) -> StrategyDefinition:
+        definition = self.strategy.definition
+        assert isinstance(definition, StrategyDefinition)
+        return definition
+
+
+def _select_strategy(
+    strategies: tuple[Installed, ...], settings: HostSettings
+) -> tuple[Installed, list[Diagnostic]]:
+    selector = settings.strategy_selector
+    if selector is None:
+        if len(strategies) != 1:
+            raise CompositionRejected(
+                f"exactly one memory Strategy must be selected; found {len(strategies)}"
+            )
+        return strategies[0], []
+    by_key = selector.startswith("strategy:")
+    matches = [
+        item
+        for item in strategies
+        if (item.instance_key == selector if by_key else item.type_id == selector)
+    ]
+    if len(matches) == 1:
+        return matches[0], []
+    if len(matches) > 1:
+        keys = ", ".join(item.instance_key for item in matches)
+        raise CompositionRejected(f"memory Strategy selection {selector!r} is ambiguous: {keys}")
+    if settings.strategy_fallback == "sole-strategy" and len(strategies) == 1:
+        chosen = strategies[0]
+        return chosen, [
+            Diagnostic(
+                code="strategy-fallback",
+                message=(
+                    f"selected memory Strategy {selector!r} is not installed; "
+                    f"using the sole Strategy {chosen.instance_key}"
+                ),
+                key=chosen.instance_key,
+            )
+        ]
+    # not an error: the selected Strategy may simply not be mounted yet
+    raise Incomplete("missing-strategy", f"selected memory Strategy {selector!r} is not installed")
+
+
+def _active_extensions(
+    extensions: tuple[Installed, ...], strategy: StrategyDefinition
+) -> tuple[tuple[Installed, ...], list[Diagnostic]]:
+    active = []
+    diagnostics = []
+    for item in extensions:
+        definition = item.definition
+        assert isinstance(definition, ViewExtensionDefinition)
+        if definition.strategy_type_id == strategy.type_id or (
+            definition.strategy_type_id == "*"
+            and definition.slot in strategy.manifest.extension_slots
+        ):
+            active.append(item)
+        else:
+            diagnostics.append(
+                Diagnostic(
+                    code="strategy-extension-inactive",
+                    message=(
+                        f"View extension {item.instance_key} ({definition.slot}) does not apply "
+                        f"to the selected Strategy {strategy.type_id}"
+                    ),
+                    key=item.instance_key,
+                )
+            )
+    return tuple(active), diagnostics
+
+
+def _ceiling(settings: HostSettings, key: str) -> frozenset[str] | None:
+    ceilings = settings.source_capabilities
+    if ceilings is None:
+        return None
+    if key in ceilings:
+        return ceilings[key]
+    return ceilings.get("*")
+
+
+def plan_generation(state: RegistryState, settings: HostSettings) -> GenerationPlan:
+    """Validate the registry state and settings into a plan; no factory runs here.
+
+    Raises:
+        Incomplete: no Source, no Strategy, or not the selected Strategy is installed.
+        CompositionRejected: the activation graph or the Strategy selection is invalid.
+    """
+    sources = state.of_kind("source")
+    strategies = state.of_kind("strategy")
+    if not sources:
+        raise Incomplete("missing-source", "no memory Source is installed")
+    if not strategies:
+        raise Incomplete("missing-strategy", "no memory Strategy is installed")
+    check_activation_graph(state)
+    strategy, diagnostics = _select_strategy(strategies, settings)
+    definition = strategy.definition
+    assert isinstance(definition, StrategyDefinition)
+    active, inactive = _active_extensions(state.of_kind("strategy-extension"), definition)
+    diagnostics.extend(inactive)
+
+    plans = []
+    for item in sources:
+        source = item.definition
+        assert isinstance(source, SourceDefinition)
+        configuration: Mapping[str, Any] = item.configuration
+        override = settings.source_configuration.get(item.instance_key)
+        if override is not None:
+            configuration = FrozenDict({**configuration, **override})
+        plans.append(
+            SourcePlan(
+                installed=item,
+                manifest=source.manifest,
+                provenance=SourceProvenance(
+                    entry_id=item.entry_id,
+                    package_name=item.package_name,
+                    type_id=source.type_id,
+                ),
+                configuration=configuration,
+                ceiling=_ceiling(settings, item.instance_key),
+            )
+        )
+
+    identity = {
+        "revision": state.revision,
+        "source_timeout": settings.source_timeout,
+        "strategy": {
+            "key": strategy.instance_key,
+            "manifest": definition.manifest.model_dump(),
+            "configuration": configuration_digest(strategy.configuration),
+        },
+        "extensions": [
+            {
+                "key": item.instance_key,
+                "type_id": item.type_id,
+                "slot": item.definition.slot,
+                "configuration": configuration_digest(item.configuration),
+            }
+            for item in active
+        ],
+        "sources": [
+            {
+                "key": plan.key,
+                "manifest": plan.manifest.model_dump(),
+                "provenance": plan.provenance.model_dump(),
+                "configuration": configuration_digest(plan.configuration),
+                "ceiling": None if plan.ceiling is None else sorted(plan.ceiling),
+            }
+            for plan in plans
+        ],
+    }
+    diagnostics.sort(key=lambda item: (item.key or "", item.code))
+    return GenerationPlan(
+        id=digest("generation", identity),
+        revision=state.revision,
+        settings=settings,
+        sources=tuple(plans),
+        strategy=strategy,
+        active_extensions=active,
+        diagnostics=tuple(diagnostics),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSlot:
+    """A live Source runtime of a generation, with the routes and actions it may offer."""
+
+    plan: SourcePlan
+    runtime: Any
+    routes: tuple[SourceRoute, ...] = ()
+    actions: tuple[SourceAction, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return self.plan.key
+
+    @property
+    def manifest(self) -> SourceManifest:
+        return self.plan.manifest
+
+
+class Lease:
+    """A hold on one generation; the generation is disposed only after its last lease ends."""
+
+    __slots__ = ("_generation", "_released")
+
+    def __init__(self, generation: Generation) -> None:
+        self._generation = generation
+        self._released = False
+
+    @property
+    def generation(self) -> Generation:
+        return self._generation
+
+    async def release(self) -> None:
+        """End this hold (idempotent); may dispose a retired generation."""
+        if self._released:
+            return
+        self._released = True
+        await self._generation._release()
+
+
+class Generation:
+    """Live Source runtimes plus the plan they were built from, counted by leases."""
+
+    def __init__(self, plan: GenerationPlan, slots: tuple[SourceSlot, ...]) -> None:
+        self.plan = plan
+        self.sources = slots
+        self.by_key = {slot.key: slot for slot in slots}
+        self._leases = 0
+        self._retired = False
+        self._disposed = False
+
+    @property
+    def id(self) -> str:
+        return self.plan.id
+
+    @property
+    def leases(self) -> int:
+        return self._leases
+
+    @property
+    def retired(self) -> bool:
+        return self._retired
+
+    @property
+    def disposed(self) -> bool:
+        return self._disposed
+
+    def lease(self) -> Lease:
+        """Take a lease.
+
+        Raises:
+            CompositionUnavailable: the generation is already disposed.
+        """
+        if self._disposed:
+            raise CompositionUnavailable("the memory generation is no longer available")
+        self._leases += 1
+        return Lease(self)
+
+    async def retire(self) -> None:
+        """Stop serving; dispose now, or when the last lease ends."""
+        self._retired = True
+        if self._leases == 0:
+            await self._dispose()
+
+    async def _release(self) -> None:
+        self._leases -= 1
+        if self._retired and self._leases == 0:
+            await self._dispose()
+
+    async def _dispose(self) -> None:
+        if self._disposed:
+            return
+        self._disposed = True
+        await dispose_runtimes(self.sources, self.plan.settings.source_timeout)
+
+
+async def dispose_runtimes(slots: tuple[SourceSlot, ...], deadline: float) -> None:
+    """Dispose runtimes once each, newest first; failures are logged without their text."""
+    with anyio.CancelScope(shield=True):
+        for slot in reversed(slots):
+            dispose = getattr(slot.runtime, "dispose", None)
+            if dispose is None:
+                continue
+            try:
+                with anyio.fail_after(deadline):
+                    result = dispose()
+                    if inspect.isawaitable(result):
+                        await result
+            except Exception:
+                _log.warning("Memory Source %s dispose() failed", slot.key)
+                _log.debug("dispose failure of %s", slot.key, exc_info=True)
+
+
+_REQUIRED_METHODS = ("facts", "project")
+
+
+def _offerings(source: SourcePlan) -> tuple[tuple[SourceRoute, ...], tuple[SourceAction, ...]]:
+    """Routes and actions as a Strategy sees them, derived once per generation."""
+    key = source.key
+    routes = tuple(
+        SourceRoute(
+            source_key=key,
+            **route.model_dump(exclude={"input_schema"}),
+            input_schema=route.input_schema,
+        )
+        for route in source.manifest.routes
+    )
+    actions = tuple(
+        SourceAction(
+            source_key=key,
+            **action.model_dump(exclude={"input_schema"}),
+            input_schema=action.input_schema,
+        )
+        for action in source.manifest.actions
+    )
+    return routes, actions
+
+
+async def realize_generation(plan: GenerationPlan) -> Generation:
+    """Run every Source factory (in key order) and check each runtime's shape.
+
+    Raises:
+        CompositionRejected: a factory failed or returned something that is not a Source;
+            runtimes already made are disposed first.
+    """
+    slots: list[SourceSlot] = []
+    try:
+        for source in plan.sources:
+            definition = source.installed.definition
+            assert isinstance(definition, SourceDefinition)
+            init = SourceInit(
+                instance_key=source.key,
+                provenance=source.provenance,
+                configuration=source.configuration,
+            )
+            try:
+                runtime = definition.create(init)
+                if inspect.isawaitable(runtime):
+                    runtime = await runtime
+            except Exception as exc:
+                raise CompositionRejected(f"Memory Source {source.key} factory failed") from exc
+            needed = list(_REQUIRED_METHODS)
+            if source.manifest.routes:
+                needed.append("query")
+            if source.manifest.actions:
+                needed.append("mutate")
+            if source.manifest.management is not None:
+                needed.append("manage")
+            slot = SourceSlot(source, runtime, *_offerings(source))
+            slots.append(slot)
+            missing = [name for name in needed if not callable(getattr(runtime, name, None))]
+            if missing:
+                raise CompositionRejected(
+                    f"Memory Source {source.key} runtime lacks {', '.join(missing)}()"
+                )
+    except BaseException:
+        await dispose_runtimes(tuple(slots), plan.settings.source_timeout)
+        raise
+    return Generation(plan, tuple(slots))

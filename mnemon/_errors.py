@@ -1,0 +1,98 @@
+"""The error family: one root, `MnemonError`, and the subclasses callers catch."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+__all__ = [
+    "ActionError",
+    "CompositionRejected",
+    "CompositionUnavailable",
+    "DefinitionError",
+    "InstallError",
+    "ManagementError",
+    "MnemonError",
+    "RevisionConflict",
+    "RouteError",
+    "SourceError",
+    "SourceErrorKind",
+]
+
+SourceErrorKind = Literal["transient", "access", "terminal", "degraded"]
+
+_KIND_OF_CODE: dict[str, SourceErrorKind] = {
+    "timeout": "transient",
+    "rate_limited": "transient",
+    "provider_error": "transient",
+    "unauthorized": "access",
+    "forbidden": "access",
+    "invalid_payload": "terminal",
+    "schema_mismatch": "terminal",
+    "degraded": "degraded",
+}
+_CODE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
+
+
+class MnemonError(Exception):
+    """Root of every error mnemon raises on purpose."""
+
+
+class DefinitionError(MnemonError, ValueError):
+    """A definition (manifest, descriptor, configuration field) is invalid; names the field."""
+
+
+class InstallError(MnemonError):
+    """A plugin could not be installed, mounted or unmounted."""
+
+
+class CompositionUnavailable(MnemonError):
+    """No generation is serving, so no View can be composed right now."""
+
+
+class CompositionRejected(MnemonError):
+    """A candidate generation or a View was rejected; the message names the rule broken."""
+
+
+class RouteError(MnemonError):
+    """A route read could not run or its result broke the contract."""
+
+
+class ActionError(MnemonError):
+    """A write offer could not run or its receipt broke the contract."""
+
+
+class ManagementError(MnemonError):
+    """A management operation was refused or failed."""
+
+
+class RevisionConflict(MnemonError):
+    """An expected revision no longer matches the Source's current one."""
+
+
+class SourceError(MnemonError):
+    """An error a Source raises on purpose, with a stable code and a retry class.
+
+    The message is written by the plugin author for the host developer; mnemon never copies
+    it into a View, a diagnostic or a log line at INFO or above.
+
+    Args:
+        code: a stable code such as `timeout`, `rate_limited`, `provider_error`,
+            `unauthorized`, `forbidden`, `invalid_payload`, `schema_mismatch` or `degraded`.
+        message: text for the host developer.
+        kind: the retry class; derived from well-known codes, otherwise `terminal`.
+    """
+
+    def __init__(self, code: str, message: str = "", *, kind: SourceErrorKind | None = None):
+        if not _CODE.match(code):
+            raise ValueError(f"SourceError code {code!r} must match {_CODE.pattern}")
+        if kind is not None and kind not in ("transient", "access", "terminal", "degraded"):
+            raise ValueError(f"SourceError kind {kind!r} is not a known class")
+        super().__init__(message or code)
+        self.code = code
+        self.kind: SourceErrorKind = kind or _KIND_OF_CODE.get(code, "terminal")
+
+    @property
+    def retryable(self) -> bool:
+        """Whether retrying later may succeed (the `transient` class)."""
+        return self.kind == "transient"

@@ -1,0 +1,161 @@
+"""Small helpers for plugin authors: receipts, safe truncation, blocking calls."""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import anyio.to_thread
+
+from ._errors import DefinitionError
+from ._models import (
+    Completion,
+    MutationReceipt,
+    MutationRequest,
+    ReceiptStatus,
+    validate_model,
+)
+
+__all__ = ["create_mutation_receipt", "run_blocking", "truncate_text"]
+
+_T = TypeVar("_T")
+
+_DEFAULT_STATUS: dict[str, ReceiptStatus] = {
+    "accepted": "succeeded",
+    "candidate": "succeeded",
+    "committed": "succeeded",
+    "partial": "partial",
+    "failed": "failed",
+    # the call did not prove anything either way
+    "unknown": "failed",
+}
+
+
+def create_mutation_receipt(
+    request: MutationRequest,
+    *,
+    completion: Completion = "unknown",
+    status: ReceiptStatus | None = None,
+    committed_at: str | None = None,
+    revision: str | None = None,
+    detail: Mapping[str, Any] | None = None,
+) -> MutationReceipt:
+    """Create a receipt bound to the View, offer and idempotency key of `request`.
+
+    `completion` defaults to `unknown`: a Source states how far a write got, never more.
+    `status` defaults to what `completion` implies (`unknown` implies `failed`).
+
+    Raises:
+        DefinitionError: the receipt breaks a receipt rule (for example `committed` without
+            `committed_at`).
+    """
+    return validate_model(
+        MutationReceipt,
+        {
+            "view_id": request.view.id,
+            "offer_id": request.offer.id,
+            "source_key": request.offer.source_key,
+            "completion": completion,
+            "status": status or _DEFAULT_STATUS.get(completion, completion),
+            "committed_at": committed_at,
+            "revision": revision,
+            "idempotency_key": request.idempotency_key,
+            "detail": detail if detail is not None else {},
+        },
+        subject="receipt",
+        error=DefinitionError,
+    )
+
+
+_ZWJ = "\u200d"
+
+
+def _extends(char: str) -> bool:
+    """Whether `char` continues the grapheme before it (marks, joiners, selectors, tones)."""
+    code = ord(char)
+    return (
+        unicodedata.combining(char) != 0
+        or unicodedata.category(char) in ("Mn", "Me", "Mc")
+        or char == _ZWJ
+        or 0xFE00 <= code <= 0xFE0F
+        or 0xE0100 <= code <= 0xE01EF
+        or 0x1F3FB <= code <= 0x1F3FF
+        or 0xE0020 <= code <= 0xE007F  # emoji tag sequences
+    )
+
+
+def _hangul(char: str) -> str:
+    """The Hangul syllable type of `char`: L, V, T, LV, LVT, or "" (UAX #29)."""
+    code = ord(char)
+    if 0x1100 <= code <= 0x115F or 0xA960 <= code <= 0xA97C:
+        return "L"
+    if 0x1160 <= code <= 0x11A7 or 0xD7B0 <= code <= 0xD7C6:
+        return "V"
+    if 0x11A8 <= code <= 0x11FF or 0xD7CB <= code <= 0xD7FB:
+        return "T"
+    if 0xAC00 <= code <= 0xD7A3:
+        return "LV" if (code - 0xAC00) % 28 == 0 else "LVT"
+    return ""
+
+
+_HANGUL_JOINS = {
+    ("L", "L"), ("L", "V"), ("L", "LV"), ("L", "LVT"),
+    ("LV", "V"), ("LV", "T"), ("V", "V"), ("V", "T"),
+    ("LVT", "T"), ("T", "T"),
+}  # fmt: skip
+
+
+def _regional(char: str) -> bool:
+    return 0x1F1E6 <= ord(char) <= 0x1F1FF
+
+
+def _splits_grapheme(text: str, cut: int) -> bool:
+    before, after = text[cut - 1], text[cut]
+    if before == "\r" and after == "\n":
+        return True
+    if "\ud800" <= before <= "\udbff" and "\udc00" <= after <= "\udfff":
+        return True
+    if _extends(after) or before == _ZWJ:
+        return True
+    if (_hangul(before), _hangul(after)) in _HANGUL_JOINS:
+        return True
+    if _regional(before) and _regional(after):
+        run = 0
+        while cut - 1 - run >= 0 and _regional(text[cut - 1 - run]):
+            run += 1
+        return run % 2 == 1
+    return False
+
+
+def truncate_text(text: str, limit: int) -> str:
+    """Return at most `limit` characters of `text`, cut at a grapheme boundary when possible.
+
+    Never splits a surrogate pair; backs off before combining marks, joiners, variation
+    selectors, skin tones, flag pairs and conjoining Hangul jamo. A single grapheme longer
+    than `limit` is cut.
+
+    Raises:
+        ValueError: `limit` is negative.
+    """
+    if limit < 0:
+        raise ValueError("truncate_text limit must not be negative")
+    if len(text) <= limit:
+        return text
+    cut = limit
+    while cut > 0 and _splits_grapheme(text, cut):
+        cut -= 1
+    if cut == 0 and limit > 0:
+        cut = limit
+        if "\ud800" <= text[cut - 1] <= "\udbff":
+            cut -= 1
+    return text[:cut]
+
+
+async def run_blocking(func: Callable[..., _T], *args: Any) -> _T:
+    """Run a blocking call in a worker thread so deadlines and cancellation stay effective.
+
+    On timeout or cancellation the awaiting task stops at once; the thread itself cannot be
+    interrupted, so it finishes in the background and its result is discarded.
+    """
+    return await anyio.to_thread.run_sync(func, *args, abandon_on_cancel=True)

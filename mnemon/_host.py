@@ -1,0 +1,377 @@
+"""The host API: mount plugins, open turns that pin a View, inspect, dispose."""
+
+from __future__ import annotations
+
+import inspect as _inspect
+import logging
+import math
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+
+from ._definitions import PluginDescriptor
+from ._engine.compose import PinnedView
+from ._engine.engine import Engine, EntryMemoryService
+from ._engine.generation import HostSettings, Lease
+from ._errors import CompositionRejected, DefinitionError, InstallError, MnemonError
+from ._install import MemoryContributions, PluginContext
+from ._json import FrozenDict, freeze_json
+from ._models import (
+    ENTRY_ID_PATTERN,
+    SOURCE_CAPABILITIES,
+    CompositionRequest,
+    RegistrySnapshot,
+    Scope,
+    View,
+    ViewBudget,
+    validate_model,
+)
+from ._wake import render_wake
+
+__all__ = ["MemoryHost", "MemoryTurn", "Unmount"]
+
+_log = logging.getLogger("mnemon.host")
+_ENTRY_ID = re.compile(ENTRY_ID_PATTERN)
+MAX_SOURCE_TIMEOUT = 300.0
+
+Unmount = Callable[[], Awaitable[None]]
+
+
+def _settings(
+    source_timeout: float,
+    strategy_type_id: str | None,
+    strategy_fallback: str | None,
+    source_configuration: Mapping[str, Mapping[str, Any]] | None,
+    source_capabilities: Mapping[str, Iterable[str]] | None,
+) -> HostSettings:
+    if (
+        isinstance(source_timeout, bool)
+        or not isinstance(source_timeout, int | float)
+        or not math.isfinite(source_timeout)
+        or not 0 < source_timeout <= MAX_SOURCE_TIMEOUT
+    ):
+        raise DefinitionError(
+            f"source_timeout: must be a number of seconds in (0, {MAX_SOURCE_TIMEOUT:g}]"
+        )
+    if strategy_type_id is not None and not isinstance(strategy_type_id, str):
+        raise DefinitionError("strategy_type_id: must be a Strategy type id or instance key")
+    if strategy_fallback not in (None, "sole-strategy"):
+        raise DefinitionError('strategy_fallback: must be None or "sole-strategy"')
+    configuration = freeze_json(
+        source_configuration or {}, what="source_configuration", error=DefinitionError
+    )
+    for key, value in configuration.items():
+        if not isinstance(value, Mapping):
+            raise DefinitionError(f"source_configuration[{key!r}]: must be a JSON object")
+    ceilings: dict[str, frozenset[str]] | None = None
+    if source_capabilities is not None:
+        ceilings = {}
+        for key, allowed in source_capabilities.items():
+            listed = [allowed] if isinstance(allowed, str) else list(allowed)
+            unknown = sorted(set(listed) - set(SOURCE_CAPABILITIES))
+            if unknown:
+                raise DefinitionError(
+                    f"source_capabilities[{key!r}]: unknown capability {unknown[0]!r}"
+                )
+            ceilings[key] = frozenset(listed)
+    return HostSettings(
+        source_timeout=float(source_timeout),
+        strategy_selector=strategy_type_id,
+        strategy_fallback=strategy_fallback,  # type: ignore[arg-type]
+        source_configuration=configuration,
+        source_capabilities=ceilings,
+    )
+
+
+class MemoryTurn:
+    """One agent turn: a leased generation and exactly one pinned View."""
+
+    __slots__ = ("_lease", "_pinned", "_released")
+
+    def __init__(self, pinned: PinnedView, lease: Lease) -> None:
+        self._pinned = pinned
+        self._lease = lease
+        self._released = False
+
+    @property
+    def view(self) -> View:
+        """The pinned View of this turn."""
+        return self._pinned.view
+
+    @property
+    def released(self) -> bool:
+        """Whether the turn has ended."""
+        return self._released
+
+    def wake(self) -> str:
+        """The text the model sees for this turn."""
+        return render_wake(self._pinned.view)
+
+    async def release(self) -> None:
+        """End the turn and release its lease (idempotent)."""
+        if self._released:
+            return
+        self._released = True
+        with anyio.CancelScope(shield=True):
+            await self._lease.release()
+
+
+@dataclass(slots=True)
+class _Entry:
+    plugin: Any
+    context: PluginContext
+    batches: list[int] = field(default_factory=list)
+
+
+class MemoryHost:
+    """What an agent host embeds: the registry, generations and turns.
+
+    Args:
+        source_timeout: the per-read deadline for `facts()` and `project()`, in seconds.
+        strategy_type_id: the Strategy to select, by type id or instance key.
+        strategy_fallback: `"sole-strategy"` to fall back to the only installed Strategy
+            when the selected one is not installed.
+        source_configuration: per instance key, configuration overriding the entry's.
+        source_capabilities: per instance key (or `"*"`), the capabilities the model may
+            use: a ceiling narrowing what each Source offers.
+
+    Raises:
+        DefinitionError: an argument is invalid; the message names it.
+    """
+
+    def __init__(
+        self,
+        source_timeout: float = 10.0,
+        strategy_type_id: str | None = None,
+        strategy_fallback: Literal["sole-strategy"] | None = None,
+        source_configuration: Mapping[str, Mapping[str, Any]] | None = None,
+        source_capabilities: Mapping[str, Iterable[str]] | None = None,
+    ) -> None:
+        self._engine = Engine(
+            _settings(
+                source_timeout,
+                strategy_type_id,
+                strategy_fallback,
+                source_configuration,
+                source_capabilities,
+            )
+        )
+        self._entries: dict[str, _Entry] = {}
+
+    async def __aenter__(self) -> MemoryHost:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.dispose()
+
+    # ------------------------------------------------------------------ plugins
+
+    async def mount(
+        self, plugin: Any, *, instance_id: str, config: Mapping[str, Any] | None = None
+    ) -> Unmount:
+        """Mount one entry of `plugin`: call its `apply(ctx)` and serve the result.
+
+        Atomic: if the resulting candidate is rejected, nothing the entry installed remains,
+        the serving generation is kept, and its `on_dispose` callbacks run.
+
+        Returns:
+            An idempotent coroutine function that unmounts the entry.
+
+        Raises:
+            InstallError: the entry id, configuration or plugin is invalid, `apply` failed,
+                or the candidate generation was rejected (the message says why).
+        """
+        if not isinstance(instance_id, str) or not _ENTRY_ID.match(instance_id):
+            raise InstallError(f"entry id {instance_id!r} must match {ENTRY_ID_PATTERN}")
+        if instance_id in self._entries:
+            raise InstallError(f"entry {instance_id!r} is already mounted")
+        if self._engine.disposed:
+            raise InstallError("the memory host is disposed")
+        configuration = freeze_json(
+            {} if config is None else config,
+            what=f"entry {instance_id!r} configuration",
+            error=InstallError,
+        )
+        if not isinstance(configuration, FrozenDict):
+            raise InstallError(f"entry {instance_id!r} configuration: must be a JSON object")
+        apply = getattr(plugin, "apply", None)
+        if not callable(apply):
+            raise InstallError(f"entry {instance_id!r}: the plugin has no apply(ctx)")
+        descriptor = getattr(plugin, "memory_plugin", None)
+        if descriptor is not None and not isinstance(descriptor, PluginDescriptor):
+            raise InstallError(
+                f"entry {instance_id!r}: memory_plugin must come from define_memory_plugin"
+            )
+        batches: list[int] = []
+
+        def install(contributions: MemoryContributions) -> Callable[[], None]:
+            number, dispose = self._engine.registry.install(
+                instance_id, configuration, contributions, descriptor
+            )
+            batches.append(number)
+            return dispose
+
+        context = PluginContext(instance_id, configuration, EntryMemoryService(install))
+        entry = _Entry(plugin, context, batches)
+
+        async def stage() -> None:
+            try:
+                result = apply(entry.context)
+                if _inspect.isawaitable(result):
+                    await result
+            except MnemonError as exc:
+                # raised on purpose (install_memory, a definition): its message is for the host
+                raise InstallError(f"entry {instance_id!r}: {exc}") from exc
+            except Exception as exc:
+                raise InstallError(f"entry {instance_id!r}: plugin apply() failed") from exc
+
+        try:
+            await self._engine.change(stage, entry_id=instance_id)
+        except CompositionRejected as exc:
+            await _run_callbacks(instance_id, entry.context)
+            cause = exc.__cause__
+            detail = f" ({cause})" if isinstance(cause, MnemonError) else ""
+            raise InstallError(f"entry {instance_id!r} was not mounted: {exc}{detail}") from exc
+        except BaseException:
+            await _run_callbacks(instance_id, entry.context)
+            raise
+        self._entries[instance_id] = entry
+
+        async def unmount() -> None:
+            await self._unmount(instance_id, entry)
+
+        return unmount
+
+    async def unmount(self, instance_id: str) -> None:
+        """Unmount an entry by id (idempotent): remove exactly what it installed."""
+        entry = self._entries.get(instance_id)
+        if entry is not None:
+            await self._unmount(instance_id, entry)
+
+    async def _unmount(self, instance_id: str, entry: _Entry) -> None:
+        if self._entries.get(instance_id) is not entry:
+            return
+        del self._entries[instance_id]
+        with anyio.CancelScope(shield=True):
+            self._engine.registry.remove_batches(set(entry.batches))
+            await self._engine.refresh()
+            await _run_callbacks(instance_id, entry.context)
+
+    async def reconfigure(
+        self,
+        *,
+        source_timeout: float | None = None,
+        strategy_type_id: str | None = None,
+        strategy_fallback: Literal["sole-strategy"] | None = None,
+        source_configuration: Mapping[str, Mapping[str, Any]] | None = None,
+        source_capabilities: Mapping[str, Iterable[str]] | None = None,
+    ) -> None:
+        """Replace host settings atomically; an identical result reuses the serving generation.
+
+        Arguments left as None keep their current value.
+
+        Raises:
+            DefinitionError: an argument is invalid.
+            CompositionRejected: the new settings cannot serve; nothing changed.
+        """
+        current = self._engine.settings
+        settings = _settings(
+            current.source_timeout if source_timeout is None else source_timeout,
+            current.strategy_selector if strategy_type_id is None else strategy_type_id,
+            current.strategy_fallback if strategy_fallback is None else strategy_fallback,
+            current.source_configuration if source_configuration is None else source_configuration,
+            current.source_capabilities if source_capabilities is None else source_capabilities,
+        )
+        await self._engine.change(settings=settings)
+
+    def subscribe(self, listener: Callable[[RegistrySnapshot], None]) -> Callable[[], None]:
+        """Call `listener` with a frozen registry snapshot after every change."""
+        return self._engine.registry.subscribe(listener)
+
+    # ------------------------------------------------------------------ turns
+
+    @asynccontextmanager
+    async def turn(
+        self,
+        *,
+        scope: Scope | Mapping[str, Any] | None = None,
+        scenario: str = "agent.turn",
+        budget: ViewBudget | Mapping[str, Any] | None = None,
+    ) -> AsyncIterator[MemoryTurn]:
+        """Open one turn: lease the serving generation and pin a freshly composed View.
+
+        Raises:
+            DefinitionError: the scope, scenario or budget is invalid.
+            CompositionUnavailable: nothing serves (or the host was disposed meanwhile).
+            CompositionRejected: the View was rejected.
+        """
+        request = validate_model(
+            CompositionRequest,
+            {
+                "scope": scope if scope is not None else Scope(),
+                "scenario": scenario,
+                "budget": budget if budget is not None else ViewBudget(),
+            },
+            subject="turn",
+            error=DefinitionError,
+        )
+        turn = await self.begin_turn(request)
+        try:
+            yield turn
+        finally:
+            await turn.release()
+
+    async def begin_turn(
+        self, request: CompositionRequest | Mapping[str, Any] | None = None
+    ) -> MemoryTurn:
+        """Start a turn without a context manager; the caller must `release()` it.
+
+        Raises:
+            CompositionUnavailable: nothing serves (or the host was disposed meanwhile).
+            CompositionRejected: the View was rejected.
+        """
+        if request is None:
+            request = CompositionRequest()
+        elif not isinstance(request, CompositionRequest):
+            request = validate_model(
+                CompositionRequest, request, subject="turn request", error=DefinitionError
+            )
+        pinned, lease = await self._engine.compose(request)
+        return MemoryTurn(pinned, lease)
+
+    # ------------------------------------------------------------------ reports and lifetime
+
+    def inspect(self) -> dict[str, Any]:
+        """A JSON-only report: state, serving and draining generations, diagnostics, entries."""
+        report = self._engine.report()
+        report["entries"] = sorted(self._entries)
+        return report
+
+    async def dispose(self) -> None:
+        """Abort pending compositions, unmount every entry and retire all generations.
+
+        In-flight operations keep their leases; their Sources are disposed once they end.
+        Idempotent.
+        """
+        if self._engine.disposed:
+            return
+        await self._engine.dispose()
+        entries, self._entries = self._entries, {}
+        for instance_id, entry in reversed(entries.items()):
+            await _run_callbacks(instance_id, entry.context)
+
+
+async def _run_callbacks(instance_id: str, context: PluginContext) -> None:
+    with anyio.CancelScope(shield=True):
+        for callback in context._take_dispose_callbacks():
+            try:
+                result = callback()
+                if _inspect.isawaitable(result):
+                    await result
+            except Exception:
+                _log.warning("entry %s: an on_dispose callback failed", instance_id)
+                _log.debug("on_dispose failure of %s", instance_id, exc_info=True)

@@ -1,0 +1,120 @@
+"""Installation: the context a plugin's `apply(ctx)` receives and `install_memory`."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ._definitions import PluginDescriptor, SourceDefinition, StrategyDefinition
+from ._errors import InstallError
+
+__all__ = [
+    "DisposeCallback",
+    "Disposer",
+    "MemoryContributions",
+    "MemoryService",
+    "PluginContext",
+    "install_memory",
+]
+
+Disposer = Callable[[], None]
+DisposeCallback = Callable[[], "Awaitable[None] | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryContributions:
+    """One install batch: everything in it installs and unloads together."""
+
+    plugin: PluginDescriptor | None
+    sources: tuple[SourceDefinition, ...]
+    strategies: tuple[StrategyDefinition, ...]
+    view_extensions: tuple[Any, ...]
+    instance_id: str | None
+
+
+class MemoryService(Protocol):
+    """The narrow memory service a plugin reaches through `ctx.memory`."""
+
+    def install_contributions(self, contributions: MemoryContributions) -> Disposer:
+        """Install one batch, bound to the entry; return its idempotent disposer."""
+        ...
+
+
+class PluginContext:
+    """What a plugin's `apply(ctx)` receives from the host for one entry."""
+
+    __slots__ = ("_callbacks", "_configuration", "_entry_id", "_memory")
+
+    def __init__(
+        self, entry_id: str, configuration: Mapping[str, Any], memory: MemoryService
+    ) -> None:
+        self._entry_id = entry_id
+        self._configuration = configuration
+        self._memory = memory
+        self._callbacks: list[DisposeCallback] = []
+
+    @property
+    def entry_id(self) -> str:
+        """The stable id of the entry being mounted (for example `work`)."""
+        return self._entry_id
+
+    @property
+    def configuration(self) -> Mapping[str, Any]:
+        """The entry's frozen configuration."""
+        return self._configuration
+
+    @property
+    def memory(self) -> MemoryService:
+        """The narrow memory service; its one method is `install_contributions`."""
+        return self._memory
+
+    def on_dispose(self, callback: DisposeCallback) -> None:
+        """Run `callback` (sync or async) when the entry is unmounted, newest first."""
+        if not callable(callback):
+            raise InstallError(f"entry {self._entry_id!r}: on_dispose needs a callable")
+        self._callbacks.append(callback)
+
+    def _take_dispose_callbacks(self) -> list[DisposeCallback]:
+        taken, self._callbacks = self._callbacks, []
+        return taken[::-1]
+
+
+def install_memory(
+    ctx: PluginContext,
+    *,
+    plugin: PluginDescriptor | None = None,
+    sources: Iterable[SourceDefinition] = (),
+    strategies: Iterable[StrategyDefinition] = (),
+    view_extensions: Iterable[Any] = (),
+    instance_id: str | None = None,
+) -> Disposer:
+    """Install Sources, Strategies and View extensions for the entry `ctx` belongs to.
+
+    Everything passed in one call installs and unloads together. The returned disposer is
+    idempotent; unmounting the entry also removes exactly what it installed.
+
+    Raises:
+        InstallError: the batch is empty, a key is already installed, or an item is not a
+            definition made by the matching `define_*` helper.
+    """
+    if not isinstance(ctx, PluginContext):
+        raise InstallError("install_memory needs the PluginContext passed to apply(ctx)")
+    if plugin is not None and not isinstance(plugin, PluginDescriptor):
+        raise InstallError("install_memory plugin= must come from define_memory_plugin")
+    batch = MemoryContributions(
+        plugin=plugin,
+        sources=_checked(sources, SourceDefinition, "sources", "define_memory_source"),
+        strategies=_checked(strategies, StrategyDefinition, "strategies", "define_memory_strategy"),
+        view_extensions=tuple(view_extensions),
+        instance_id=instance_id,
+    )
+    return ctx.memory.install_contributions(batch)
+
+
+def _checked(items: Iterable[Any], kind: type[Any], field: str, helper: str) -> tuple[Any, ...]:
+    checked = tuple(items)
+    for index, item in enumerate(checked):
+        if not isinstance(item, kind):
+            raise InstallError(f"install_memory {field}[{index}]: expected a {helper}() result")
+    return checked

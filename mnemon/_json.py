@@ -1,0 +1,201 @@
+"""The JSON boundary: validation, frozen private copies, canonical form and digests.
+
+Everything that crosses between the core and a plugin passes through `freeze_json`, which
+checks it, copies it and makes the copy immutable, so no party can change what another sees.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Iterable
+from typing import Any, NoReturn, cast
+
+import orjson
+
+from ._errors import MnemonError
+
+__all__ = [
+    "MAX_JSON_DEPTH",
+    "FrozenDict",
+    "JsonValueError",
+    "canonical_json",
+    "configuration_digest",
+    "content_hash",
+    "digest",
+    "freeze_json",
+    "thaw_json",
+]
+
+MAX_JSON_DEPTH = 48
+_INT_MIN = -(2**63)
+_INT_MAX = 2**64 - 1  # orjson encodes the signed and unsigned 64-bit range
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class JsonValueError(MnemonError, ValueError):
+    """A value is not JSON-safe; the message names the path at fault."""
+
+    def __init__(self, message: str, *, path: str, reason: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.reason = reason
+
+
+class FrozenDict(dict[str, Any]):
+    """An immutable JSON object handed out by mnemon; `copy.deepcopy` gives a mutable copy."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError(
+            "JSON values handed over by mnemon are frozen; use copy.deepcopy() for a mutable copy"
+        )
+
+    __setitem__ = _refuse
+    __delitem__ = _refuse
+    __ior__ = _refuse
+    clear = _refuse
+    pop = _refuse
+    popitem = _refuse
+    setdefault = _refuse
+    update = _refuse
+
+    def __copy__(self) -> dict[str, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
+        thawed: dict[str, Any] = thaw_json(self)
+        return thawed
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenDict, (dict(self),))
+
+
+def _path_join(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    if _PLAIN_KEY.match(key):
+        return f"{path}.{key}"
+    return f"{path}[{key[:64]!a}]"
+
+
+def freeze_json(
+    value: object,
+    *,
+    what: str = "value",
+    error: type[MnemonError] = JsonValueError,
+    path: str = "$",
+) -> Any:
+    """Check that `value` is JSON-safe and return a frozen private copy of it.
+
+    Objects become `FrozenDict`, arrays become tuples; scalars are returned as they are.
+
+    Raises:
+        JsonValueError: (or `error`) naming `what` and the path of the first bad value.
+    """
+    try:
+        return _freeze(value, path, 0, set())
+    except JsonValueError as exc:
+        if error is JsonValueError:
+            raise JsonValueError(f"{what}: {exc}", path=exc.path, reason=exc.reason) from None
+        raise error(f"{what}: {exc}") from None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _reject(path: str, reason: str) -> NoReturn:
+    raise JsonValueError(f"{reason} at {path}", path=path, reason=reason)
+
+
+def _freeze(value: object, path: str, depth: int, ancestors: set[int]) -> Any:
+    kind = type(value)
+    if kind is str:
+        text = cast(str, value)
+        if not text.isascii() and not _encodable(text):
+            _reject(path, "string contains a lone surrogate")
+        return text
+    if kind is bool or value is None:
+        return value
+    if kind is int:
+        if not _INT_MIN <= cast(int, value) <= _INT_MAX:
+            _reject(path, "integer is outside the 64-bit range")
+        return value
+    if kind is float:
+        if not math.isfinite(cast(float, value)):
+            _reject(path, f"non-finite number {value!r}")
+        return value
+    if isinstance(value, dict | list | tuple):
+        if depth >= MAX_JSON_DEPTH:
+            _reject(path, f"nesting deeper than {MAX_JSON_DEPTH}")
+        marker = id(value)
+        if marker in ancestors:
+            _reject(path, "cycle")
+        ancestors.add(marker)
+        try:
+            if isinstance(value, dict):
+                frozen: dict[str, Any] = {}
+                for key, item in value.items():
+                    if type(key) is not str:
+                        _reject(path, f"non-string key {type(key).__name__}")
+                    if not key.isascii() and not _encodable(key):
+                        _reject(path, "key contains a lone surrogate")
+                    frozen[key] = _freeze(item, _path_join(path, key), depth + 1, ancestors)
+                return FrozenDict(frozen)
+            return tuple(
+                _freeze(item, _path_join(path, index), depth + 1, ancestors)
+                for index, item in enumerate(value)
+            )
+        finally:
+            ancestors.discard(marker)
+    _reject(path, f"unsupported type {kind.__name__}")
+
+
+def thaw_json(value: Any) -> Any:
+    """Return a plain, mutable copy (dicts and lists) of a JSON value."""
+    if isinstance(value, dict):
+        return {key: thaw_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [thaw_json(item) for item in value]
+    return value
+
+
+def canonical_json(value: Any) -> bytes:
+    """Canonical JSON of an already-checked value: keys sorted by code point, no whitespace."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def content_hash(value: Any) -> str:
+    """SHA-256 hex of the canonical JSON of an already-checked value."""
+    return hashlib.sha256(canonical_json(value)).hexdigest()
+
+
+def digest(prefix: str, value: Any) -> str:
+    """`<prefix>:<sha256 hex>` of the canonical JSON of an already-checked value."""
+    return f"{prefix}:{content_hash(value)}"
+
+
+def configuration_digest(value: object) -> str:
+    """Digest a configuration value as `config:<sha256 hex>` of its canonical JSON.
+
+    Raises:
+        JsonValueError: `value` is not JSON-safe.
+    """
+    return digest("config", freeze_json(value, what="configuration"))
+
+
+def unique(items: Iterable[str]) -> bool:
+    """Whether no string occurs twice."""
+    seen: set[str] = set()
+    for item in items:
+        if item in seen:
+            return False
+        seen.add(item)
+    return True

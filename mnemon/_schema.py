@@ -1,0 +1,80 @@
+"""JSON Schema for route, action and management inputs: checked once, compiled once."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+import jsonschema
+from jsonschema import Draft202012Validator
+
+from ._json import canonical_json, thaw_json
+
+__all__ = ["check_input_schema", "input_problems"]
+
+
+def check_input_schema(schema: Mapping[str, Any]) -> None:
+    """Check that `schema` is a valid Draft 2020-12 schema for a JSON object input.
+
+    Raises:
+        ValueError: naming what is wrong with the schema.
+    """
+    if schema.get("type") != "object":
+        raise ValueError('an input schema must declare "type": "object"')
+    try:
+        Draft202012Validator.check_schema(thaw_json(schema))
+    except jsonschema.SchemaError as exc:
+        where = "/".join(str(part) for part in exc.absolute_path) or "(root)"
+        raise ValueError(f"invalid JSON Schema at {where}: {exc.message}") from None
+
+
+@lru_cache(maxsize=512)
+def _validator(canonical: bytes) -> Draft202012Validator:
+    import orjson
+
+    return Draft202012Validator(orjson.loads(canonical))
+
+
+def input_problems(schema: Mapping[str, Any], value: Any) -> list[str]:
+    """Describe how `value` breaks `schema`, one line per problem naming the property."""
+    validator = _validator(canonical_json(schema))
+    problems = []
+    for error in sorted(validator.iter_errors(thaw_json(value)), key=lambda e: list(e.path)):
+        where = "".join(
+            f"[{part}]" if isinstance(part, int) else f".{part}" for part in error.absolute_path
+        )
+        if error.validator == "additionalProperties":
+            extras = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+            problems.append(f"unsupported property {', '.join(map(repr, extras))}")
+        elif error.validator == "required":
+            problems.append(f"{where or 'input'}: {error.message}")
+        else:
+            problems.append(
+                f"property '{where.lstrip('.')}': {_short(error)}" if where else _short(error)
+            )
+    return problems
+
+
+def _short(error: jsonschema.ValidationError) -> str:
+    # the validator's own message quotes the offending value, which may be memory content
+    keyword = error.validator
+    expected = error.validator_value
+    if keyword in (
+        "type",
+        "minimum",
+        "maximum",
+        "minLength",
+        "maxLength",
+        "minItems",
+        "maxItems",
+        "pattern",
+        "enum",
+        "const",
+        "format",
+        "multipleOf",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+    ):
+        return f"fails {keyword} {canonical_json(expected).decode()[:80]}"
+    return f"fails {keyword}"

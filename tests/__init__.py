@@ -1,0 +1,1 @@
+"""The core\x27s own tests."""

@@ -1,0 +1,191 @@
+"""The public SDK surface: one exact, sorted `__all__`, every name documented."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+
+import pydantic
+import pytest
+
+import mnemon
+
+# Adding or removing a public name is a decision: change this list on purpose.
+EXPECTED_ALL = [
+    "ActionDescriptor",
+    "ActionError",
+    "ActionOffer",
+    "ComposeRequest",
+    "CompositionRejected",
+    "CompositionRequest",
+    "CompositionUnavailable",
+    "DefinitionError",
+    "Diagnostic",
+    "Evidence",
+    "EvidenceItem",
+    "ExtensionContribution",
+    "ExtensionRequest",
+    "FactsRequest",
+    "Fragment",
+    "Guidance",
+    "InstallError",
+    "ManagementDescriptor",
+    "ManagementError",
+    "ManagementField",
+    "ManagementOperation",
+    "MemoryContributions",
+    "MemoryHost",
+    "MemorySource",
+    "MemoryTurn",
+    "MnemonError",
+    "MutationReceipt",
+    "MutationRequest",
+    "PluginContext",
+    "PluginDescriptor",
+    "ProjectionRequest",
+    "ProjectionSpec",
+    "ProvidedCapability",
+    "QueryRequest",
+    "ReadGrant",
+    "RegistrySnapshot",
+    "Reminders",
+    "RevisionConflict",
+    "RouteDescriptor",
+    "RouteError",
+    "Scope",
+    "SourceAction",
+    "SourceCandidate",
+    "SourceDefinition",
+    "SourceError",
+    "SourceFacts",
+    "SourceInit",
+    "SourceManifest",
+    "SourceProvenance",
+    "SourceRoute",
+    "SourceSelection",
+    "StrategyDefinition",
+    "StrategyManifest",
+    "View",
+    "ViewBudget",
+    "ViewContribution",
+    "ViewExtensionDefinition",
+    "ViewRef",
+    "ViewRoute",
+    "ViewSpec",
+    "configuration_digest",
+    "create_mutation_receipt",
+    "define_memory_plugin",
+    "define_memory_source",
+    "define_memory_strategy",
+    "define_view_extension",
+    "install_memory",
+    "render_wake",
+    "run_blocking",
+    "truncate_text",
+]
+
+
+def test_all_is_exactly_the_expected_list() -> None:
+    assert mnemon.__all__ == EXPECTED_ALL
+
+
+def test_all_is_sorted() -> None:
+    assert mnemon.__all__ == sorted(mnemon.__all__)
+
+
+def test_all_has_no_duplicates() -> None:
+    assert len(set(mnemon.__all__)) == len(mnemon.__all__)
+
+
+@pytest.mark.parametrize("name", EXPECTED_ALL)
+def test_every_public_name_resolves(name: str) -> None:
+    assert getattr(mnemon, name, None) is not None
+
+
+def test_no_public_name_outside_all() -> None:
+    public = {name for name in vars(mnemon) if not name.startswith("_")}
+    assert public == set(mnemon.__all__)
+
+
+def test_star_import_gives_exactly_all() -> None:
+    namespace: dict[str, object] = {}
+    exec("from mnemon import *", namespace)
+    assert {name for name in namespace if name != "__builtins__"} == set(EXPECTED_ALL)
+
+
+def _own_doc(obj: object) -> str:
+    doc = obj.__dict__.get("__doc__") if inspect.isclass(obj) else obj.__doc__
+    return (doc or "").strip()
+
+
+@pytest.mark.parametrize("name", EXPECTED_ALL)
+def test_every_public_name_has_a_docstring(name: str) -> None:
+    obj = getattr(mnemon, name)
+    assert inspect.isclass(obj) or callable(obj)
+    doc = _own_doc(obj)
+    assert doc, f"mnemon.{name} has no docstring"
+    # a dataclass without a docstring gets its signature as one; that is not documentation
+    assert not doc.startswith(f"{name}("), f"mnemon.{name} has only a generated docstring"
+
+
+def _public_members(cls: type) -> list[tuple[str, object]]:
+    members = []
+    for attribute, value in vars(cls).items():
+        if attribute.startswith("_"):
+            continue
+        function = value.fget if isinstance(value, property) else value
+        function = getattr(function, "__func__", function)
+        if inspect.isfunction(function):
+            members.append((attribute, function))
+    return members
+
+
+@pytest.mark.parametrize(
+    "name", [name for name in EXPECTED_ALL if inspect.isclass(getattr(mnemon, name))]
+)
+def test_public_methods_of_public_classes_have_docstrings(name: str) -> None:
+    undocumented = [
+        attribute
+        for attribute, function in _public_members(getattr(mnemon, name))
+        if not (function.__doc__ or "").strip()
+    ]
+    assert undocumented == []
+
+
+def test_module_has_a_docstring() -> None:
+    assert (mnemon.__doc__ or "").strip()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        name
+        for name in EXPECTED_ALL
+        if inspect.isclass(getattr(mnemon, name))
+        and issubclass(getattr(mnemon, name), pydantic.BaseModel)
+    ],
+)
+def test_public_wire_models_are_frozen_and_forbid_extra_fields(name: str) -> None:
+    config = getattr(mnemon, name).model_config
+    assert config.get("frozen") is True
+    assert config.get("extra") == "forbid"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        name
+        for name in EXPECTED_ALL
+        if inspect.isclass(getattr(mnemon, name))
+        and issubclass(getattr(mnemon, name), BaseException)
+    ],
+)
+def test_public_errors_share_one_root(name: str) -> None:
+    assert issubclass(getattr(mnemon, name), mnemon.MnemonError)
+
+
+def test_library_does_not_configure_logging() -> None:
+    # a NullHandler keeps "no handler" warnings away; hosts attach their own handlers
+    handlers = logging.getLogger("mnemon").handlers
+    assert any(isinstance(handler, logging.NullHandler) for handler in handlers)
+    assert logging.getLogger("mnemon").level == logging.NOTSET
