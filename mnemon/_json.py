@@ -46,7 +46,9 @@ class JsonValueError(MnemonError, ValueError):
 class FrozenDict(dict[str, Any]):
     """An immutable JSON object handed out by mnemon; `copy.deepcopy` gives a mutable copy."""
 
-    __slots__ = ()
+    # set only by `freeze_json`: such an object is already checked as a whole value
+    __slots__ = ("_checked",)
+    _checked: bool
 
     def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
         raise TypeError(
@@ -95,6 +97,8 @@ def freeze_json(
     Raises:
         JsonValueError: (or `error`) naming `what` and the path of the first bad value.
     """
+    if type(value) is FrozenDict and getattr(value, "_checked", False):
+        return value  # immutable and checked as a whole: a subtree cannot be deeper or cyclic
     try:
         return _freeze(value, path, 0, set())
     except JsonValueError as exc:
@@ -148,7 +152,9 @@ def _freeze(value: object, path: str, depth: int, ancestors: set[int]) -> Any:
                     if not key.isascii() and not _encodable(key):
                         _reject(path, "key contains a lone surrogate")
                     frozen[key] = _freeze(item, _path_join(path, key), depth + 1, ancestors)
-                return FrozenDict(frozen)
+                checked = FrozenDict(frozen)
+                checked._checked = True
+                return checked
             return tuple(
                 _freeze(item, _path_join(path, index), depth + 1, ancestors)
                 for index, item in enumerate(value)

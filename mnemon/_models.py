@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, Self, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -17,6 +17,7 @@ from pydantic import (
     Field,
     PlainSerializer,
     PlainValidator,
+    SerializationInfo,
     Strict,
     StringConstraints,
     ValidationError,
@@ -101,7 +102,13 @@ def _json_object(value: object) -> Any:
     return freeze_json(value, what="JSON value")
 
 
-def _thawed(value: Any) -> Any:
+KEEP_FROZEN = {"keep_frozen": True}
+
+
+def _thawed(value: Any, info: SerializationInfo) -> Any:
+    # callers get plain, mutable data; the core's own digests skip the copy
+    if info.context and info.context.get("keep_frozen"):
+        return value
     return thaw_json(value)
 
 
@@ -126,9 +133,26 @@ _NAMED_PROBLEM = re.compile(
 
 
 class WireModel(BaseModel):
-    """Base of the public wire models: frozen, unknown fields forbidden."""
+    """Base of the public wire models: frozen, unknown fields forbidden.
+
+    `model_copy(update=...)` validates the result, so a copy is as trustworthy as the
+    original; `model_construct` skips validation and must not be used for data that crosses
+    the boundary.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid", revalidate_instances="never")
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """Return a validated copy with `update` applied (frozen values need no deep copy).
+
+        Raises:
+            pydantic.ValidationError: the updated values are invalid.
+        """
+        if not update:
+            return self
+        values = {name: getattr(self, name) for name in type(self).model_fields}
+        values.update(update)
+        return type(self).model_validate(values)
 
 
 def describe_validation_error(exc: ValidationError, subject: str) -> str:
@@ -152,15 +176,13 @@ def describe_validation_error(exc: ValidationError, subject: str) -> str:
 def validate_model(
     model: type[_Model], value: object, *, subject: str, error: type[MnemonError]
 ) -> _Model:
-    """Validate `value` (data or a model instance) as `model`; `error` names the bad field.
+    """Validate `value` as `model` (instances pass as they are); `error` names the bad field.
 
     Raises:
         MnemonError: of class `error`, when `value` does not validate.
     """
-    if isinstance(value, BaseModel):
-        # an instance may come from model_copy(update=...) or model_construct(), which skip
-        # validation: what crosses the boundary is validated again from its plain data
-        value = value.model_dump(round_trip=True, warnings=False)
+    if isinstance(value, model):
+        return value  # validated when it was built (or copied)
     try:
         return model.model_validate(value)
     except ValidationError as exc:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import re
 from typing import Any
 
+import orjson
 import pytest
 
 from mnemon import (
@@ -46,6 +48,15 @@ async def test_a_replayed_composition_gives_an_identical_id() -> None:
     assert re.fullmatch(r"view:[0-9a-f]{64}", first.view.id)
     assert first.view.id == f"view:{first.view.digest}"
     assert other.view.id != first.view.id
+    body = first.view.model_dump(
+        mode="json", exclude={"id", "digest", "generation_id", "created_at"}
+    )
+    canonical = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+    assert hashlib.sha256(canonical).hexdigest() == first.view.digest
+    assert sorted(body) == [
+        "consistency", "diagnostics", "explanation", "extensions", "fragments", "grants",
+        "guidance", "offers", "request", "routes", "strategy_key", "strategy_type_id",
+    ]  # fmt: skip
 
 
 async def test_a_non_deterministic_strategy_is_rejected_and_its_lease_released() -> None:

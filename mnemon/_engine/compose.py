@@ -6,17 +6,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from .._definitions import StrategyDefinition
 from .._errors import CompositionRejected
 from .._json import canonical_json, content_hash, digest
 from .._models import (
+    KEEP_FROZEN,
     ActionOffer,
     ComposeRequest,
     CompositionRequest,
     Diagnostic,
     ExtensionContribution,
+    ExtensionRecord,
     FactsRequest,
     Fragment,
     GrantRecord,
@@ -37,6 +41,9 @@ from .generation import Generation, SourceSlot
 from .reads import read_concurrently
 
 __all__ = ["PinnedView", "compose_view"]
+
+_M = TypeVar("_M", bound=BaseModel)
+_UNHASHED = {"id", "digest", "generation_id", "created_at"}
 
 _PHASE_WORDS = {"timeout": "timed out", "failed": "failed"}
 
@@ -122,13 +129,14 @@ def _candidate(slot: SourceSlot, facts: SourceFacts) -> SourceCandidate:
         or len(routes) != len(facts.route_ids)
         or len(actions) != len(facts.action_ids)
     ):
-        facts = facts.model_copy(
-            update={
+        facts = _derived(
+            facts,
+            {
                 "availability": availability,
                 "capabilities": capabilities,
                 "route_ids": tuple(route.id for route in routes),
                 "action_ids": tuple(action.id for action in actions),
-            }
+            },
         )
     return SourceCandidate(
         key=slot.key,
@@ -138,6 +146,11 @@ def _candidate(slot: SourceSlot, facts: SourceFacts) -> SourceCandidate:
         routes=routes,
         actions=actions,
     )
+
+
+def _derived(model: _M, changes: dict[str, Any]) -> _M:
+    """A copy of a validated model with values the core derived from validated data."""
+    return BaseModel.model_copy(model, update=changes)
 
 
 def _compose_once(
@@ -382,9 +395,10 @@ def _assemble(
     selections: Sequence[SourceSelection],
     candidates: Mapping[str, SourceCandidate],
     results: Mapping[str, ViewContribution],
-    extension_records: Any,
+    extension_records: tuple[ExtensionRecord, ...],
     diagnostics: list[Diagnostic],
 ) -> PinnedView:
+    # every part below is derived from validated models, so it is built without re-validation
     budget = request.budget
     fragments: list[Fragment] = []
     routes: list[ViewRoute] = []
@@ -403,7 +417,7 @@ def _assemble(
         for route_id in selection.route_ids:
             route = by_route[route_id]
             routes.append(
-                ViewRoute(
+                ViewRoute.model_construct(
                     id=f"{key}/{route_id}",
                     source_key=key,
                     route_id=route_id,
@@ -425,7 +439,7 @@ def _assemble(
         for action_id in selection.action_ids:
             action = by_action[action_id]
             offers.append(
-                ActionOffer(
+                ActionOffer.model_construct(
                     id=f"{key}/{action_id}",
                     source_key=key,
                     action_id=action_id,
@@ -436,7 +450,7 @@ def _assemble(
                 )
             )
         consistency.append(
-            SourceConsistency(
+            SourceConsistency.model_construct(
                 source_key=key,
                 consistency=candidate.consistency,
                 revision=candidate.facts.revision,
@@ -454,23 +468,23 @@ def _assemble(
         "routes": tuple(routes),
         "offers": tuple(offers),
         "grants": tuple(
-            GrantRecord(source_key=key, digest=digest("grant", grant.value))
+            GrantRecord.model_construct(source_key=key, digest=digest("grant", grant.value))
             for key, grant in grants.items()
         ),
         "consistency": tuple(consistency),
         "extensions": extension_records,
         "diagnostics": tuple(diagnostics),
     }
-    view = View(
-        id="",
-        digest="",
+    # the digest covers the body: neither the generation nor the creation time
+    content = View.model_construct(**body).model_dump(context=KEEP_FROZEN, exclude=_UNHASHED)
+    view_digest = content_hash(content)
+    view = View.model_construct(
+        id=f"view:{view_digest}",
+        digest=view_digest,
         generation_id=generation.id,
         created_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
         **body,
     )
-    content = view.model_dump(mode="json", exclude={"id", "digest", "generation_id", "created_at"})
-    view_digest = content_hash(content)
-    view = view.model_copy(update={"id": f"view:{view_digest}", "digest": view_digest})
     return PinnedView(
         view=view, generation=generation, grants=grants, strategy=plan.strategy_definition
     )

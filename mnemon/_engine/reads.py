@@ -25,49 +25,41 @@ class ReadOutcome:
     failure: Failure | None = None
 
 
-async def _read_one(
-    key: str, call: Callable[[], Awaitable[Any]], deadline: float, phase: str
-) -> ReadOutcome:
-    outcome = ReadOutcome(key)
-    failed = False
-    with anyio.move_on_after(deadline) as scope:
-        try:
-            outcome.value = await call()
-        except Exception:
-            failed = True
-    if scope.cancel_called:
-        # our deadline fired: whatever came back afterwards is late and discarded
-        outcome.value = None
-        outcome.failure = "timeout"
-        _log.warning("Memory Source %s %s() timed out", key, phase)
-    elif failed:
-        outcome.failure = "failed"
-        _log.warning("Memory Source %s %s() failed", key, phase)
-        _log.debug("Memory Source %s %s() failure", key, phase, exc_info=True)
-    return outcome
-
-
 async def read_concurrently(
     calls: Sequence[tuple[str, Callable[[], Awaitable[Any]]]], deadline: float, phase: str
 ) -> list[ReadOutcome]:
-    """Run every call at once, each under its own `deadline` (seconds); outcomes in call order.
+    """Run every call at once under one per-read `deadline` (seconds); outcomes in call order.
 
-    The caller's cancellation propagates unchanged; a call's own failure or timeout never
-    does. Nothing is left running when this returns.
+    All reads start together, so one cancel scope is each read's own deadline. The caller's
+    cancellation propagates unchanged; a call's own failure or timeout never does. Nothing is
+    left running when this returns.
     """
-    if len(calls) == 1:
-        key, call = calls[0]
-        outcome = await _read_one(key, call, deadline, phase)
-        # a Source that turned the caller's cancellation into an error must not hide it
-        await anyio.lowlevel.checkpoint_if_cancelled()
-        return [outcome]
-    outcomes: list[ReadOutcome] = [ReadOutcome(key) for key, _ in calls]
+    outcomes = [ReadOutcome(key, failure="timeout") for key, _ in calls]
 
     async def run(index: int) -> None:
-        key, call = calls[index]
-        outcomes[index] = await _read_one(key, call, deadline, phase)
+        outcome = outcomes[index]
+        try:
+            value = await calls[index][1]()
+        except Exception:
+            if not scope.cancel_called:
+                outcome.failure = "failed"
+                _log.warning("Memory Source %s %s() failed", outcome.key, phase)
+                _log.debug("Memory Source %s %s() failure", outcome.key, phase, exc_info=True)
+            return
+        if not scope.cancel_called:  # a result after the deadline is late and discarded
+            outcome.value = value
+            outcome.failure = None
 
-    async with anyio.create_task_group() as group:
-        for index in range(len(calls)):
-            group.start_soon(run, index)
+    with anyio.move_on_after(deadline) as scope:
+        if len(calls) == 1:
+            await run(0)
+        else:
+            async with anyio.create_task_group() as group:
+                for index in range(len(calls)):
+                    group.start_soon(run, index)
+    # a Source that turned the caller's cancellation into an error must not hide it
+    await anyio.lowlevel.checkpoint_if_cancelled()
+    for outcome in outcomes:
+        if outcome.failure == "timeout":
+            _log.warning("Memory Source %s %s() timed out", outcome.key, phase)
     return outcomes
