@@ -1,8 +1,10 @@
-"""The demo behind `make demo`: mount the notes and focus examples and compose one View.
+"""The demo behind `make demo`: the notes and focus examples, one turn end to end.
 
 It writes a sample notes file under `.mnemon-demo/`, mounts the `notes` Source and the `focus`
-Strategy from `examples/`, opens one turn, and prints the Wake and the host's report.
-Re-running it is safe: the notes file is rewritten each time.
+Strategy from `examples/`, opens a turn and prints its Wake, reads the `read` route, runs an
+authorized `replace` and prints its receipt, shows that the turn still reads its pinned
+snapshot while the next turn sees the write, and prints the host's report. Re-running it is
+safe: the notes file is rewritten each time.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import anyio
 import mnemon_example_focus as focus
 import mnemon_example_notes as notes
 
-from mnemon import MemoryHost
+from mnemon import ActionOffer, MemoryHost
 
 DEMO_DIR = Path(__file__).resolve().parent.parent / ".mnemon-demo"
 SAMPLE = """\
@@ -49,6 +51,30 @@ async def main() -> None:
             print(f"composed in {elapsed:.2f} ms")
             heading("Wake (what the model sees)")
             print(turn.wake())
+
+            heading("Route source:notes/read")
+            evidence = await turn.execute_route("source:notes/read", {})
+            print(f"{len(evidence.items)} item(s), truncated={evidence.truncated}")
+            print(evidence.items[0].text.splitlines()[1])
+
+            heading("Authorized action source:notes/replace")
+
+            def authorize(offer: ActionOffer) -> bool:
+                print(f"authorize? {offer.id}: {offer.description} -> yes")
+                return True
+
+            updated = SAMPLE + "- New today: the deadline moved to Monday.\n"
+            receipt = await turn.execute_action(
+                "source:notes/replace", {"text": updated}, authorize, idempotency_key="demo-1"
+            )
+            print(json.dumps(receipt.model_dump(), indent=2))
+
+            pinned = await turn.execute_route("source:notes/read", {})
+            moved = "moved to Monday" in pinned.items[0].text
+            print(f"this turn still reads its pinned snapshot: {not moved}")
+        async with host.turn(scope={"user_id": "ada"}) as following:
+            shown = "moved to Monday" in following.wake()
+            print(f"the next turn's View shows the write: {shown}")
         heading("inspect()")
         print(json.dumps(host.inspect(), indent=2))
 

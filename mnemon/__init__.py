@@ -5,16 +5,21 @@ This module is the whole public SDK; everything else in the package is private.
 
 import logging as _logging
 
+from ._definitions import ConfigurationField as ConfigurationField
 from ._definitions import ExtensionRequest as ExtensionRequest
 from ._definitions import MemorySource as MemorySource
 from ._definitions import PluginDescriptor as PluginDescriptor
 from ._definitions import ProvidedCapability as ProvidedCapability
+from ._definitions import RouteReader as RouteReader
 from ._definitions import SourceDefinition as SourceDefinition
+from ._definitions import StrategyConfiguration as StrategyConfiguration
 from ._definitions import StrategyDefinition as StrategyDefinition
+from ._definitions import StrategyTurn as StrategyTurn
 from ._definitions import ViewExtensionDefinition as ViewExtensionDefinition
 from ._definitions import define_memory_plugin as define_memory_plugin
 from ._definitions import define_memory_source as define_memory_source
 from ._definitions import define_memory_strategy as define_memory_strategy
+from ._definitions import define_strategy_configuration as define_strategy_configuration
 from ._definitions import define_view_extension as define_view_extension
 from ._errors import ActionError as ActionError
 from ._errors import CompositionRejected as CompositionRejected
@@ -29,6 +34,7 @@ from ._errors import SourceError as SourceError
 from ._helpers import create_mutation_receipt as create_mutation_receipt
 from ._helpers import run_blocking as run_blocking
 from ._helpers import truncate_text as truncate_text
+from ._host import ManagementClient as ManagementClient
 from ._host import MemoryHost as MemoryHost
 from ._host import MemoryTurn as MemoryTurn
 from ._install import MemoryContributions as MemoryContributions
@@ -42,15 +48,21 @@ from ._models import CompositionRequest as CompositionRequest
 from ._models import Diagnostic as Diagnostic
 from ._models import Evidence as Evidence
 from ._models import EvidenceItem as EvidenceItem
+from ._models import EvidenceLimits as EvidenceLimits
 from ._models import ExtensionContribution as ExtensionContribution
 from ._models import FactsRequest as FactsRequest
 from ._models import Fragment as Fragment
 from ._models import Guidance as Guidance
 from ._models import ManagementDescriptor as ManagementDescriptor
+from ._models import ManagementEntry as ManagementEntry
 from ._models import ManagementField as ManagementField
 from ._models import ManagementOperation as ManagementOperation
+from ._models import ManagementRequest as ManagementRequest
+from ._models import ManagementResult as ManagementResult
+from ._models import ManageRequest as ManageRequest
 from ._models import MutationReceipt as MutationReceipt
 from ._models import MutationRequest as MutationRequest
+from ._models import PolicyRequest as PolicyRequest
 from ._models import ProjectionRequest as ProjectionRequest
 from ._models import ProjectionSpec as ProjectionSpec
 from ._models import QueryRequest as QueryRequest
@@ -87,20 +99,27 @@ __all__ = [
     "CompositionRejected",
     "CompositionRequest",
     "CompositionUnavailable",
+    "ConfigurationField",
     "DefinitionError",
     "Diagnostic",
     "Evidence",
     "EvidenceItem",
+    "EvidenceLimits",
     "ExtensionContribution",
     "ExtensionRequest",
     "FactsRequest",
     "Fragment",
     "Guidance",
     "InstallError",
+    "ManageRequest",
+    "ManagementClient",
     "ManagementDescriptor",
+    "ManagementEntry",
     "ManagementError",
     "ManagementField",
     "ManagementOperation",
+    "ManagementRequest",
+    "ManagementResult",
     "MemoryContributions",
     "MemoryHost",
     "MemorySource",
@@ -110,6 +129,7 @@ __all__ = [
     "MutationRequest",
     "PluginContext",
     "PluginDescriptor",
+    "PolicyRequest",
     "ProjectionRequest",
     "ProjectionSpec",
     "ProvidedCapability",
@@ -120,6 +140,7 @@ __all__ = [
     "RevisionConflict",
     "RouteDescriptor",
     "RouteError",
+    "RouteReader",
     "Scope",
     "SourceAction",
     "SourceCandidate",
@@ -131,8 +152,10 @@ __all__ = [
     "SourceProvenance",
     "SourceRoute",
     "SourceSelection",
+    "StrategyConfiguration",
     "StrategyDefinition",
     "StrategyManifest",
+    "StrategyTurn",
     "View",
     "ViewBudget",
     "ViewContribution",
@@ -145,6 +168,7 @@ __all__ = [
     "define_memory_plugin",
     "define_memory_source",
     "define_memory_strategy",
+    "define_strategy_configuration",
     "define_view_extension",
     "install_memory",
     "render_wake",

@@ -14,13 +14,16 @@ from ._models import (
     CapabilityId,
     ComposeRequest,
     Evidence,
+    EvidenceLimits,
     ExtensionContribution,
     FactsRequest,
     Id,
     JsonObject,
+    JsonValue,
     MutationReceipt,
     MutationRequest,
     PackageName,
+    PolicyRequest,
     ProjectionRequest,
     QueryRequest,
     SourceCandidate,
@@ -36,17 +39,22 @@ from ._models import (
 
 __all__ = [
     "ComposeFunction",
+    "ConfigurationField",
     "MemorySource",
     "PluginDescriptor",
     "PluginRole",
     "ProvidedCapability",
+    "RouteReader",
     "SourceDefinition",
     "SourceFactory",
+    "StrategyConfiguration",
     "StrategyDefinition",
+    "StrategyTurn",
     "ViewExtensionDefinition",
     "define_memory_plugin",
     "define_memory_source",
     "define_memory_strategy",
+    "define_strategy_configuration",
     "define_view_extension",
 ]
 
@@ -319,4 +327,214 @@ def define_view_extension(
         raise DefinitionError("contribute: must be callable")
     return ViewExtensionDefinition(
         header.type_id, header.package_name, header.slot, contribute, header.strategy_type_id
+    )
+
+
+# ------------------------------------------------------------------------- turn policies
+
+
+class RouteReader(Protocol):
+    """The `read` a turn policy receives: bound to one route and its grant.
+
+    It revalidates `input`, may only narrow `limits`, counts against the route's
+    `max_calls`, and is dead once the policy returns.
+    """
+
+    async def __call__(
+        self,
+        input: Mapping[str, Any] | None = None,
+        limits: EvidenceLimits | Mapping[str, Any] | None = None,
+    ) -> Evidence:
+        """Read through the pinned grant and return normalized evidence."""
+        ...
+
+
+class StrategyTurn(Protocol):
+    """A Strategy's per-turn read policy, made by `create_turn(view)` once per turn."""
+
+    async def query(self, request: PolicyRequest, read: RouteReader) -> Evidence:
+        """Answer one route execution: read, replay, dedupe, admit or drop results."""
+        ...
+
+
+# ------------------------------------------------------------------------- configuration
+
+ConfigurationInput = Literal["number", "text", "textarea", "string-list", "source-list", "boolean"]
+TEXT_LIMIT = 4_000
+LIST_LIMIT = 32
+LIST_ITEM_LIMIT = 500
+
+
+class ConfigurationField(WireModel):
+    """One configuration input of a Strategy or View extension."""
+
+    id: Annotated[str, Strict(), StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
+    label: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=200)]
+    input: ConfigurationInput
+    description: (
+        Annotated[str, Strict(), StringConstraints(min_length=1, max_length=2_000)] | None
+    ) = None
+    required: Annotated[bool, Strict()] = False
+    default: JsonValue = None
+    minimum: Annotated[int, Strict()] | None = None
+    maximum: Annotated[int, Strict()] | None = None
+
+    @model_validator(mode="after")
+    def _check_bounds(self) -> ConfigurationField:
+        if self.input == "number":
+            if self.minimum is None or self.maximum is None:
+                raise ValueError("minimum: a number field declares minimum and maximum")
+            if self.minimum > self.maximum:
+                raise ValueError("maximum: must not be below minimum")
+        elif self.minimum is not None or self.maximum is not None:
+            raise ValueError("minimum: only a number field has bounds")
+        if self.default is not None:
+            problem = _field_problem(self, self.default)
+            if problem is not None:
+                raise ValueError(f"default: {problem}")
+        return self
+
+
+def _string_list_problem(value: Any) -> str | None:
+    if not isinstance(value, list | tuple):
+        return "must be a list of strings"
+    if len(value) > LIST_LIMIT:
+        return f"must hold at most {LIST_LIMIT} items"
+    for index, item in enumerate(value):
+        if not isinstance(item, str) or not item:
+            return f"item {index} must be a non-empty string"
+        if len(item) > LIST_ITEM_LIMIT:
+            return f"item {index} exceeds {LIST_ITEM_LIMIT} characters"
+    if len(set(value)) != len(value):
+        return "items must be unique"
+    return None
+
+
+def _field_problem(field: ConfigurationField, value: Any) -> str | None:
+    """Why `value` does not fit `field`, or None."""
+    kind = field.input
+    if kind == "number":
+        if type(value) is not int:
+            return "must be an integer"
+        low, high = field.minimum, field.maximum
+        if low is not None and high is not None and not low <= value <= high:
+            return f"must be between {field.minimum} and {field.maximum}"
+        return None
+    if kind in ("text", "textarea"):
+        if not isinstance(value, str):
+            return "must be text"
+        if len(value) > TEXT_LIMIT:
+            return f"exceeds {TEXT_LIMIT:,} characters"
+        return None
+    if kind == "boolean":
+        return None if isinstance(value, bool) else "must be true or false"
+    return _string_list_problem(value)
+
+
+@dataclass(frozen=True, slots=True)
+class StrategyConfiguration:
+    """A configurable Strategy or View extension: fields, and a factory run on valid input."""
+
+    kind: Literal["strategy", "strategy-extension"]
+    type_id: str
+    label: str
+    description: str
+    fields: tuple[ConfigurationField, ...]
+    factory: Callable[[Mapping[str, Any]], Any]
+
+    def validate(self, config: Mapping[str, Any] | None) -> Mapping[str, Any]:
+        """Check `config` against the fields and return it frozen, with defaults filled in.
+
+        Raises:
+            DefinitionError: naming the configuration key at fault.
+        """
+        from ._json import freeze_json
+
+        subject = f"{self.type_id} configuration"
+        values = freeze_json({} if config is None else config, what=subject, error=DefinitionError)
+        if not isinstance(values, Mapping):
+            raise DefinitionError(f"{subject}: must be a JSON object")
+        known = {field.id: field for field in self.fields}
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise DefinitionError(f"{subject}.{unknown[0]}: unknown key")
+        checked: dict[str, Any] = {}
+        for field in self.fields:
+            if field.id not in values:
+                if field.required:
+                    raise DefinitionError(f"{subject}.{field.id}: required")
+                if field.default is not None:
+                    checked[field.id] = field.default
+                continue
+            problem = _field_problem(field, values[field.id])
+            if problem is not None:
+                raise DefinitionError(f"{subject}.{field.id}: {problem}")
+            checked[field.id] = values[field.id]
+        return freeze_json(checked)  # type: ignore[no-any-return]
+
+    def create(self, config: Mapping[str, Any] | None = None) -> Any:
+        """Validate `config`, then run the factory and check it made the declared contribution.
+
+        Raises:
+            DefinitionError: the configuration is invalid (nothing ran), or the factory
+                returned something other than the declared Strategy or extension.
+        """
+        values = self.validate(config)
+        produced = self.factory(values)
+        expected = StrategyDefinition if self.kind == "strategy" else ViewExtensionDefinition
+        if not isinstance(produced, expected) or produced.type_id != self.type_id:
+            raise DefinitionError(
+                f"{self.type_id} configuration: the factory must return the {self.kind} "
+                f"{self.type_id!r} it declares"
+            )
+        return produced
+
+
+class _ConfigurationHeader(WireModel):
+    kind: Literal["strategy", "strategy-extension"]
+    type_id: Id
+    label: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=200)]
+    description: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=2_000)]
+    fields: tuple[ConfigurationField, ...] = Field(max_length=64)
+
+    @model_validator(mode="after")
+    def _check_unique(self) -> _ConfigurationHeader:
+        if not unique(field.id for field in self.fields):
+            raise ValueError("fields: duplicate field id")
+        return self
+
+
+def define_strategy_configuration(
+    kind: str,
+    type_id: str,
+    label: str,
+    description: str,
+    fields: Iterable[ConfigurationField | Mapping[str, Any]],
+    create: Callable[[Mapping[str, Any]], Any],
+) -> StrategyConfiguration:
+    """Define how a Strategy (or View extension) is configured.
+
+    `create(config)` on the result validates input before the factory runs: integers within
+    their bounds, lists of at most 32 unique non-empty strings of at most 500 characters,
+    text of at most 4,000 characters, no unknown keys.
+
+    Raises:
+        DefinitionError: naming the field at fault.
+    """
+    header = validate_model(
+        _ConfigurationHeader,
+        {
+            "kind": kind,
+            "type_id": type_id,
+            "label": label,
+            "description": description,
+            "fields": _listed(fields),
+        },
+        subject="configuration",
+        error=DefinitionError,
+    )
+    if not callable(create):
+        raise DefinitionError("create: must be callable")
+    return StrategyConfiguration(
+        header.kind, header.type_id, header.label, header.description, header.fields, create
     )

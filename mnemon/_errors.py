@@ -54,15 +54,46 @@ class CompositionRejected(MnemonError):
     """A candidate generation or a View was rejected; the message names the rule broken."""
 
 
-class RouteError(MnemonError):
-    """A route read could not run or its result broke the contract."""
+class _CodedError(MnemonError):
+    """An error with a stable `code` hosts can branch on (`released`, `timeout`, ...)."""
+
+    def __init__(self, message: str, *, code: str = "refused", retryable: bool = False):
+        super().__init__(message)
+        self.code = code
+        self.retryable = retryable
 
 
-class ActionError(MnemonError):
-    """A write offer could not run or its receipt broke the contract."""
+class RouteError(_CodedError):
+    """A route read could not run or its result broke the contract.
+
+    `code` is one of `released`, `unknown-route`, `invalid-input`, `invalid-budget`,
+    `call-budget-exhausted`, `timeout`, `source-failed`, `contract`, or the code of a
+    `SourceError` the Source raised; `retryable` tells whether trying later may succeed.
+    """
 
 
-class ManagementError(MnemonError):
+class ActionError(_CodedError):
+    """A write did not succeed; `receipt` says honestly how far it got.
+
+    `code` is one of `released`, `unknown-offer`, `invalid-input`, `not-authorized`,
+    `timeout`, `source-failed`, `contract`, or the code of a `SourceError` the Source raised.
+    `receipt` is None when nothing was attempted; otherwise its `completion` is `failed` (the
+    Source refused: nothing was written) or `unknown` (the write may or may not have happened).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str = "refused",
+        retryable: bool = False,
+        receipt: object | None = None,
+    ):
+        super().__init__(message, code=code, retryable=retryable)
+        self.receipt = receipt
+
+
+class ManagementError(_CodedError):
     """A management operation was refused or failed."""
 
 

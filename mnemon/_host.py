@@ -16,14 +16,29 @@ import anyio
 from ._definitions import PluginDescriptor
 from ._engine.compose import PinnedView
 from ._engine.engine import Engine, EntryMemoryService
+from ._engine.execution import TurnExecution
 from ._engine.generation import HostSettings, Lease
-from ._errors import CompositionRejected, DefinitionError, InstallError, MnemonError
+from ._engine.management import current_revision, management_catalog, run_management
+from ._errors import (
+    CompositionRejected,
+    DefinitionError,
+    InstallError,
+    ManagementError,
+    MnemonError,
+)
 from ._install import MemoryContributions, PluginContext
 from ._json import FrozenDict, freeze_json
 from ._models import (
     ENTRY_ID_PATTERN,
     SOURCE_CAPABILITIES,
+    ActionOffer,
     CompositionRequest,
+    Evidence,
+    EvidenceLimits,
+    ManagementEntry,
+    ManagementRequest,
+    ManagementResult,
+    MutationReceipt,
     RegistrySnapshot,
     Scope,
     View,
@@ -32,7 +47,7 @@ from ._models import (
 )
 from ._wake import render_wake
 
-__all__ = ["MemoryHost", "MemoryTurn", "Unmount"]
+__all__ = ["ManagementClient", "MemoryHost", "MemoryTurn", "Unmount"]
 
 _log = logging.getLogger("mnemon.host")
 _ENTRY_ID = re.compile(ENTRY_ID_PATTERN)
@@ -90,11 +105,12 @@ def _settings(
 class MemoryTurn:
     """One agent turn: a leased generation and exactly one pinned View."""
 
-    __slots__ = ("_lease", "_pinned", "_released")
+    __slots__ = ("_execution", "_lease", "_pinned", "_released")
 
     def __init__(self, pinned: PinnedView, lease: Lease) -> None:
         self._pinned = pinned
         self._lease = lease
+        self._execution = TurnExecution(pinned)
         self._released = False
 
     @property
@@ -111,13 +127,120 @@ class MemoryTurn:
         """The text the model sees for this turn."""
         return render_wake(self._pinned.view)
 
+    async def execute_route(
+        self,
+        route_id: str,
+        input: Mapping[str, Any] | None = None,
+        *,
+        limits: EvidenceLimits | Mapping[str, Any] | None = None,
+    ) -> Evidence:
+        """Read through route `route_id` of the pinned View, within optional narrower `limits`.
+
+        The read sees exactly what the View pinned, holds its own lease until it ends, and
+        costs one of the route's calls even when it fails.
+
+        Raises:
+            RouteError: with a `code`: `released`, `unknown-route`, `invalid-input`,
+                `invalid-budget`, `call-budget-exhausted`, `timeout`, `source-failed`,
+                `contract`, or a Source's own error code.
+        """
+        return await self._execution.execute_route(route_id, input, limits)
+
+    async def execute_action(
+        self,
+        offer_id: str,
+        input: Mapping[str, Any] | None,
+        authorize: Callable[[ActionOffer], bool | Awaitable[bool]],
+        *,
+        idempotency_key: str | None = None,
+    ) -> MutationReceipt:
+        """Write through offer `offer_id` if `authorize(offer)` (sync or async) allows it now.
+
+        Raises:
+            ActionError: refused, failed or timed out; its `receipt` (when a write was
+                attempted) says honestly how far the write got.
+            RevisionConflict: the Source refused a stale expected revision.
+        """
+        return await self._execution.execute_action(
+            offer_id, input, authorize, idempotency_key=idempotency_key
+        )
+
     async def release(self) -> None:
-        """End the turn and release its lease (idempotent)."""
+        """End the turn and release its lease (idempotent); later executions raise `released`.
+
+        Reads and writes already running keep their own leases and finish.
+        """
         if self._released:
             return
         self._released = True
+        self._execution.close()
         with anyio.CancelScope(shield=True):
             await self._lease.release()
+
+
+class ManagementClient:
+    """One Source's management plane for one scope, captured when the client was made."""
+
+    __slots__ = ("_host", "_scope", "_source_key")
+
+    def __init__(self, host: MemoryHost, source_key: str, scope: Scope) -> None:
+        self._host = host
+        self._source_key = source_key
+        self._scope = scope
+
+    @property
+    def scope(self) -> Scope:
+        """The scope every operation of this client runs in."""
+        return self._scope
+
+    async def revision(self) -> str | None:
+        """The Source's current revision in this client's scope (what `mutate` fences on).
+
+        Raises:
+            ManagementError: the Source is unknown or its facts() failed.
+        """
+        return await self._host._management_revision(self._source_key, self._scope)
+
+    async def read(self, operation: str, input: Mapping[str, Any] | None = None) -> Any:
+        """Run a read operation and return its JSON output.
+
+        Raises:
+            ManagementError: the operation was refused or failed.
+        """
+        result = await self._host.execute_management(
+            ManagementRequest(
+                source_key=self._source_key,
+                operation=operation,
+                input=input or {},
+                scope=self._scope,
+            )
+        )
+        return result.output
+
+    async def mutate(
+        self,
+        operation: str,
+        input: Mapping[str, Any] | None = None,
+        *,
+        confirmed: bool = False,
+        expected_revision: str | None = None,
+    ) -> ManagementResult:
+        """Run a mutating operation; it needs `confirmed=True` and the current revision.
+
+        Raises:
+            ManagementError: unconfirmed, refused or failed.
+            RevisionConflict: `expected_revision` is not the Source's current revision.
+        """
+        return await self._host.execute_management(
+            ManagementRequest(
+                source_key=self._source_key,
+                operation=operation,
+                input=input or {},
+                scope=self._scope,
+                confirmed=confirmed,
+                expected_revision=expected_revision,
+            )
+        )
 
 
 @dataclass(slots=True)
@@ -342,6 +465,53 @@ class MemoryHost:
             )
         pinned, lease = await self._engine.compose(request)
         return MemoryTurn(pinned, lease)
+
+    # ------------------------------------------------------------------ management
+
+    def management_catalog(self) -> tuple[ManagementEntry, ...]:
+        """Every serving Source with a management plane: its form and operations.
+
+        Never grants, secrets or memory content. The host's capability ceiling applies to the
+        model, not to management.
+        """
+        generation = self._engine.serving
+        return () if generation is None else management_catalog(generation)
+
+    async def execute_management(
+        self, request: ManagementRequest | Mapping[str, Any]
+    ) -> ManagementResult:
+        """Run one management operation for an authenticated human.
+
+        A `mutate` operation needs `confirmed=True` and an `expected_revision` equal to the
+        Source's fresh revision; the Source re-checks inside its own lock.
+
+        Raises:
+            ManagementError: the request was refused or failed.
+            RevisionConflict: the expected revision is stale.
+            CompositionUnavailable: nothing serves.
+        """
+        checked = validate_model(
+            ManagementRequest, request, subject="management request", error=ManagementError
+        )
+        async with self._engine.leased() as generation:
+            return await run_management(generation, checked)
+
+    async def _management_revision(self, source_key: str, scope: Scope) -> str | None:
+        async with self._engine.leased() as generation:
+            return await current_revision(generation, source_key, scope)
+
+    def management_client(
+        self, source_key: str, scope: Scope | Mapping[str, Any] | None = None
+    ) -> ManagementClient:
+        """A client for one Source's management plane; `scope` is captured now.
+
+        Raises:
+            ManagementError: the scope is invalid.
+        """
+        checked = validate_model(
+            Scope, scope if scope is not None else Scope(), subject="scope", error=ManagementError
+        )
+        return ManagementClient(self, source_key, checked)
 
     # ------------------------------------------------------------------ reports and lifetime
 

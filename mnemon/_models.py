@@ -740,3 +740,67 @@ class RegistrySnapshot(WireModel):
 
     revision: int
     contributions: tuple[InstalledContribution, ...]
+
+
+# ------------------------------------------------------------------------- execution
+
+
+class EvidenceLimits(WireModel):
+    """Ceilings for one route read; they can only narrow what the View pinned."""
+
+    max_results: Annotated[StrictInt, Field(ge=1, le=1_000)] | None = None
+    max_characters: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = None
+
+
+class PolicyRequest(WireModel):
+    """What a turn policy's `query()` receives for one route execution."""
+
+    view: ViewRef
+    route: ViewRoute
+    input: JsonObject
+
+
+# ------------------------------------------------------------------------- management
+
+
+class ManagementRequest(WireModel):
+    """A human's management operation on one Source."""
+
+    source_key: InstanceKey
+    operation: Id
+    input: JsonObject = FrozenDict()
+    scope: Scope = Scope()
+    confirmed: StrictBool = False
+    expected_revision: Revision | None = None
+
+
+class ManageRequest(WireModel):
+    """What a Source's `manage()` receives; a mutation is confirmed and revision-fenced."""
+
+    instance_key: InstanceKey
+    scope: Scope
+    operation: ManagementOperation
+    input: JsonObject
+    expected_revision: Revision | None = None
+
+
+class ManagementResult(WireModel):
+    """The JSON outcome of one management operation."""
+
+    source_key: InstanceKey
+    operation: Id
+    output: JsonValue = None
+    revision: Revision | None = None
+
+
+class ManagementEntry(WireModel):
+    """One manageable Source in the catalog: its form and operations, never its data."""
+
+    source_key: InstanceKey
+    type_id: Id
+    role: Id
+    package_name: PackageName
+    label: Label
+    description: Description
+    fields: tuple[ManagementField, ...]
+    operations: tuple[ManagementOperation, ...]

@@ -90,6 +90,10 @@ class Probe:
     on_facts: Hook | None = None
     on_project: Hook | None = None
     on_create: Callable[[SourceInit], None] | None = None
+    on_query: Hook | None = None
+    on_mutate: Hook | None = None
+    queries: list[QueryRequest] = field(default_factory=list)
+    mutations: list[MutationRequest] = field(default_factory=list)
     created: list[str] = field(default_factory=list)
     disposed: list[str] = field(default_factory=list)
     facts_calls: int = 0
@@ -141,6 +145,9 @@ class FakeSource:
         return self.default_contribution(request)
 
     async def query(self, request: QueryRequest) -> Evidence:
+        self.probe.queries.append(request)
+        if self.probe.on_query is not None:
+            return await self.probe.on_query(self, request)  # type: ignore[no-any-return]
         return Evidence(
             view_id=request.view.id,
             route_id=request.route.id,
@@ -149,6 +156,9 @@ class FakeSource:
         )
 
     async def mutate(self, request: MutationRequest) -> MutationReceipt:
+        self.probe.mutations.append(request)
+        if self.probe.on_mutate is not None:
+            return await self.probe.on_mutate(self, request)  # type: ignore[no-any-return]
         return create_mutation_receipt(request, completion="accepted")
 
     async def dispose(self) -> None:

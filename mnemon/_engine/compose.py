@@ -40,7 +40,7 @@ from .extensions import collect_contributions
 from .generation import Generation, SourceSlot
 from .reads import read_concurrently
 
-__all__ = ["PinnedView", "compose_view"]
+__all__ = ["PinnedView", "checked_facts", "compose_view"]
 
 _M = TypeVar("_M", bound=BaseModel)
 _UNHASHED = {"id", "digest", "generation_id", "created_at"}
@@ -66,7 +66,7 @@ def _outage(key: str, phase: str, failure: str) -> Diagnostic:
     )
 
 
-def _checked_facts(slot: SourceSlot, value: Any) -> SourceFacts:
+def checked_facts(slot: SourceSlot, value: Any) -> SourceFacts:
     subject = f"Memory Source {slot.key} facts()"
     facts = validate_model(SourceFacts, value, subject=subject, error=CompositionRejected)
     manifest = slot.manifest
@@ -310,7 +310,7 @@ async def compose_view(generation: Generation, request: CompositionRequest) -> P
             diagnostics.append(_outage(slot.key, "facts", outcome.failure))
             facts = _unavailable(slot)
         else:
-            facts = _checked_facts(slot, outcome.value)
+            facts = checked_facts(slot, outcome.value)
         candidates[slot.key] = _candidate(slot, facts)
     offered = tuple(candidates.values())
 

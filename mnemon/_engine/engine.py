@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 import anyio
@@ -68,6 +69,10 @@ class Engine:
     @property
     def state(self) -> EngineState:
         return self._state
+
+    @property
+    def serving(self) -> Generation | None:
+        return self._serving
 
     def _check_open(self) -> None:
         if self._disposed:
@@ -228,6 +233,20 @@ class Engine:
                 f"no memory generation is serving ({self._state}: {reason})"
             )
         return self._serving.lease()
+
+    @asynccontextmanager
+    async def leased(self) -> AsyncIterator[Generation]:
+        """Hold a lease on the serving generation for the length of one operation.
+
+        Raises:
+            CompositionUnavailable: the host is disposed or nothing serves.
+        """
+        lease = self.lease()
+        try:
+            yield lease.generation
+        finally:
+            with anyio.CancelScope(shield=True):
+                await lease.release()
 
     # ------------------------------------------------------------------ lifetime
 

@@ -138,10 +138,15 @@ def _active_extensions(
     for item in extensions:
         definition = item.definition
         assert isinstance(definition, ViewExtensionDefinition)
-        if definition.strategy_type_id == strategy.type_id or (
-            definition.strategy_type_id == "*"
-            and definition.slot in strategy.manifest.extension_slots
-        ):
+        declared = definition.slot in strategy.manifest.extension_slots
+        if definition.strategy_type_id == strategy.type_id:
+            if not declared:
+                raise CompositionRejected(
+                    f"View extension {item.instance_key} fills slot {definition.slot!r}, which "
+                    f"Strategy {strategy.type_id} does not declare"
+                )
+            active.append(item)
+        elif definition.strategy_type_id == "*" and declared:
             active.append(item)
         else:
             diagnostics.append(

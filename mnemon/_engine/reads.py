@@ -10,7 +10,7 @@ from typing import Any, Literal
 import anyio
 import anyio.lowlevel
 
-__all__ = ["ReadOutcome", "read_concurrently"]
+__all__ = ["ReadOutcome", "call_source", "read_concurrently"]
 
 _log = logging.getLogger("mnemon.reads")
 Failure = Literal["timeout", "failed"]
@@ -63,3 +63,25 @@ async def read_concurrently(
         if outcome.failure == "timeout":
             _log.warning("Memory Source %s %s() timed out", outcome.key, phase)
     return outcomes
+
+
+async def call_source(
+    call: Callable[[], Awaitable[Any]], deadline: float
+) -> tuple[Any, BaseException | None, bool]:
+    """Run one Source call under `deadline`: (value, failure, timed_out).
+
+    The caller's own cancellation propagates; a Source that turned it into an error does not
+    hide it.
+    """
+    value: Any = None
+    failure: BaseException | None = None
+    with anyio.move_on_after(deadline) as scope:
+        try:
+            value = await call()
+        except Exception as exc:
+            failure = exc
+    if scope.cancel_called:
+        return None, None, True
+    if failure is not None:
+        await anyio.lowlevel.checkpoint_if_cancelled()
+    return value, failure, False

@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from mnemon import CompositionRequest, MemoryHost, MemoryTurn, View
+from mnemon import (
+    ActionOffer,
+    CompositionRequest,
+    Evidence,
+    EvidenceLimits,
+    ManagementClient,
+    MemoryHost,
+    MemoryTurn,
+    MutationReceipt,
+    Scope,
+    View,
+)
 
 __all__ = ["MemoryCompositionRunner", "RunnerTurn"]
 
 
 class RunnerTurn:
-    """A turn begun by the runner: its pinned `view`, and `release()`."""
+    """A turn begun by the runner: `view`, `execute_route`, `execute_action`, `release`."""
 
     __slots__ = ("_turn",)
 
@@ -23,8 +34,40 @@ class RunnerTurn:
         """The View pinned for this turn."""
         return self._turn.view
 
+    async def execute_route(
+        self,
+        route_id: str,
+        input: Mapping[str, Any] | None = None,
+        *,
+        limits: EvidenceLimits | Mapping[str, Any] | None = None,
+    ) -> Evidence:
+        """Read through a route of the pinned View (see `MemoryTurn.execute_route`).
+
+        Raises:
+            mnemon.RouteError: the read was refused or failed; `code` says why.
+        """
+        return await self._turn.execute_route(route_id, input, limits=limits)
+
+    async def execute_action(
+        self,
+        offer_id: str,
+        input: Mapping[str, Any] | None,
+        authorize: Callable[[ActionOffer], bool | Awaitable[bool]],
+        *,
+        idempotency_key: str | None = None,
+    ) -> MutationReceipt:
+        """Write through an offer after `authorize(offer)` (see `MemoryTurn.execute_action`).
+
+        Raises:
+            mnemon.ActionError: refused or failed; `receipt` says how far the write got.
+            mnemon.RevisionConflict: the Source refused a stale revision.
+        """
+        return await self._turn.execute_action(
+            offer_id, input, authorize, idempotency_key=idempotency_key
+        )
+
     async def release(self) -> None:
-        """End the turn and release its lease (idempotent)."""
+        """End the turn (idempotent); later executions raise `released`."""
         await self._turn.release()
 
 
@@ -79,6 +122,12 @@ class MemoryCompositionRunner:
         """
         turn = await self._host.begin_turn(request)
         return RunnerTurn(turn)
+
+    def management_client(
+        self, source_key: str, scope: Scope | Mapping[str, Any] | None = None
+    ) -> ManagementClient:
+        """A management client for one Source; `scope` is captured now."""
+        return self._host.management_client(source_key, scope)
 
     def inspect(self) -> dict[str, Any]:
         """The host's JSON-only report."""

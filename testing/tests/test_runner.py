@@ -106,13 +106,13 @@ async def test_runner_turns_expose_only_their_narrow_surface() -> None:
         await runner.mount(TinyPlugin(), instance_id="tiny")
         turn = await runner.begin_turn()
         public = {name for name in dir(turn) if not name.startswith("_")}
-        assert public == {"view", "release"}
+        assert public == {"view", "execute_route", "execute_action", "release"}
         assert isinstance(turn, RunnerTurn)
         await turn.release()
         await turn.release()
         assert runner.inspect()["serving"]["leases"] == 0
     runner_public = {name for name in dir(runner) if not name.startswith("_")}
-    assert runner_public == {"mount", "begin_turn", "inspect", "dispose"}
+    assert runner_public == {"mount", "begin_turn", "inspect", "management_client", "dispose"}
 
 
 async def test_dispose_is_idempotent_and_rejects_a_pending_composition() -> None:

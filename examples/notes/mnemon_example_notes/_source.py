@@ -8,18 +8,23 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+import anyio
+
 from mnemon import (
     DefinitionError,
     Evidence,
     EvidenceItem,
     FactsRequest,
     Fragment,
+    ManagementResult,
+    ManageRequest,
     MutationReceipt,
     MutationRequest,
     PluginContext,
     ProjectionRequest,
     QueryRequest,
     ReadGrant,
+    RevisionConflict,
     SourceError,
     SourceFacts,
     SourceInit,
@@ -74,6 +79,33 @@ MANIFEST = {
             },
         }
     ],
+    "management": {
+        "label": "Notes file",
+        "description": "Read the notes as they are now, or replace them (revision-fenced).",
+        "operations": [
+            {
+                "id": "read",
+                "kind": "read",
+                "description": "The current notes and their revision.",
+                "input_schema": {
+                    "type": "object",
+                    "properties": {},
+                    "additionalProperties": False,
+                },
+            },
+            {
+                "id": "replace",
+                "kind": "mutate",
+                "description": "Replace the notes, if they are still at the expected revision.",
+                "input_schema": {
+                    "type": "object",
+                    "properties": {"text": {"type": "string", "maxLength": MAX_NOTES_CHARACTERS}},
+                    "required": ["text"],
+                    "additionalProperties": False,
+                },
+            },
+        ],
+    },
 }
 
 
@@ -113,6 +145,8 @@ class NotesSource:
     def __init__(self, key: str, path: Path) -> None:
         self._key = key
         self._path = path
+        # writes of this instance are serialized, so a fenced replace checks and writes at once
+        self._write_lock = anyio.Lock()
 
     async def _snapshot(self) -> tuple[str, str]:
         text = await run_blocking(_read, self._path)
@@ -167,12 +201,41 @@ class NotesSource:
     async def mutate(self, request: MutationRequest) -> MutationReceipt:
         """Replace the file atomically and report the committed revision."""
         text = request.input["text"]
-        await run_blocking(_write_atomically, self._path, text)
+        async with self._write_lock:
+            await run_blocking(_write_atomically, self._path, text)
         return create_mutation_receipt(
             request,
             completion="committed",
             committed_at=datetime.now(UTC).isoformat(),
             revision=_revision(text),
+        )
+
+    async def manage(self, request: ManageRequest) -> ManagementResult:
+        """Read the notes as they are now, or replace them if still at the expected revision."""
+        operation = request.operation.id
+        if operation == "read":
+            text, revision = await self._snapshot()
+            return ManagementResult(
+                source_key=self._key,
+                operation=operation,
+                output={"text": text, "revision": revision},
+                revision=revision,
+            )
+        async with self._write_lock:
+            _, current = await self._snapshot()
+            if current != request.expected_revision:
+                raise RevisionConflict(
+                    f"revision conflict: the notes are at {current}, "
+                    f"not {request.expected_revision}"
+                )
+            text = request.input["text"]
+            await run_blocking(_write_atomically, self._path, text)
+        revision = _revision(text)
+        return ManagementResult(
+            source_key=self._key,
+            operation=operation,
+            output={"revision": revision},
+            revision=revision,
         )
 
 

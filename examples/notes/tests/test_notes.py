@@ -9,7 +9,7 @@ import mnemon_example_focus as focus
 import mnemon_example_notes as notes
 import pytest
 
-from mnemon import InstallError
+from mnemon import InstallError, ManagementError, RevisionConflict
 from mnemon_testing import MemoryCompositionRunner
 
 
@@ -69,3 +69,68 @@ async def test_invalid_configuration_is_rejected_at_mount_and_nothing_is_publish
     assert after["registry_revision"] == before["registry_revision"]
     assert after["entries"] == ["focus"]
     assert after["serving"] is None
+
+
+async def open_notes(runner: MemoryCompositionRunner, path: Path) -> None:
+    await runner.mount(notes, instance_id="notes", config={"path": str(path)})
+    await runner.mount(focus, instance_id="focus", config={"source_keys": ["source:notes"]})
+
+
+async def test_a_turn_keeps_its_exact_snapshot_across_its_own_write(tmp_path: Path) -> None:
+    path = tmp_path / "notes.md"
+    path.write_text("first", encoding="utf-8")
+    async with MemoryCompositionRunner() as runner:
+        await open_notes(runner, path)
+        turn = await runner.begin_turn()
+        assert turn.view.fragments[0].text == "first"
+        receipt = await turn.execute_action(
+            "source:notes/replace", {"text": "second"}, lambda offer: True
+        )
+        assert receipt.completion == "committed"
+        assert receipt.status == "succeeded"
+        assert receipt.committed_at is not None
+        assert receipt.revision == "sha256:" + hashlib.sha256(b"second").hexdigest()
+        evidence = await turn.execute_route("source:notes/read", {})
+        assert [item.text for item in evidence.items] == ["first"]
+        client = runner.management_client("source:notes")
+        assert (await client.read("read"))["text"] == "second"
+        await turn.release()
+        following = await runner.begin_turn()
+        assert following.view.fragments[0].text == "second"
+        await following.release()
+    assert path.read_text(encoding="utf-8") == "second"
+
+
+async def test_management_replace_needs_confirmation_and_the_current_revision(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "notes.md"
+    path.write_text("v1", encoding="utf-8")
+    async with MemoryCompositionRunner() as runner:
+        await open_notes(runner, path)
+        client = runner.management_client("source:notes")
+        current = (await client.read("read"))["revision"]
+        assert current == await client.revision()
+        with pytest.raises(ManagementError, match="confirm"):
+            await client.mutate("replace", {"text": "v2"}, expected_revision=current)
+        result = await client.mutate(
+            "replace", {"text": "v2"}, confirmed=True, expected_revision=current
+        )
+        with pytest.raises(RevisionConflict, match="revision conflict"):
+            await client.mutate(
+                "replace", {"text": "v3"}, confirmed=True, expected_revision=current
+            )
+        assert result.revision == (await client.read("read"))["revision"]
+    assert path.read_text(encoding="utf-8") == "v2"
+
+
+async def test_the_read_route_omits_a_pinned_text_larger_than_its_ceiling(tmp_path: Path) -> None:
+    path = tmp_path / "notes.md"
+    path.write_text("n" * 500, encoding="utf-8")
+    async with MemoryCompositionRunner() as runner:
+        await open_notes(runner, path)
+        turn = await runner.begin_turn()
+        evidence = await turn.execute_route("source:notes/read", {}, limits={"max_characters": 100})
+        await turn.release()
+    assert evidence.items == ()
+    assert evidence.truncated

@@ -1,0 +1,395 @@
+"""Turn execution: route reads and authorized writes on a pinned View, with their policies."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, NoReturn
+
+import anyio
+import anyio.lowlevel
+from pydantic import BaseModel
+
+from .._errors import (
+    ActionError,
+    MnemonError,
+    RevisionConflict,
+    RouteError,
+    SourceError,
+    _CodedError,
+)
+from .._json import FrozenDict, freeze_json
+from .._models import (
+    ActionOffer,
+    Evidence,
+    EvidenceItem,
+    EvidenceLimits,
+    MutationReceipt,
+    MutationRequest,
+    PolicyRequest,
+    QueryRequest,
+    ReadGrant,
+    ViewRef,
+    ViewRoute,
+    validate_model,
+)
+from .._schema import input_problems
+from .compose import PinnedView
+from .reads import call_source
+
+__all__ = ["Authorize", "TurnExecution", "checked_input", "source_failure"]
+
+_log = logging.getLogger("mnemon.execution")
+Authorize = Callable[[ActionOffer], "bool | Awaitable[bool]"]
+
+
+def checked_input(
+    schema: Mapping[str, Any], value: object, subject: str, error: type[MnemonError]
+) -> FrozenDict:
+    """Freeze `value` and check it against `schema`; `error` names the property at fault.
+
+    Raises:
+        MnemonError: of class `error`, for non-JSON, non-object or schema-breaking input.
+    """
+    frozen = freeze_json({} if value is None else value, what=subject, error=error)
+    if not isinstance(frozen, FrozenDict):
+        raise error(f"{subject}: must be a JSON object", code="invalid-input")  # type: ignore[call-arg]
+    problems = input_problems(schema, frozen)
+    if problems:
+        raise error(f"{subject}: {'; '.join(problems[:3])}", code="invalid-input")  # type: ignore[call-arg]
+    return frozen
+
+
+class _Reader:
+    """The `read` handed to a turn policy: bound to one route and its grant, then dead."""
+
+    __slots__ = ("_alive", "_ceilings", "_execution", "_grant", "_input", "_route")
+
+    def __init__(
+        self,
+        execution: TurnExecution,
+        route: ViewRoute,
+        ceilings: ViewRoute,
+        grant: ReadGrant,
+        value: FrozenDict,
+    ) -> None:
+        self._execution = execution
+        self._route = route
+        self._ceilings = ceilings
+        self._grant = grant
+        self._input = value
+        self._alive = True
+
+    def close(self) -> None:
+        self._alive = False
+
+    async def __call__(
+        self,
+        input: Mapping[str, Any] | None = None,
+        limits: EvidenceLimits | Mapping[str, Any] | None = None,
+    ) -> Evidence:
+        route = self._route
+        if not self._alive:
+            raise RouteError(
+                f"route {route.id!r}: the turn policy's read() was used after it returned",
+                code="contract",
+            )
+        value = self._input
+        if input is not None:
+            value = checked_input(
+                route.input_schema, input, f"route {route.id!r} input", RouteError
+            )
+        ceilings = _narrowed(self._ceilings, limits, strict=True)
+        return await self._execution._read(route, ceilings, self._grant, value)
+
+
+def _narrowed(
+    route: ViewRoute, limits: EvidenceLimits | Mapping[str, Any] | None, *, strict: bool
+) -> ViewRoute:
+    """`route` with ceilings narrowed by `limits`; never wider than what it already has."""
+    if limits is None:
+        return route
+    checked = validate_model(
+        EvidenceLimits, limits, subject=f"route {route.id!r} limits", error=RouteError
+    )
+    changes = {}
+    for name in ("max_results", "max_characters"):
+        wanted = getattr(checked, name)
+        current = getattr(route, name)
+        if wanted is None:
+            continue
+        if wanted > current and strict:
+            raise RouteError(
+                f"route {route.id!r} limits.{name}: {wanted} would widen the ceiling {current}",
+                code="invalid-budget",
+            )
+        if wanted < current:
+            changes[name] = wanted
+    return BaseModel.model_copy(route, update=changes) if changes else route
+
+
+def _normalized(evidence: Any, view_id: str, route: ViewRoute, ceilings: ViewRoute) -> Evidence:
+    """Bind evidence to its View, route and Source, and omit whole items beyond the ceilings."""
+    subject = f"route {route.id!r}"
+    checked = validate_model(Evidence, evidence, subject=f"{subject} evidence", error=RouteError)
+    bound = (checked.view_id, checked.route_id, checked.source_key)
+    if bound != (view_id, route.id, route.source_key):
+        raise RouteError(
+            f"{subject}: evidence is bound to another View, route or Source", code="contract"
+        )
+    kept: list[EvidenceItem] = []
+    used = 0
+    for item in checked.items:
+        size = len(item.text)
+        if len(kept) < ceilings.max_results and used + size <= ceilings.max_characters:
+            kept.append(item)
+            used += size
+    omitted = len(kept) != len(checked.items)
+    if not omitted:
+        return checked
+    return BaseModel.model_copy(checked, update={"items": tuple(kept), "truncated": True})
+
+
+class TurnExecution:
+    """The reads and writes of one turn: its call ledger, its lazily made policy."""
+
+    def __init__(self, pinned: PinnedView) -> None:
+        self._pinned = pinned
+        self._ref = ViewRef(id=pinned.view.id, scope=pinned.view.request.scope)
+        self._ledger: dict[str, int] = {}
+        self._policy: Any = None
+        self._policy_lock = anyio.Lock()
+        self._released = False
+
+    def close(self) -> None:
+        """Refuse every later execution (in-flight ones finish on their own leases)."""
+        self._released = True
+
+    @property
+    def _deadline(self) -> float:
+        return self._pinned.generation.plan.settings.source_timeout
+
+    def _open(self, error: type[RouteError | ActionError]) -> None:
+        if self._released:
+            raise error(f"View {self._pinned.view.id} is released", code="released")
+        generation = self._pinned.generation
+        if self._pinned.view.generation_id != generation.id or generation.disposed:
+            raise error(
+                f"View {self._pinned.view.id} belongs to generation "
+                f"{self._pinned.view.generation_id}, which can no longer execute",
+                code="released",
+            )
+
+    # ------------------------------------------------------------------ routes
+
+    async def execute_route(
+        self,
+        route_id: str,
+        input: Mapping[str, Any] | None = None,
+        limits: EvidenceLimits | Mapping[str, Any] | None = None,
+    ) -> Evidence:
+        """Execute one route read on the pinned View (through the turn policy, if any).
+
+        Raises:
+            RouteError: with a `code` naming what failed; see `RouteError`.
+        """
+        self._open(RouteError)
+        pinned = self._pinned
+        route = pinned.view.route(route_id)
+        if route is None:
+            raise RouteError(f"route {route_id!r} is not in this View", code="unknown-route")
+        grant = pinned.grants.get(route.source_key)
+        if grant is None:  # the core pins a grant for every selected route
+            raise RouteError(f"route {route_id!r} has no pinned grant", code="contract")
+        value = checked_input(route.input_schema, input, f"route {route_id!r} input", RouteError)
+        ceilings = _narrowed(route, limits, strict=False)
+        lease = pinned.generation.lease()
+        try:
+            if pinned.strategy.create_turn is None:
+                return await self._read(route, ceilings, grant, value)
+            return await self._through_policy(route, ceilings, grant, value)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await lease.release()
+
+    async def _through_policy(
+        self, route: ViewRoute, ceilings: ViewRoute, grant: ReadGrant, value: FrozenDict
+    ) -> Evidence:
+        policy = await self._turn_policy()
+        reader = _Reader(self, route, ceilings, grant, value)
+        request = PolicyRequest(view=self._ref, route=ceilings, input=value)
+        try:
+            produced = await policy.query(request, reader)
+        except MnemonError:
+            raise
+        except Exception as exc:
+            raise RouteError(
+                f"route {route.id!r}: the turn policy failed", code="policy-failed"
+            ) from exc
+        finally:
+            reader.close()
+        return _normalized(produced, self._ref.id, route, ceilings)
+
+    async def _turn_policy(self) -> Any:
+        # one policy per turn, made on the first read; concurrent reads wait for the same one
+        async with self._policy_lock:
+            if self._policy is None:
+                create_turn = self._pinned.strategy.create_turn
+                assert create_turn is not None
+                try:
+                    policy = create_turn(self._pinned.view)
+                    if inspect.isawaitable(policy):
+                        policy = await policy
+                except Exception as exc:
+                    raise RouteError(
+                        "the Strategy's create_turn() failed", code="policy-failed"
+                    ) from exc
+                if not callable(getattr(policy, "query", None)):
+                    raise RouteError("the Strategy's turn policy has no query()", code="contract")
+                self._policy = policy
+            return self._policy
+
+    async def _read(
+        self, route: ViewRoute, ceilings: ViewRoute, grant: ReadGrant, value: FrozenDict
+    ) -> Evidence:
+        calls = self._ledger.get(route.id, 0)
+        if calls >= route.max_calls:
+            raise RouteError(
+                f"route {route.id!r}: call budget is exhausted ({route.max_calls} per turn)",
+                code="call-budget-exhausted",
+            )
+        # counted before dispatch: a failed read still spends a call
+        self._ledger[route.id] = calls + 1
+        key = route.source_key
+        runtime = self._pinned.generation.by_key[key].runtime
+        request = QueryRequest(view=self._ref, route=ceilings, grant=grant, input=value)
+        produced, failure, timed_out = await call_source(
+            lambda: runtime.query(request), self._deadline
+        )
+        where = f"route {route.id!r}: Memory Source {key} query()"
+        if timed_out:
+            raise RouteError(f"{where} timed out", code="timeout", retryable=True)
+        if failure is not None:
+            source_failure(where, failure, RouteError)
+        return _normalized(produced, self._ref.id, route, ceilings)
+
+    # ------------------------------------------------------------------ actions
+
+    async def execute_action(
+        self,
+        offer_id: str,
+        input: Mapping[str, Any] | None,
+        authorize: Authorize,
+        *,
+        idempotency_key: str | None = None,
+    ) -> MutationReceipt:
+        """Execute one write offer after `authorize(offer)` allows it, this time.
+
+        Raises:
+            ActionError: with a `code` and, when a write was attempted, an honest `receipt`.
+            RevisionConflict: the Source refused a stale expected revision.
+        """
+        self._open(ActionError)
+        pinned = self._pinned
+        offer = pinned.view.offer(offer_id)
+        if offer is None:
+            raise ActionError(f"offer {offer_id!r} is not in this View", code="unknown-offer")
+        value = checked_input(offer.input_schema, input, f"offer {offer_id!r} input", ActionError)
+        if idempotency_key is not None and (
+            not isinstance(idempotency_key, str) or not 0 < len(idempotency_key) <= 200
+        ):
+            raise ActionError(
+                f"offer {offer_id!r}: an idempotency key is 1 to 200 characters",
+                code="invalid-input",
+            )
+        lease = pinned.generation.lease()
+        try:
+            # asked on every execution: an earlier yes authorizes nothing now
+            decision = authorize(offer)
+            if inspect.isawaitable(decision):
+                decision = await decision
+            if not decision:
+                raise ActionError(
+                    f"offer {offer_id!r} is not currently authorized", code="not-authorized"
+                )
+            request = MutationRequest(
+                view=self._ref,
+                offer=offer,
+                grant=pinned.grants.get(offer.source_key),  # a read grant, never write authority
+                input=value,
+                idempotency_key=idempotency_key,
+            )
+            return await self._write(offer, request)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await lease.release()
+
+    async def _write(self, offer: ActionOffer, request: MutationRequest) -> MutationReceipt:
+        runtime = self._pinned.generation.by_key[offer.source_key].runtime
+        produced, failure, timed_out = await call_source(
+            lambda: runtime.mutate(request), self._deadline
+        )
+        where = f"offer {offer.id!r}: Memory Source {offer.source_key} mutate()"
+        if timed_out:
+            raise ActionError(
+                f"{where} timed out; the write may or may not have happened",
+                code="timeout",
+                retryable=True,
+                receipt=_receipt(request, "unknown", "cancelled"),
+            )
+        if failure is not None:
+            if isinstance(failure, RevisionConflict):
+                raise failure
+            refused = isinstance(failure, SourceError) and failure.kind in ("access", "terminal")
+            receipt = (
+                _receipt(request, "failed", "failed")
+                if refused
+                else _receipt(request, "unknown", "failed")
+            )
+            source_failure(where, failure, ActionError, receipt=receipt)
+        try:
+            receipt = validate_model(
+                MutationReceipt, produced, subject=f"{where} receipt", error=ActionError
+            )
+        except ActionError as exc:
+            raise ActionError(
+                str(exc), code="contract", receipt=_receipt(request, "unknown", "failed")
+            ) from None
+        bound = (receipt.view_id, receipt.offer_id, receipt.source_key, receipt.idempotency_key)
+        expected = (request.view.id, offer.id, offer.source_key, request.idempotency_key)
+        if bound != expected:
+            raise ActionError(
+                f"{where} returned a receipt bound to another View, offer, Source or "
+                "idempotency key",
+                code="contract",
+                receipt=_receipt(request, "unknown", "failed"),
+            )
+        return receipt
+
+
+def _receipt(request: MutationRequest, completion: str, status: str) -> MutationReceipt:
+    return MutationReceipt(
+        view_id=request.view.id,
+        offer_id=request.offer.id,
+        source_key=request.offer.source_key,
+        completion=completion,  # type: ignore[arg-type]
+        status=status,  # type: ignore[arg-type]
+        idempotency_key=request.idempotency_key,
+    )
+
+
+def source_failure(
+    where: str, failure: BaseException, error: type[_CodedError], **extra: Any
+) -> NoReturn:
+    """Raise `error` for a Source's failure without copying its text (only a SourceError code)."""
+    if isinstance(failure, SourceError):
+        raise error(
+            f"{where} failed ({failure.code})",
+            code=failure.code,
+            retryable=failure.retryable,
+            **extra,
+        ) from failure
+    _log.warning("%s failed", where)
+    _log.debug("%s failure", where, exc_info=failure)
+    raise error(f"{where} failed", code="source-failed", **extra) from None
