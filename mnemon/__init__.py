@@ -32,7 +32,9 @@ from ._errors import RevisionConflict as RevisionConflict
 from ._errors import RouteError as RouteError
 from ._errors import SourceError as SourceError
 from ._helpers import create_mutation_receipt as create_mutation_receipt
+from ._helpers import mnemon_home as mnemon_home
 from ._helpers import run_blocking as run_blocking
+from ._helpers import source_data_directory as source_data_directory
 from ._helpers import truncate_text as truncate_text
 from ._host import ManagementClient as ManagementClient
 from ._host import MemoryHost as MemoryHost
@@ -171,7 +173,9 @@ __all__ = [
     "define_strategy_configuration",
     "define_view_extension",
     "install_memory",
+    "mnemon_home",
     "render_wake",
     "run_blocking",
+    "source_data_directory",
     "truncate_text",
 ]

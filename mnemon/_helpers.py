@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
 import unicodedata
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio.to_thread
@@ -11,13 +15,20 @@ import anyio.to_thread
 from ._errors import DefinitionError
 from ._models import (
     Completion,
+    SourceInit,
     MutationReceipt,
     MutationRequest,
     ReceiptStatus,
     validate_model,
 )
 
-__all__ = ["create_mutation_receipt", "run_blocking", "truncate_text"]
+__all__ = [
+    "create_mutation_receipt",
+    "mnemon_home",
+    "run_blocking",
+    "source_data_directory",
+    "truncate_text",
+]
 
 _T = TypeVar("_T")
 
@@ -159,3 +170,46 @@ async def run_blocking(func: Callable[..., _T], *args: Any) -> _T:
     interrupted, so it finishes in the background and its result is discarded.
     """
     return await anyio.to_thread.run_sync(func, *args, abandon_on_cancel=True)
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def mnemon_home() -> Path:
+    """mnemon's home folder: `$MNEMON_HOME`, else `~/.mnemon`.
+
+    Raises:
+        DefinitionError: `$MNEMON_HOME` is set to a relative path.
+    """
+    configured = os.environ.get("MNEMON_HOME")
+    if configured:
+        home = Path(configured).expanduser()
+        if not home.is_absolute():
+            raise DefinitionError("MNEMON_HOME must be an absolute path")
+        return home
+    return Path.home() / ".mnemon"
+
+
+def source_data_directory(init: SourceInit, data_dir: object = None) -> Path:
+    """The folder where one Source instance keeps its data (not created here).
+
+    It is `<data_dir or mnemon_home()>/sources/<type id>/<instance>`, so two instances
+    sharing one `data_dir` never share files. `data_dir` must be an absolute path.
+
+    Raises:
+        DefinitionError: `data_dir` is not an absolute path string.
+    """
+    if data_dir is None:
+        base = mnemon_home()
+    elif not isinstance(data_dir, str) or not data_dir:
+        raise DefinitionError("configuration.data_dir: must be an absolute path")
+    else:
+        base = Path(data_dir).expanduser()
+        if not base.is_absolute():
+            raise DefinitionError(f"configuration.data_dir: {data_dir!r} is not an absolute path")
+    instance = init.instance_key.removeprefix("source:")
+    safe = _UNSAFE.sub("_", instance)
+    if safe != instance or safe in (".", ".."):
+        # distinct keys must never collapse onto one folder
+        safe = f"{safe}-{hashlib.sha256(instance.encode()).hexdigest()[:10]}"
+    return base / "sources" / init.provenance.type_id / safe

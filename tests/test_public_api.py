@@ -91,8 +91,10 @@ EXPECTED_ALL = [
     "define_strategy_configuration",
     "define_view_extension",
     "install_memory",
+    "mnemon_home",
     "render_wake",
     "run_blocking",
+    "source_data_directory",
     "truncate_text",
 ]
 
