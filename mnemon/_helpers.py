@@ -15,10 +15,10 @@ import anyio.to_thread
 from ._errors import DefinitionError
 from ._models import (
     Completion,
-    SourceInit,
     MutationReceipt,
     MutationRequest,
     ReceiptStatus,
+    SourceInit,
     validate_model,
 )
 
@@ -176,7 +176,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
 def mnemon_home() -> Path:
-    """mnemon's home folder: `$MNEMON_HOME`, else `~/.mnemon`.
+    """Mnemon's home folder: `$MNEMON_HOME`, else `~/.mnemon`.
 
     Raises:
         DefinitionError: `$MNEMON_HOME` is set to a relative path.
