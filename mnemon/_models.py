@@ -349,7 +349,11 @@ class FactsRequest(WireModel):
 
 
 class SourceFacts(WireModel):
-    """Cheap, read-only facts a Source reports for one request."""
+    """Cheap, read-only facts a Source reports for one request.
+
+    `reason` is a coded, non-sensitive cause (such as `missing-scope` or `damaged-file`)
+    for a `degraded` or `unavailable` Source; the core turns it into a diagnostic.
+    """
 
     instance_key: InstanceKey
     type_id: Id
@@ -360,6 +364,7 @@ class SourceFacts(WireModel):
     route_ids: tuple[Id, ...] = ()
     action_ids: tuple[Id, ...] = ()
     hints: JsonObject = FrozenDict()
+    reason: Id | None = None
 
 
 class ProjectionRequest(WireModel):

@@ -240,3 +240,31 @@ async def test_a_project_returning_another_revision_is_not_pinned() -> None:
                 ("source:a", "source-project-failed")
             ]
             assert turn.view.fragments == ()
+
+
+async def test_a_source_reports_why_it_is_unavailable_only_as_a_code() -> None:
+    async def damaged(source: FakeSource, request: Any) -> Any:
+        return source.default_facts().model_copy(
+            update={"availability": "unavailable", "reason": "damaged-file"}
+        )
+
+    async def chatty(source: FakeSource, request: Any) -> Any:
+        facts = source.default_facts().model_dump()
+        return {**facts, "availability": "degraded", "reason": f"cannot open {SECRET_URL}"}
+
+    first, _ = fake_source(Probe(on_facts=damaged))
+    async with MemoryHost() as host:
+        await host.mount(first, instance_id="a")
+        await host.mount(strategy_plugin(), instance_id="strategy")
+        async with host.turn() as turn:
+            assert [(d.key, d.code, d.message) for d in turn.view.diagnostics] == [
+                ("source:a", "source-unavailable", "Memory Source source:a is unavailable (damaged-file)")
+            ]
+            assert "is unavailable (damaged-file)" in turn.wake()
+    second, _ = fake_source(Probe(on_facts=chatty))
+    async with MemoryHost() as host:
+        await host.mount(second, instance_id="b")
+        await host.mount(strategy_plugin(), instance_id="strategy")
+        with pytest.raises(CompositionRejected, match=r"facts\(\)\.reason") as caught:
+            await host.begin_turn()
+        assert "s3cr3t" not in str(caught.value)

@@ -92,6 +92,16 @@ def checked_facts(slot: SourceSlot, value: Any) -> SourceFacts:
     return facts
 
 
+def _reported(key: str, facts: SourceFacts) -> Diagnostic:
+    # the Source speaks only through a coded reason: no free text reaches the View
+    reason = f" ({facts.reason})" if facts.reason else ""
+    return Diagnostic(
+        code=f"source-{facts.availability}",
+        message=f"Memory Source {key} is {facts.availability}{reason}",
+        key=key,
+    )
+
+
 def _unavailable(slot: SourceSlot) -> SourceFacts:
     return SourceFacts(
         instance_key=slot.key,
@@ -311,6 +321,8 @@ async def compose_view(generation: Generation, request: CompositionRequest) -> P
             facts = _unavailable(slot)
         else:
             facts = checked_facts(slot, outcome.value)
+            if facts.availability != "ready":
+                diagnostics.append(_reported(slot.key, facts))
         candidates[slot.key] = _candidate(slot, facts)
     offered = tuple(candidates.values())
 

@@ -48,17 +48,26 @@ def _compose(
 
 
 class ProbeStrategy:
-    """Plugin object: `config` picks the Source key, mode, budget share, routes and actions."""
+    """Plugin object: `config` picks the Source key, mode, budget share, routes and actions.
+
+    Every candidate the Strategy is shown is appended to `seen`, so a suite can inspect the
+    facts (and hints) a Source reported.
+    """
+
+    def __init__(self) -> None:
+        self.seen: list[SourceCandidate] = []
 
     def apply(self, ctx: PluginContext) -> None:
         """Install the probe Strategy configured by the entry."""
         settings = dict(ctx.configuration)
+        seen = self.seen
 
         def compose(
             request: ComposeRequest,
             sources: tuple[SourceCandidate, ...],
             contributions: tuple[ExtensionContribution, ...],
         ) -> ViewSpec:
+            seen.extend(sources)
             return _compose(settings, request, sources, contributions)
 
         strategy = define_memory_strategy(

@@ -38,6 +38,7 @@ from mnemon import (
     MnemonError,
     RevisionConflict,
     RouteError,
+    SourceCandidate,
     View,
 )
 
@@ -72,9 +73,12 @@ class _Observer:
 class _Harness:
     """A runner with the Source under test mounted, and that Source's key."""
 
-    def __init__(self, runner: MemoryCompositionRunner, key: str) -> None:
+    def __init__(
+        self, runner: MemoryCompositionRunner, key: str, seen: list[SourceCandidate]
+    ) -> None:
         self.runner = runner
         self.key = key
+        self.seen = seen  # every candidate (facts, hints, routes) the Strategy was shown
 
     async def __aenter__(self) -> _Harness:
         return self
@@ -145,13 +149,14 @@ class SourceConformance:
             for entry in entries:
                 await runner.mount(self.plugin, instance_id=entry, config=self._config(directory))
             key = f"source:{entries[0]}"
+            strategy = ProbeStrategy()
             await runner.mount(
-                ProbeStrategy(), instance_id="conformance", config={"source_key": key, **probe}
+                strategy, instance_id="conformance", config={"source_key": key, **probe}
             )
         except BaseException:
             await runner.dispose()
             raise
-        return _Harness(runner, key)
+        return _Harness(runner, key, strategy.seen)
 
     async def _write(
         self, turn: RunnerTurn, marker: str, observer: _Observer | None = None
@@ -411,6 +416,8 @@ class SourceConformance:
                 finally:
                     await turn.release()
             observer.add(runner.inspect())
+            for candidate in runner.seen:
+                observer.add(candidate)
             try:
                 observer.add(await runner.client(self.scopes[0]).revision())
             except ManagementError as exc:

@@ -1,0 +1,225 @@
+"""A small, correct reference Source for the suite's own tests, with switchable defects."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from mnemon import (
+    DefinitionError,
+    Evidence,
+    EvidenceItem,
+    FactsRequest,
+    Fragment,
+    ManagementResult,
+    ManageRequest,
+    MutationReceipt,
+    MutationRequest,
+    PluginContext,
+    ProjectionRequest,
+    QueryRequest,
+    ReadGrant,
+    RevisionConflict,
+    Scope,
+    SourceFacts,
+    SourceInit,
+    ViewContribution,
+    create_mutation_receipt,
+    define_memory_source,
+    install_memory,
+    source_data_directory,
+)
+
+DEFECTS = ("leak_scope", "shared_files", "leak_secret", "volatile", "lax_input", "racy", "overflow")
+TEXT = {
+    "type": "object",
+    "properties": {"text": {"type": "string", "minLength": 1, "maxLength": 500}},
+    "required": ["text"],
+    "additionalProperties": False,
+}
+FIND = {
+    "type": "object",
+    "properties": {"query": {"type": "string"}},
+    "required": ["query"],
+    "additionalProperties": False,
+}
+NOTHING = {"type": "object", "properties": {}, "additionalProperties": False}
+MANIFEST = {
+    "type_id": "journal",
+    "package_name": "mnemon-test-journal",
+    "role": "notes",
+    "capabilities": ["project", "search", "write"],
+    "consistency": "exact-snapshot",
+    "routes": [
+        {
+            "id": "find",
+            "description": "Find entries.",
+            "capability": "search",
+            "input_schema": FIND,
+            "max_calls": 3,
+        }
+    ],
+    "actions": [
+        {"id": "add", "description": "Add an entry.", "capability": "write", "input_schema": TEXT}
+    ],
+    "management": {
+        "label": "Journal",
+        "description": "Entries of one user.",
+        "operations": [
+            {"id": "list", "kind": "read", "description": "All entries.", "input_schema": NOTHING},
+            {"id": "add", "kind": "mutate", "description": "Add one.", "input_schema": TEXT},
+        ],
+    },
+}
+LAX = {**MANIFEST, "actions": [{**MANIFEST["actions"][0], "input_schema": {"type": "object"}}]}  # type: ignore[dict-item]
+
+
+class Journal:
+    """Entries per user, in one JSON file per user under the instance's folder."""
+
+    def __init__(self, init: SourceInit) -> None:
+        config = dict(init.configuration)
+        self.key = init.instance_key
+        self.defects = {name for name in DEFECTS if config.pop(name, False)}
+        self.token = config.pop("token", None)
+        data_dir = config.pop("data_dir", None)
+        if config:
+            raise DefinitionError(f"journal configuration: unknown key {sorted(config)[0]!r}")
+        folder = source_data_directory(init, data_dir)
+        self.folder = Path(str(data_dir)) if "shared_files" in self.defects else folder
+        self.memory: dict[str, list[str]] = {}
+        self.lock = anyio.Lock()
+
+    def _user(self, scope: Scope) -> str | None:
+        return "everyone" if "leak_scope" in self.defects else scope.user_id
+
+    def _file(self, user: str) -> Path:
+        return self.folder / f"{hashlib.sha256(user.encode()).hexdigest()[:16]}.json"
+
+    def _load(self, user: str) -> list[str]:
+        if "volatile" in self.defects:
+            return list(self.memory.get(user, []))
+        try:
+            return list(json.loads(self._file(user).read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            return []
+
+    def _save(self, user: str, entries: list[str]) -> None:
+        if "volatile" in self.defects:
+            self.memory[user] = entries
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        temporary = self._file(user).with_suffix(".tmp")
+        temporary.write_text(json.dumps(entries), encoding="utf-8")
+        temporary.replace(self._file(user))
+
+    @staticmethod
+    def _revision(entries: list[str]) -> str:
+        return hashlib.sha256(json.dumps(entries).encode()).hexdigest()[:16]
+
+    async def _append(self, user: str, text: str) -> str:
+        if "racy" in self.defects:
+            entries = self._load(user)
+            await anyio.sleep(0.001)
+            entries.append(text)
+            self._save(user, entries)
+            return self._revision(entries)
+        async with self.lock:
+            entries = self._load(user)
+            entries.append(text)
+            self._save(user, entries)
+            return self._revision(entries)
+
+    async def facts(self, request: FactsRequest) -> SourceFacts:
+        user = self._user(request.scope)
+        hints = {"token": self.token} if "leak_secret" in self.defects else {}
+        if user is None:
+            return SourceFacts(
+                instance_key=self.key,
+                type_id="journal",
+                role="notes",
+                availability="unavailable",
+                reason="missing-scope",
+            )
+        return SourceFacts(
+            instance_key=self.key,
+            type_id="journal",
+            role="notes",
+            availability="ready",
+            revision=self._revision(self._load(user)),
+            capabilities=("project", "search", "write"),
+            route_ids=("find",),
+            action_ids=("add",),
+            hints=hints,
+        )
+
+    async def project(self, request: ProjectionRequest) -> ViewContribution:
+        user = self._user(request.scope)
+        assert user is not None
+        entries = self._load(user)
+        text = "\n".join(entries)
+        if "overflow" not in self.defects:
+            text = text[: request.max_characters]
+        fragments = (Fragment(source_key=self.key, mode=request.mode, text=text),) if text else ()
+        return ViewContribution(
+            fragments=fragments,
+            grant=ReadGrant(source_key=self.key, value={"entries": entries}),
+            revision=self._revision(entries),
+        )
+
+    async def query(self, request: QueryRequest) -> Evidence:
+        query = request.input["query"]
+        hits = [e for e in request.grant.value["entries"] if query in e]
+        return Evidence(
+            view_id=request.view.id,
+            route_id=request.route.id,
+            source_key=self.key,
+            items=tuple(EvidenceItem(id=str(i), text=t) for i, t in enumerate(hits)),
+        )
+
+    async def mutate(self, request: MutationRequest) -> MutationReceipt:
+        user = self._user(request.view.scope)
+        assert user is not None
+        revision = await self._append(user, str(request.input.get("text", "")))
+        return create_mutation_receipt(
+            request,
+            completion="committed",
+            committed_at=datetime.now(UTC).isoformat(),
+            revision=revision,
+        )
+
+    async def manage(self, request: ManageRequest) -> ManagementResult:
+        user = self._user(request.scope)
+        assert user is not None
+        if request.operation.id == "list":
+            return ManagementResult(
+                source_key=self.key, operation="list", output={"entries": self._load(user)}
+            )
+        async with self.lock:
+            if self._revision(self._load(user)) != request.expected_revision:
+                raise RevisionConflict("revision conflict")
+        revision = await self._append(user, request.input["text"])
+        return ManagementResult(source_key=self.key, operation="add", revision=revision)
+
+
+JOURNAL = define_memory_source(MANIFEST, Journal)
+LAX_JOURNAL = define_memory_source(LAX, Journal)
+
+
+class JournalPlugin:
+    """Mounts the journal; `lax` uses a manifest whose write input schema checks nothing."""
+
+    def __init__(self, *, lax: bool = False) -> None:
+        self.definition = LAX_JOURNAL if lax else JOURNAL
+
+    def apply(self, ctx: PluginContext) -> None:
+        install_memory(ctx, sources=[self.definition])
+
+
+def journal_config(directory: Path, *defects: str) -> dict[str, Any]:
+    return {"data_dir": str(directory), **dict.fromkeys(defects, True)}
