@@ -258,7 +258,11 @@ async def test_a_source_reports_why_it_is_unavailable_only_as_a_code() -> None:
         await host.mount(strategy_plugin(), instance_id="strategy")
         async with host.turn() as turn:
             assert [(d.key, d.code, d.message) for d in turn.view.diagnostics] == [
-                ("source:a", "source-unavailable", "Memory Source source:a is unavailable (damaged-file)")
+                (
+                    "source:a",
+                    "source-unavailable",
+                    "Memory Source source:a is unavailable (damaged-file)",
+                )
             ]
             assert "is unavailable (damaged-file)" in turn.wake()
     second, _ = fake_source(Probe(on_facts=chatty))
