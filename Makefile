@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PLUGINS := $(sort $(dir $(wildcard examples/*/pyproject.toml sources/*/pyproject.toml strategies/*/pyproject.toml)))
+PACKAGES := $(wildcard $(addsuffix mnemon_*,$(PLUGINS)))
 MANIFESTS := pyproject.toml testing/pyproject.toml $(addsuffix pyproject.toml,$(PLUGINS))
 STAMP := $(VENV)/.installed
 
@@ -25,7 +26,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy mnemon testing/mnemon_testing
+	$(BIN)/mypy mnemon testing/mnemon_testing $(PACKAGES)
 	$(BIN)/lint-imports
 
 bench: $(STAMP)

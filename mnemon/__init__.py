@@ -31,6 +31,7 @@ from ._errors import MnemonError as MnemonError
 from ._errors import RevisionConflict as RevisionConflict
 from ._errors import RouteError as RouteError
 from ._errors import SourceError as SourceError
+from ._helpers import allocate_characters as allocate_characters
 from ._helpers import create_mutation_receipt as create_mutation_receipt
 from ._helpers import mnemon_home as mnemon_home
 from ._helpers import run_blocking as run_blocking
@@ -165,6 +166,7 @@ __all__ = [
     "ViewRef",
     "ViewRoute",
     "ViewSpec",
+    "allocate_characters",
     "configuration_digest",
     "create_mutation_receipt",
     "define_memory_plugin",

@@ -6,7 +6,7 @@ import hashlib
 import os
 import re
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,6 +23,7 @@ from ._models import (
 )
 
 __all__ = [
+    "allocate_characters",
     "create_mutation_receipt",
     "mnemon_home",
     "run_blocking",
@@ -213,3 +214,30 @@ def source_data_directory(init: SourceInit, data_dir: object = None) -> Path:
         # distinct keys must never collapse onto one folder
         safe = f"{safe}-{hashlib.sha256(instance.encode()).hexdigest()[:10]}"
     return base / "sources" / init.provenance.type_id / safe
+
+
+def allocate_characters(total: int, weights: Sequence[int]) -> tuple[int, ...]:
+    """Split `total` characters by `weights` so the shares sum to exactly `total`.
+
+    Shares are proportional to the weights, rounded down, and the characters left over go
+    one each to the largest remainders (earlier positions first on ties): deterministic,
+    independent of anything but its arguments. With no weights there is nothing to share.
+
+    Raises:
+        ValueError: `total` is negative, a weight is negative, or all weights are zero.
+    """
+    if total < 0:
+        raise ValueError("allocate_characters: total must not be negative")
+    if not weights:
+        return ()
+    if any(weight < 0 for weight in weights):
+        raise ValueError("allocate_characters: weights must not be negative")
+    whole = sum(weights)
+    if whole == 0:
+        raise ValueError("allocate_characters: at least one weight must be positive")
+    shares = [total * weight // whole for weight in weights]
+    remainders = [total * weight % whole for weight in weights]
+    left = total - sum(shares)
+    for index in sorted(range(len(weights)), key=lambda i: (-remainders[i], i))[:left]:
+        shares[index] += 1
+    return tuple(shares)

@@ -303,3 +303,29 @@ async def test_run_blocking_runs_in_a_worker_thread() -> None:
     thread, value = await mnemon.run_blocking(where, 41)
     assert value == 42
     assert thread != threading.get_ident()
+
+
+@given(
+    st.integers(min_value=0, max_value=10_000_000),
+    st.lists(st.integers(min_value=0, max_value=1_000), min_size=1, max_size=40).filter(any),
+)
+def test_allocate_characters_sums_exactly_and_follows_the_weights(
+    total: int, weights: list[int]
+) -> None:
+    shares = mnemon.allocate_characters(total, weights)
+    assert sum(shares) == total
+    whole = sum(weights)
+    for share, weight in zip(shares, weights, strict=True):
+        exact = total * weight / whole
+        assert exact - 1 < share < exact + 1
+        if weight == 0:
+            assert share == 0
+
+
+def test_allocate_characters_edges() -> None:
+    assert mnemon.allocate_characters(10, []) == ()
+    assert mnemon.allocate_characters(10, [90, 5, 5]) == (9, 1, 0)
+    assert mnemon.allocate_characters(3, [1, 1, 1, 1]) == (1, 1, 1, 0)
+    for bad in ((-1, [1]), (5, [0, 0]), (5, [1, -1])):
+        with pytest.raises(ValueError, match="allocate_characters"):
+            mnemon.allocate_characters(*bad)

@@ -83,6 +83,7 @@ EXPECTED_ALL = [
     "ViewRef",
     "ViewRoute",
     "ViewSpec",
+    "allocate_characters",
     "configuration_digest",
     "create_mutation_receipt",
     "define_memory_plugin",

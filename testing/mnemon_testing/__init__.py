@@ -2,5 +2,6 @@
 
 from ._runner import MemoryCompositionRunner as MemoryCompositionRunner
 from ._runner import RunnerTurn as RunnerTurn
+from ._stubs import StubSource as StubSource
 
-__all__ = ["MemoryCompositionRunner", "RunnerTurn"]
+__all__ = ["MemoryCompositionRunner", "RunnerTurn", "StubSource"]

@@ -171,8 +171,8 @@ class NotesSource:
         text, revision = await self._snapshot()
         if request.expected_revision is not None and revision != request.expected_revision:
             raise SourceError("degraded", "the notes changed since facts were read")
-        fragments = ()
         shown = truncate_text(text, request.max_characters)
+        fragments: tuple[Fragment, ...] = ()
         if shown:
             fragments = (Fragment(source_key=self._key, mode=request.mode, text=shown),)
         return ViewContribution(
@@ -185,7 +185,7 @@ class NotesSource:
         """Return the pinned text from the grant, never the file as it is now."""
         pinned = request.grant.value
         text = str(pinned["text"])
-        items = ()
+        items: tuple[EvidenceItem, ...] = ()
         if len(text) <= request.route.max_characters:
             items = (
                 EvidenceItem(id="notes", text=text, provenance={"revision": pinned["revision"]}),
