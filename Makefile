@@ -16,7 +16,7 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python $(MANIFESTS) Makefile
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]' -e testing/ $(addprefix -e ,$(PLUGINS))
+	$(BIN)/python -m pip install --quiet -e '.[dev,cli]' -e testing/ $(addprefix -e ,$(PLUGINS))
 	touch $(STAMP)
 
 demo: $(STAMP)

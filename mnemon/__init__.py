@@ -89,6 +89,9 @@ from ._models import ViewContribution as ViewContribution
 from ._models import ViewRef as ViewRef
 from ._models import ViewRoute as ViewRoute
 from ._models import ViewSpec as ViewSpec
+from ._profile import Profile as Profile
+from ._profile import ProfileEntry as ProfileEntry
+from ._profile import load_profile as load_profile
 from ._wake import render_wake as render_wake
 
 # a library never configures logging; hosts attach their own handlers to "mnemon"
@@ -133,6 +136,8 @@ __all__ = [
     "PluginContext",
     "PluginDescriptor",
     "PolicyRequest",
+    "Profile",
+    "ProfileEntry",
     "ProjectionRequest",
     "ProjectionSpec",
     "ProvidedCapability",
@@ -175,6 +180,7 @@ __all__ = [
     "define_strategy_configuration",
     "define_view_extension",
     "install_memory",
+    "load_profile",
     "mnemon_home",
     "render_wake",
     "run_blocking",

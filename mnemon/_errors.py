@@ -112,9 +112,19 @@ class SourceError(MnemonError):
             `unauthorized`, `forbidden`, `invalid_payload`, `schema_mismatch` or `degraded`.
         message: text for the host developer.
         kind: the retry class; derived from well-known codes, otherwise `terminal`.
+        nothing_written: for a write, whether the Source knows nothing was written (the
+            receipt then says `failed` rather than `unknown`); by default true for the
+            `access` and `terminal` classes.
     """
 
-    def __init__(self, code: str, message: str = "", *, kind: SourceErrorKind | None = None):
+    def __init__(
+        self,
+        code: str,
+        message: str = "",
+        *,
+        kind: SourceErrorKind | None = None,
+        nothing_written: bool | None = None,
+    ):
         if not _CODE.match(code):
             raise ValueError(f"SourceError code {code!r} must match {_CODE.pattern}")
         if kind is not None and kind not in ("transient", "access", "terminal", "degraded"):
@@ -122,6 +132,9 @@ class SourceError(MnemonError):
         super().__init__(message or code)
         self.code = code
         self.kind: SourceErrorKind = kind or _KIND_OF_CODE.get(code, "terminal")
+        self.nothing_written = (
+            self.kind in ("access", "terminal") if nothing_written is None else nothing_written
+        )
 
     @property
     def retryable(self) -> bool:

@@ -194,14 +194,15 @@ def mnemon_home() -> Path:
 def source_data_directory(init: SourceInit, data_dir: object = None) -> Path:
     """The folder where one Source instance keeps its data (not created here).
 
-    It is `<data_dir or mnemon_home()>/sources/<type id>/<instance>`, so two instances
-    sharing one `data_dir` never share files. `data_dir` must be an absolute path.
+    It is `<base>/sources/<type id>/<instance>`, where the base is `data_dir` (from the
+    Source's configuration), else the host's `init.data_dir`, else `mnemon_home()`; two
+    instances sharing one base never share files. `data_dir` must be an absolute path.
 
     Raises:
         DefinitionError: `data_dir` is not an absolute path string.
     """
     if data_dir is None:
-        base = mnemon_home()
+        base = Path(init.data_dir) if init.data_dir is not None else mnemon_home()
     elif not isinstance(data_dir, str) or not data_dir:
         raise DefinitionError("configuration.data_dir: must be an absolute path")
     else:

@@ -6,9 +6,11 @@ import inspect as _inspect
 import logging
 import math
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
 from typing import Any, Literal
 
 import anyio
@@ -62,7 +64,12 @@ def _settings(
     strategy_fallback: str | None,
     source_configuration: Mapping[str, Mapping[str, Any]] | None,
     source_capabilities: Mapping[str, Iterable[str]] | None,
+    data_dir: str | PathLike[str] | None,
 ) -> HostSettings:
+    if data_dir is not None:
+        data_dir = str(Path(data_dir).expanduser())
+        if not Path(data_dir).is_absolute():
+            raise DefinitionError(f"data_dir: {data_dir!r} is not an absolute path")
     if (
         isinstance(source_timeout, bool)
         or not isinstance(source_timeout, int | float)
@@ -99,6 +106,7 @@ def _settings(
         strategy_fallback=strategy_fallback,  # type: ignore[arg-type]
         source_configuration=configuration,
         source_capabilities=ceilings,
+        data_dir=data_dir,
     )
 
 
@@ -245,9 +253,22 @@ class ManagementClient:
 
 @dataclass(slots=True)
 class _Entry:
+    entry_id: str
     plugin: Any
     context: PluginContext
     batches: list[int] = field(default_factory=list)
+
+    async def apply(self) -> None:
+        """Run the plugin's `apply(ctx)`; its installs are staged by the caller."""
+        try:
+            result = self.plugin.apply(self.context)
+            if _inspect.isawaitable(result):
+                await result
+        except MnemonError as exc:
+            # raised on purpose (install_memory, a definition): its message is for the host
+            raise InstallError(f"entry {self.entry_id!r}: {exc}") from exc
+        except Exception as exc:
+            raise InstallError(f"entry {self.entry_id!r}: plugin apply() failed") from exc
 
 
 class MemoryHost:
@@ -261,6 +282,8 @@ class MemoryHost:
         source_configuration: per instance key, configuration overriding the entry's.
         source_capabilities: per instance key (or `"*"`), the capabilities the model may
             use: a ceiling narrowing what each Source offers.
+        data_dir: the absolute folder Sources keep their data under unless their
+            configuration names one (default: `$MNEMON_HOME`, else `~/.mnemon`).
 
     Raises:
         DefinitionError: an argument is invalid; the message names it.
@@ -273,6 +296,7 @@ class MemoryHost:
         strategy_fallback: Literal["sole-strategy"] | None = None,
         source_configuration: Mapping[str, Mapping[str, Any]] | None = None,
         source_capabilities: Mapping[str, Iterable[str]] | None = None,
+        data_dir: str | PathLike[str] | None = None,
     ) -> None:
         self._engine = Engine(
             _settings(
@@ -281,6 +305,7 @@ class MemoryHost:
                 strategy_fallback,
                 source_configuration,
                 source_capabilities,
+                data_dir,
             )
         )
         self._entries: dict[str, _Entry] = {}
@@ -308,12 +333,68 @@ class MemoryHost:
             InstallError: the entry id, configuration or plugin is invalid, `apply` failed,
                 or the candidate generation was rejected (the message says why).
         """
+        (unmount,) = await self.mount_all([(plugin, instance_id, config)])
+        return unmount
+
+    async def mount_all(
+        self, entries: Sequence[tuple[Any, str, Mapping[str, Any] | None]]
+    ) -> list[Unmount]:
+        """Mount several `(plugin, instance_id, config)` entries as one atomic change.
+
+        The activation graph is checked on all of them together, so their order does not
+        matter, and one generation is built for the lot. Either every entry is mounted or
+        none is.
+
+        Returns:
+            One idempotent unmount coroutine function per entry, in order.
+
+        Raises:
+            InstallError: an entry is invalid or its `apply` failed, or the candidate was
+                rejected; nothing was mounted.
+        """
+        if self._engine.disposed:
+            raise InstallError("the memory host is disposed")
+        prepared = [
+            self._prepare(plugin, instance_id, config) for plugin, instance_id, config in entries
+        ]
+        ids = [entry.entry_id for entry in prepared]
+        duplicated = sorted({entry_id for entry_id in ids if ids.count(entry_id) > 1})
+        if duplicated:
+            raise InstallError(f"entry {duplicated[0]!r} is mounted twice in one call")
+
+        async def stage() -> None:
+            for entry in prepared:
+                await entry.apply()
+
+        try:
+            await self._engine.change(stage, entry_ids=frozenset(ids))
+        except CompositionRejected as exc:
+            for entry in prepared:
+                await _run_callbacks(entry.entry_id, entry.context)
+            cause = exc.__cause__
+            detail = f" ({cause})" if isinstance(cause, MnemonError) else ""
+            names = ", ".join(repr(entry_id) for entry_id in ids)
+            raise InstallError(f"entry {names} was not mounted: {exc}{detail}") from exc
+        except BaseException:
+            for entry in prepared:
+                await _run_callbacks(entry.entry_id, entry.context)
+            raise
+        for entry in prepared:
+            self._entries[entry.entry_id] = entry
+        return [self._unmounter(entry) for entry in prepared]
+
+    def _unmounter(self, entry: _Entry) -> Unmount:
+        async def unmount() -> None:
+            await self._unmount(entry.entry_id, entry)
+
+        return unmount
+
+    def _prepare(self, plugin: Any, instance_id: str, config: Mapping[str, Any] | None) -> _Entry:
+        """Check one entry and bind its context to the registry (nothing is installed yet)."""
         if not isinstance(instance_id, str) or not _ENTRY_ID.match(instance_id):
             raise InstallError(f"entry id {instance_id!r} must match {ENTRY_ID_PATTERN}")
         if instance_id in self._entries:
             raise InstallError(f"entry {instance_id!r} is already mounted")
-        if self._engine.disposed:
-            raise InstallError("the memory host is disposed")
         configuration = freeze_json(
             {} if config is None else config,
             what=f"entry {instance_id!r} configuration",
@@ -321,8 +402,7 @@ class MemoryHost:
         )
         if not isinstance(configuration, FrozenDict):
             raise InstallError(f"entry {instance_id!r} configuration: must be a JSON object")
-        apply = getattr(plugin, "apply", None)
-        if not callable(apply):
+        if not callable(getattr(plugin, "apply", None)):
             raise InstallError(f"entry {instance_id!r}: the plugin has no apply(ctx)")
         descriptor = getattr(plugin, "memory_plugin", None)
         if descriptor is not None and not isinstance(descriptor, PluginDescriptor):
@@ -339,35 +419,7 @@ class MemoryHost:
             return dispose
 
         context = PluginContext(instance_id, configuration, EntryMemoryService(install))
-        entry = _Entry(plugin, context, batches)
-
-        async def stage() -> None:
-            try:
-                result = apply(entry.context)
-                if _inspect.isawaitable(result):
-                    await result
-            except MnemonError as exc:
-                # raised on purpose (install_memory, a definition): its message is for the host
-                raise InstallError(f"entry {instance_id!r}: {exc}") from exc
-            except Exception as exc:
-                raise InstallError(f"entry {instance_id!r}: plugin apply() failed") from exc
-
-        try:
-            await self._engine.change(stage, entry_id=instance_id)
-        except CompositionRejected as exc:
-            await _run_callbacks(instance_id, entry.context)
-            cause = exc.__cause__
-            detail = f" ({cause})" if isinstance(cause, MnemonError) else ""
-            raise InstallError(f"entry {instance_id!r} was not mounted: {exc}{detail}") from exc
-        except BaseException:
-            await _run_callbacks(instance_id, entry.context)
-            raise
-        self._entries[instance_id] = entry
-
-        async def unmount() -> None:
-            await self._unmount(instance_id, entry)
-
-        return unmount
+        return _Entry(instance_id, plugin, context, batches)
 
     async def unmount(self, instance_id: str) -> None:
         """Unmount an entry by id (idempotent): remove exactly what it installed."""
@@ -408,6 +460,7 @@ class MemoryHost:
             current.strategy_fallback if strategy_fallback is None else strategy_fallback,
             current.source_configuration if source_configuration is None else source_configuration,
             current.source_capabilities if source_capabilities is None else source_capabilities,
+            current.data_dir,
         )
         await self._engine.change(settings=settings)
 

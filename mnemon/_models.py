@@ -333,11 +333,12 @@ class SourceProvenance(WireModel):
 
 
 class SourceInit(WireModel):
-    """What a Source factory receives."""
+    """What a Source factory receives; `data_dir` is the host's default data folder."""
 
     instance_key: InstanceKey
     provenance: SourceProvenance
     configuration: JsonObject
+    data_dir: Annotated[str, Strict(), StringConstraints(min_length=1)] | None = None
 
 
 class FactsRequest(WireModel):

@@ -230,3 +230,15 @@ async def test_writes_receive_their_own_grant_or_none(host: MemoryHost) -> None:
     assert write_probe.mutations[0].grant is None
     assert "source:a" not in write_probe.mutations[0].model_dump_json()
     assert write_probe.project_calls == 0
+
+
+async def test_a_retryable_failure_that_wrote_nothing_says_failed(host: MemoryHost) -> None:
+    async def busy(source: FakeSource, request: MutationRequest) -> MutationReceipt:
+        raise SourceError("timeout", "lock busy", nothing_written=True)
+
+    source, _ = fake_source(Probe(on_mutate=busy))
+    turn = await open_turn(host, source)
+    with pytest.raises(ActionError) as caught:
+        await turn.execute_action(OFFER, {}, lambda offer: True)
+    assert caught.value.retryable
+    assert caught.value.receipt.completion == "failed"

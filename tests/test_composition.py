@@ -85,8 +85,7 @@ async def test_an_undeclared_route_is_rejected_and_the_source_disposed_once() ->
 
     source, probe = fake_source()
     host = MemoryHost()
-    await host.mount(source, instance_id="a")
-    await host.mount(strategy_plugin(forging), instance_id="strategy")
+    await host.mount_all([(source, "a", None), (strategy_plugin(forging), "strategy", None)])
     with pytest.raises(CompositionRejected, match="route 'exfiltrate', which Source source:a"):
         await host.begin_turn()
     await host.dispose()

@@ -204,8 +204,8 @@ async def test_disposing_the_host_aborts_a_pending_read_at_once() -> None:
 
     source, probe = fake_source(Probe(on_facts=hang))
     host = MemoryHost(source_timeout=30)
-    await host.mount(source, instance_id="a")
     await host.mount(strategy_plugin(), instance_id="strategy")
+    await host.mount(source, instance_id="a")
 
     async def open_turn() -> None:
         try:

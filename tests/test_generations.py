@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from mnemon import (
@@ -24,8 +26,8 @@ async def test_replacement_serves_a_new_generation_while_the_old_drains() -> Non
     source, probe = fake_source()
     extra, extra_probe = fake_source(Probe(text="extra"))
     async with MemoryHost() as host:
-        await host.mount(source, instance_id="a")
         await host.mount(strategy_plugin(), instance_id="strategy")
+        await host.mount(source, instance_id="a")
         first = generation_id(host)
         turn = await host.begin_turn()
         await host.mount(extra, instance_id="b")
@@ -88,8 +90,8 @@ async def test_a_failing_factory_disposes_the_runtimes_already_made() -> None:
 async def test_removing_the_only_strategy_fails_closed_while_a_pinned_turn_works() -> None:
     source, probe = fake_source()
     async with MemoryHost() as host:
-        await host.mount(source, instance_id="a")
         unmount = await host.mount(strategy_plugin(), instance_id="strategy")
+        await host.mount(source, instance_id="a")
         async with host.turn() as pinned:
             await unmount()
             report = host.inspect()
@@ -259,3 +261,45 @@ async def test_a_rejected_reconfiguration_changes_nothing() -> None:
 def test_host_arguments_are_validated(arguments: dict, message: str) -> None:
     with pytest.raises(DefinitionError, match=message):
         MemoryHost(**arguments)
+
+
+async def test_the_hosts_data_dir_reaches_sources(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from mnemon import source_data_directory
+
+    source, probe = fake_source()
+    async with MemoryHost(data_dir=tmp_path) as host:
+        await host.mount(source, instance_id="work:a/b")
+        await host.mount(strategy_plugin(), instance_id="strategy")
+        first = host.inspect()["serving"]["generation_id"]
+    init = probe.inits[0]
+    assert init.data_dir == str(tmp_path)
+    folder = source_data_directory(init)
+    assert folder.parent == tmp_path / "sources" / "fake"
+    assert folder.name.startswith("work_a_b-")
+    assert source_data_directory(init, "/elsewhere").parent == Path("/elsewhere/sources/fake")
+    with pytest.raises(DefinitionError, match="not an absolute path"):
+        source_data_directory(init, "relative")
+    with pytest.raises(DefinitionError, match="data_dir"):
+        MemoryHost(data_dir="relative/place")
+    source, _ = fake_source()
+    async with MemoryHost(data_dir=tmp_path / "other") as host:
+        await host.mount(source, instance_id="work:a/b")
+        await host.mount(strategy_plugin(), instance_id="strategy")
+        assert host.inspect()["serving"]["generation_id"] != first
+
+
+async def test_bad_configuration_fails_at_mount_even_before_a_strategy_exists() -> None:
+    def strict(init: SourceInit) -> None:
+        if init.configuration.get("depth") != 1:
+            raise DefinitionError("fake configuration.depth: must be 1")
+
+    source, probe = fake_source(Probe(on_create=strict))
+    async with MemoryHost() as host:
+        with pytest.raises(InstallError, match=r"configuration\.depth: must be 1"):
+            await host.mount(source, instance_id="a", config={"depth": 2})
+        assert host.inspect()["registry_revision"] == 0
+        await host.mount(source, instance_id="a", config={"depth": 1})
+        assert host.inspect()["state"] == "incomplete"
+        # the trial runtime was made and disposed; nothing serves until a Strategy arrives
+        assert probe.created == ["source:a"]
+        assert probe.disposed == ["source:a"]

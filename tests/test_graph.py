@@ -25,16 +25,16 @@ async def test_missing_requirement_rejects_before_any_factory_runs() -> None:
         descriptor=descriptor("mnemon-test-needy", ["strategy.needy"], ["source.durable-evidence"])
     )
     async with MemoryHost() as host:
-        await host.mount(source, instance_id="notes")
+        await host.mount(needy, instance_id="needy")
         with pytest.raises(
             InstallError,
             match=r"dependency unavailable: mnemon-test-needy requires source\.durable-evidence",
         ):
-            await host.mount(needy, instance_id="needy")
+            await host.mount(source, instance_id="notes")
         report = host.inspect()
         assert report["state"] == "rejected"
         assert report["diagnostics"][0]["code"] == "composition-rejected"
-        assert report["entries"] == ["notes"]
+        assert report["entries"] == ["needy"]
     assert probe.created == []
 
 
@@ -80,8 +80,8 @@ async def test_a_source_without_descriptor_satisfies_its_role_capability() -> No
         )
     )
     async with MemoryHost() as host:
-        await host.mount(source, instance_id="spaces")
         await host.mount(needy, instance_id="needy")
+        await host.mount(source, instance_id="spaces")
         assert host.inspect()["state"] == "serving"
         async with host.turn() as turn:
             assert turn.view.fragments[0].source_key == "source:spaces"

@@ -10,10 +10,9 @@ from mnemon import (
     PluginContext,
     RegistrySnapshot,
     define_memory_plugin,
-    define_memory_source,
     install_memory,
 )
-from tests.kit import Plugin, Probe, fake_source, source_manifest, strategy_plugin
+from tests.kit import Plugin, Probe, fake_source, strategy_plugin
 
 
 def serving_keys(host: MemoryHost) -> list[str]:
@@ -36,9 +35,9 @@ async def test_entry_bound_disposal_moves_the_registry_revision() -> None:
 async def test_two_instances_of_one_definition_keep_distinct_keys() -> None:
     async with MemoryHost() as host:
         plugin, probe = fake_source()
-        unmount_a = await host.mount(plugin, instance_id="a")
-        await host.mount(plugin, instance_id="b")
-        await host.mount(strategy_plugin(), instance_id="strategy")
+        unmount_a, _, _ = await host.mount_all(
+            [(plugin, "a", None), (plugin, "b", None), (strategy_plugin(), "strategy", None)]
+        )
         assert serving_keys(host) == ["source:a", "source:b"]
         await unmount_a()
         assert serving_keys(host) == ["source:b"]
@@ -49,9 +48,8 @@ async def test_two_instances_of_one_definition_keep_distinct_keys() -> None:
 
 
 async def test_duplicate_instance_key_fails_and_keeps_the_first_owner() -> None:
-    probe = Probe()
-    spec = source_manifest()
-    definition = define_memory_source(spec, lambda init: None)
+    plugin, _ = fake_source()
+    definition = plugin.sources[0]
 
     class Shared:
         def apply(self, ctx: PluginContext) -> None:
@@ -65,7 +63,6 @@ async def test_duplicate_instance_key_fails_and_keeps_the_first_owner() -> None:
         assert host.inspect()["registry_revision"] == 1
         with pytest.raises(InstallError, match="entry 'first' is already mounted"):
             await host.mount(Shared(), instance_id="first")
-    assert probe.created == []
 
 
 async def test_apply_raising_after_registering_leaves_nothing_and_remount_works() -> None:
@@ -131,8 +128,8 @@ async def test_listeners_receive_frozen_snapshots() -> None:
 
 
 async def test_one_call_with_several_of_a_kind_appends_type_ids() -> None:
-    first = define_memory_source(source_manifest("alpha"), lambda init: None)
-    second = define_memory_source(source_manifest("beta"), lambda init: None)
+    first = fake_source(type_id="alpha")[0].sources[0]
+    second = fake_source(type_id="beta")[0].sources[0]
     twins = Plugin(sources=[first, second])
     duplicated = Plugin(sources=[first, first])
     seen: list[RegistrySnapshot] = []
@@ -233,3 +230,40 @@ async def test_entry_configuration_reaches_the_factory_frozen() -> None:
     with pytest.raises(TypeError):
         probe.inits[0].configuration["nested"]["extra"] = 1  # type: ignore[index]
     assert probe.inits[0].provenance.entry_id == "work"
+
+
+async def test_mount_all_checks_the_graph_on_the_whole_batch_and_builds_once() -> None:
+    needy = strategy_plugin(
+        descriptor=define_memory_plugin(
+            "mnemon-test-needy", "Needy", "Needs evidence.", ["strategy"], ["strategy.needy"],
+            ["source.durable-evidence"],
+        )
+    )  # fmt: skip
+    source, probe = fake_source(role="durable-evidence")
+    async with MemoryHost() as host:
+        unmounts = await host.mount_all([(needy, "needy", None), (source, "spaces", {"k": 1})])
+        assert host.inspect()["state"] == "serving"
+        assert host.inspect()["registry_revision"] == 1
+        assert probe.created == ["source:spaces"]
+        assert len(unmounts) == 2
+        await unmounts[1]()
+        assert host.inspect()["entries"] == ["needy"]
+
+
+async def test_mount_all_is_all_or_nothing() -> None:
+    good, probe = fake_source()
+
+    def explode(init: object) -> None:
+        raise RuntimeError("no")
+
+    bad, _ = fake_source(Probe(on_create=explode))
+    async with MemoryHost() as host:
+        with pytest.raises(InstallError, match="factory failed"):
+            await host.mount_all(
+                [(good, "good", None), (strategy_plugin(), "strategy", None), (bad, "bad", None)]
+            )
+        assert host.inspect()["entries"] == []
+        assert host.inspect()["registry_revision"] == 0
+        with pytest.raises(InstallError, match="mounted twice in one call"):
+            await host.mount_all([(good, "same", None), (good, "same", None)])
+    assert probe.disposed == probe.created

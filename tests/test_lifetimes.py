@@ -33,8 +33,8 @@ async def test_an_in_flight_query_outlives_release_unmount_and_dispose() -> None
 
     source, probe = fake_source(Probe(on_query=slow))
     host = MemoryHost()
-    unmount = await host.mount(source, instance_id="a")
     await host.mount(strategy_plugin(), instance_id="strategy")
+    unmount = await host.mount(source, instance_id="a")
     turn = await host.begin_turn()
     results: list[Evidence] = []
 
@@ -72,8 +72,8 @@ async def test_an_in_flight_authorize_keeps_the_generation_and_the_write_succeed
 
     source, probe = fake_source(Probe(on_mutate=commit))
     runner = MemoryCompositionRunner()
-    await runner.mount(source, instance_id="a")
     await runner.mount(strategy_plugin(), instance_id="strategy")
+    await runner.mount(source, instance_id="a")
     turn = await runner.begin_turn()
     receipts: list[MutationReceipt] = []
 

@@ -23,6 +23,7 @@ from .generation import (
     Lease,
     plan_generation,
     realize_generation,
+    trial_sources,
 )
 from .registry import Registry, RegistryState
 
@@ -82,7 +83,7 @@ class Engine:
         self,
         stage: Callable[[], Awaitable[None]] | None = None,
         *,
-        entry_id: str = "",
+        entry_ids: frozenset[str] = frozenset(),
         settings: HostSettings | None = None,
     ) -> None:
         """Apply a change atomically: nothing changes unless its candidate can serve.
@@ -96,7 +97,7 @@ class Engine:
         """
         async with self._lock:
             self._check_open()
-            self.registry.begin_staging(entry_id)
+            self.registry.begin_staging(entry_ids)
             committed = False
             try:
                 if stage is not None:
@@ -108,6 +109,13 @@ class Engine:
                 try:
                     generation = await self._build(candidate, new_settings)
                 except Incomplete as exc:
+                    if exc.code == "missing-strategy" and candidate is not self.registry.state:
+                        try:
+                            # nothing can serve yet, but bad configuration fails at mount
+                            await trial_sources(candidate, new_settings)
+                        except CompositionRejected as rejected:
+                            self._reject(rejected)
+                            raise
                     self._adopt(candidate, new_settings)
                     committed = True
                     await self._become_incomplete(exc)
@@ -273,6 +281,7 @@ class Engine:
             "state": self._state,
             "registry_revision": self.registry.state.revision,
             "source_timeout": self.settings.source_timeout,
+            "data_dir": self.settings.data_dir,
             "serving": None if serving is None else _describe(serving),
             "draining": [{"generation_id": g.id, "leases": g.leases} for g in self._draining],
             "diagnostics": [thaw_json(d.model_dump()) for d in self._diagnostics],

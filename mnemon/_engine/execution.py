@@ -341,7 +341,7 @@ class TurnExecution:
         if failure is not None:
             if isinstance(failure, RevisionConflict):
                 raise failure
-            refused = isinstance(failure, SourceError) and failure.kind in ("access", "terminal")
+            refused = isinstance(failure, SourceError) and failure.nothing_written
             receipt = (
                 _receipt(request, "failed", "failed")
                 if refused

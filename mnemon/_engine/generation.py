@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -33,6 +33,7 @@ __all__ = [
     "SourceSlot",
     "plan_generation",
     "realize_generation",
+    "trial_sources",
 ]
 
 _log = logging.getLogger("mnemon.generation")
@@ -48,6 +49,7 @@ class HostSettings:
     strategy_fallback: StrategyFallback | None = None
     source_configuration: Mapping[str, Mapping[str, Any]] = field(default_factory=FrozenDict)
     source_capabilities: Mapping[str, frozenset[str]] | None = None
+    data_dir: str | None = None
 
 
 class Incomplete(Exception):
@@ -171,26 +173,7 @@ def _ceiling(settings: HostSettings, key: str) -> frozenset[str] | None:
     return ceilings.get("*")
 
 
-def plan_generation(state: RegistryState, settings: HostSettings) -> GenerationPlan:
-    """Validate the registry state and settings into a plan; no factory runs here.
-
-    Raises:
-        Incomplete: no Source, no Strategy, or not the selected Strategy is installed.
-        CompositionRejected: the activation graph or the Strategy selection is invalid.
-    """
-    sources = state.of_kind("source")
-    strategies = state.of_kind("strategy")
-    if not sources:
-        raise Incomplete("missing-source", "no memory Source is installed")
-    if not strategies:
-        raise Incomplete("missing-strategy", "no memory Strategy is installed")
-    check_activation_graph(state)
-    strategy, diagnostics = _select_strategy(strategies, settings)
-    definition = strategy.definition
-    assert isinstance(definition, StrategyDefinition)
-    active, inactive = _active_extensions(state.of_kind("strategy-extension"), definition)
-    diagnostics.extend(inactive)
-
+def _source_plans(sources: tuple[Installed, ...], settings: HostSettings) -> list[SourcePlan]:
     plans = []
     for item in sources:
         source = item.definition
@@ -212,10 +195,34 @@ def plan_generation(state: RegistryState, settings: HostSettings) -> GenerationP
                 ceiling=_ceiling(settings, item.instance_key),
             )
         )
+    return plans
 
+
+def plan_generation(state: RegistryState, settings: HostSettings) -> GenerationPlan:
+    """Validate the registry state and settings into a plan; no factory runs here.
+
+    Raises:
+        Incomplete: no Source, no Strategy, or not the selected Strategy is installed.
+        CompositionRejected: the activation graph or the Strategy selection is invalid.
+    """
+    sources = state.of_kind("source")
+    strategies = state.of_kind("strategy")
+    if not sources:
+        raise Incomplete("missing-source", "no memory Source is installed")
+    if not strategies:
+        raise Incomplete("missing-strategy", "no memory Strategy is installed")
+    check_activation_graph(state)
+    strategy, diagnostics = _select_strategy(strategies, settings)
+    definition = strategy.definition
+    assert isinstance(definition, StrategyDefinition)
+    active, inactive = _active_extensions(state.of_kind("strategy-extension"), definition)
+    diagnostics.extend(inactive)
+
+    plans = _source_plans(sources, settings)
     identity = {
         "revision": state.revision,
         "source_timeout": settings.source_timeout,
+        "data_dir": settings.data_dir,
         "strategy": {
             "key": strategy.instance_key,
             "manifest": definition.manifest.model_dump(),
@@ -397,15 +404,34 @@ async def realize_generation(plan: GenerationPlan) -> Generation:
         CompositionRejected: a factory failed or returned something that is not a Source;
             runtimes already made are disposed first.
     """
+    return Generation(plan, await _create_runtimes(plan.sources, plan.settings))
+
+
+async def trial_sources(state: RegistryState, settings: HostSettings) -> None:
+    """Create and dispose every Source's runtime: bad configuration fails at mount early.
+
+    It runs while no Strategy is installed yet, so nothing serves.
+
+    Raises:
+        CompositionRejected: a factory failed or returned something that is not a Source.
+    """
+    slots = await _create_runtimes(_source_plans(state.of_kind("source"), settings), settings)
+    await dispose_runtimes(slots, settings.source_timeout)
+
+
+async def _create_runtimes(
+    plans: Sequence[SourcePlan], settings: HostSettings
+) -> tuple[SourceSlot, ...]:
     slots: list[SourceSlot] = []
     try:
-        for source in plan.sources:
+        for source in plans:
             definition = source.installed.definition
             assert isinstance(definition, SourceDefinition)
             init = SourceInit(
                 instance_key=source.key,
                 provenance=source.provenance,
                 configuration=source.configuration,
+                data_dir=settings.data_dir,
             )
             try:
                 runtime = definition.create(init)
@@ -428,6 +454,6 @@ async def realize_generation(plan: GenerationPlan) -> Generation:
                     f"Memory Source {source.key} runtime lacks {', '.join(missing)}()"
                 )
     except BaseException:
-        await dispose_runtimes(tuple(slots), plan.settings.source_timeout)
+        await dispose_runtimes(tuple(slots), settings.source_timeout)
         raise
-    return Generation(plan, tuple(slots))
+    return tuple(slots)

@@ -86,11 +86,11 @@ class Registry:
     state: RegistryState = field(default_factory=lambda: RegistryState(revision=0))
     _next_batch: int = 1
     _listeners: list[Callable[[RegistrySnapshot], None]] = field(default_factory=list)
-    _staging: tuple[str, tuple[Installed, ...]] | None = None
+    _staging: tuple[frozenset[str], tuple[Installed, ...]] | None = None
 
-    def begin_staging(self, entry_id: str) -> None:
-        """Stage installs of `entry_id` until `candidate()` is committed or discarded."""
-        self._staging = (entry_id, self.state.installed)
+    def begin_staging(self, entry_ids: frozenset[str]) -> None:
+        """Stage installs of `entry_ids` until `candidate()` is committed or discarded."""
+        self._staging = (entry_ids, self.state.installed)
 
     def candidate(self) -> RegistryState:
         """The state committing the staged installs would produce."""
@@ -163,7 +163,7 @@ class Registry:
         self._next_batch += 1
         if self._staging is not None:
             self._staging = (self._staging[0], tuple(sorted((*pool, *items), key=_by_key)))
-        if self._staging is None or self._staging[0] != entry_id:
+        if self._staging is None or entry_id not in self._staging[0]:
             self._commit(tuple(sorted((*self.state.installed, *items), key=_by_key)))
         removed = False
 
@@ -178,8 +178,8 @@ class Registry:
     def remove_batches(self, batches: set[int]) -> bool:
         """Remove every contribution of `batches`; whether the committed state changed."""
         if self._staging is not None:
-            entry_id, staged = self._staging
-            self._staging = (entry_id, tuple(i for i in staged if i.batch not in batches))
+            entry_ids, staged = self._staging
+            self._staging = (entry_ids, tuple(i for i in staged if i.batch not in batches))
         kept = tuple(item for item in self.state.installed if item.batch not in batches)
         if len(kept) == len(self.state.installed):
             return False

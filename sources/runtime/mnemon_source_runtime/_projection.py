@@ -1,0 +1,70 @@
+"""Eager projection: whole entries as compact lines, the most important and most recent first.
+
+Entries are chosen in priority order (importance, then most recently updated) across both
+targets; an entry that does not fit the characters left is skipped whole and a later, smaller
+one may still fit, as the core does with evidence. The chosen entries are then shown grouped:
+user facts, then agent notes, each group in priority order.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from mnemon import Fragment
+
+from ._document import DEFAULT_IMPORTANCE, TARGETS, Document, Entry, Target
+
+__all__ = ["HEADINGS", "Mode", "render_fragments", "render_line"]
+
+Mode = Literal["eager", "routed"]
+
+HEADINGS: dict[Target, str] = {
+    "user": "User facts (runtime memory):",
+    "memory": "Agent notes (runtime memory):",
+}
+
+
+def render_line(entry: Entry) -> str:
+    """One entry as the model sees it: `- [u3] text`, with its importance when not default."""
+    handle = entry.id
+    if entry.importance != DEFAULT_IMPORTANCE:
+        handle += f", importance {entry.importance}"
+    # continuation lines are indented so a multi-line entry still reads as one item
+    return f"- [{handle}] " + entry.text.replace("\n", "\n  ")
+
+
+def _priority(item: tuple[Target, Entry]) -> tuple[int, float, int, int]:
+    target, entry = item
+    updated = datetime.fromisoformat(entry.updated_at).timestamp()
+    # most important, then most recently updated, then user facts, then the newest handle
+    return (-entry.importance, -updated, TARGETS.index(target), -int(entry.id[1:]))
+
+
+def render_fragments(
+    document: Document, source_key: str, mode: Mode, max_characters: int
+) -> tuple[Fragment, ...]:
+    """The fragments of `document` within `max_characters` in total (never a cut entry)."""
+    candidates = [(target, entry) for target in TARGETS for entry in document.entries(target)]
+    candidates.sort(key=_priority)
+    chosen: dict[Target, list[str]] = {target: [] for target in TARGETS}
+    used = 0
+    omitted = 0
+    for target, entry in candidates:
+        line = render_line(entry)
+        lines = chosen[target]
+        # a fragment is its heading and its lines, one per row
+        cost = len(line) + 1 + (0 if lines else len(HEADINGS[target]))
+        if used + cost <= max_characters:
+            lines.append(line)
+            used += cost
+        else:
+            omitted += 1
+    texts = ["\n".join((HEADINGS[target], *chosen[target])) for target in TARGETS if chosen[target]]
+    if omitted:
+        note = f"({omitted} more {'entry' if omitted == 1 else 'entries'} not shown)"
+        if texts and used + 1 + len(note) <= max_characters:
+            texts[-1] += "\n" + note
+        elif not texts and len(note) <= max_characters:
+            texts.append(note)
+    return tuple(Fragment(source_key=source_key, mode=mode, text=text) for text in texts)

@@ -1,0 +1,407 @@
+"""The runtime Source: resident working memory per scope partition, projected eagerly."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import anyio
+
+from mnemon import (
+    FactsRequest,
+    ManagementResult,
+    ManageRequest,
+    MutationReceipt,
+    MutationRequest,
+    PluginContext,
+    ProjectionRequest,
+    RevisionConflict,
+    Scope,
+    SourceError,
+    SourceFacts,
+    SourceInit,
+    ViewContribution,
+    create_mutation_receipt,
+    define_memory_plugin,
+    define_memory_source,
+    install_memory,
+    run_blocking,
+)
+
+from ._config import RuntimeSettings, read_settings
+from ._document import (
+    ENTRY_ID_PATTERN,
+    MAX_IMPORTANCE,
+    MAX_TEXT_CHARACTERS,
+    MIN_IMPORTANCE,
+    TARGETS,
+    Applied,
+    Change,
+    Damaged,
+    apply_change,
+    entry_json,
+    read_change,
+)
+from ._projection import render_fragments
+from ._store import Partition, Snapshot, damaged_error, load, partition_of, transact
+
+__all__ = ["MANIFEST", "RUNTIME_SOURCE", "RuntimeSource", "apply", "memory_plugin"]
+
+PACKAGE = "mnemon-source-runtime"
+TYPE_ID = "runtime"
+ROLE = "working-context"
+CAPABILITIES: tuple[Literal["project", "write", "status"], ...] = ("project", "write", "status")
+# exact snapshots facts() read, so project() shows the revision the View pins
+_SNAPSHOTS_KEPT = 64
+# in-process writers of one partition queue on one of these before taking the file lock
+_STRIPES = 16
+
+memory_plugin = define_memory_plugin(
+    PACKAGE,
+    label="Runtime working memory",
+    description=(
+        "Resident working memory: facts about the user and the agent's own notes, kept per "
+        "scope in an atomically written JSON file and shown in full every turn."
+    ),
+    roles=["source"],
+    provides=["memory.runtime"],
+)
+
+MUTATE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "target": {
+            "enum": list(TARGETS),
+            "description": "user: a fact about the user; memory: your own working note.",
+        },
+        "operation": {"enum": ["add", "replace", "remove"]},
+        "text": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_TEXT_CHARACTERS,
+            "description": "The whole entry, for add and replace.",
+        },
+        "id": {
+            "type": "string",
+            "pattern": ENTRY_ID_PATTERN,
+            "description": "The entry shown as [u3] or [m2], for replace and remove.",
+        },
+        "importance": {
+            "type": "integer",
+            "minimum": MIN_IMPORTANCE,
+            "maximum": MAX_IMPORTANCE,
+            "description": "1 (minor) to 5 (essential); 3 when not given on add.",
+        },
+    },
+    "required": ["target", "operation"],
+    "additionalProperties": False,
+    "allOf": [
+        {
+            "if": {"properties": {"operation": {"const": operation}}, "required": ["operation"]},
+            "then": {"required": needed},
+        }
+        for operation, needed in (
+            ("add", ["text"]),
+            ("replace", ["id", "text"]),
+            ("remove", ["id"]),
+        )
+    ],
+}
+
+MANIFEST: dict[str, Any] = {
+    "type_id": TYPE_ID,
+    "package_name": PACKAGE,
+    "role": ROLE,
+    "capabilities": list(CAPABILITIES),
+    "consistency": "exact-snapshot",
+    "actions": [
+        {
+            "id": "mutate",
+            "description": (
+                "Change resident working memory: add, replace or remove a fact about the user "
+                "(target user, ids u1, u2, ...) or one of your own notes (target memory, ids m1, "
+                "m2, ...). Keep entries short and self-contained."
+            ),
+            "capability": "write",
+            "input_schema": MUTATE_SCHEMA,
+        }
+    ],
+    "management": {
+        "label": "Runtime working memory",
+        "description": (
+            "Read the user facts and agent notes of a scope, or change them "
+            "(confirmed and revision-fenced)."
+        ),
+        "operations": [
+            {
+                "id": "read",
+                "kind": "read",
+                "description": "Every entry of the scope as it is now, with the revision.",
+                "input_schema": {
+                    "type": "object",
+                    "properties": {},
+                    "additionalProperties": False,
+                },
+            },
+            {
+                "id": "mutate",
+                "kind": "mutate",
+                "description": "Add, replace or remove one entry, if the scope is still at the "
+                "expected revision.",
+                "input_schema": MUTATE_SCHEMA,
+            },
+        ],
+    },
+}
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+class RuntimeSource:
+    """One runtime Source instance; every request reads its own snapshot of its partition."""
+
+    def __init__(self, key: str, settings: RuntimeSettings) -> None:
+        self._key = key
+        self._settings = settings
+        self._snapshots: OrderedDict[tuple[str, str], Snapshot] = OrderedDict()
+        self._stripes = tuple(anyio.Lock() for _ in range(_STRIPES))
+
+    # ------------------------------------------------------------------ helpers
+
+    def _partition(self, scope: Scope) -> Partition | None:
+        values = {}
+        for name in self._settings.scope_keys:
+            value = getattr(scope, name)
+            if value is None:
+                return None
+            values[name] = value
+        return partition_of(self._settings.directory, values)
+
+    def _required_partition(self, scope: Scope) -> Partition:
+        partition = self._partition(scope)
+        if partition is None:
+            raise SourceError(
+                "scope-incomplete",
+                f"the runtime Source needs {', '.join(self._settings.scope_keys)} in the scope",
+            )
+        return partition
+
+    async def _transact(
+        self, partition: Partition, step: Callable[[Snapshot], Applied]
+    ) -> tuple[Snapshot, Applied]:
+        timeout = self._settings.lock_timeout
+        stripe = self._stripes[int(partition.name[-8:], 16) % _STRIPES]
+        started = anyio.current_time()
+        with anyio.move_on_after(timeout) as waiting:
+            await stripe.acquire()
+        if waiting.cancelled_caught:
+            raise SourceError(
+                "timeout", f"the runtime store stayed busy for {timeout} s; nothing was written"
+            )
+        abandoned = threading.Event()
+        try:
+            remaining = max(0.0, timeout - (anyio.current_time() - started))
+            # the whole locked read-change-write runs in one thread call: a cancelled caller
+            # leaves it to finish and release the file lock, and to drop a write not begun
+            return await run_blocking(transact, partition, step, remaining, abandoned)
+        except BaseException:
+            abandoned.set()
+            raise
+        finally:
+            stripe.release()
+
+    def _step(
+        self, change: Change, idempotency_key: str | None, expected_revision: str | None = None
+    ) -> Callable[[Snapshot], Applied]:
+        limit = self._settings.memory_limit_bytes
+
+        def step(current: Snapshot) -> Applied:
+            if expected_revision is not None and current.revision != expected_revision:
+                raise RevisionConflict(
+                    f"revision conflict: {self._key} is at {current.revision!r}, "
+                    f"not {expected_revision!r}"
+                )
+            return apply_change(
+                current.document,
+                current.size,
+                change,
+                now=_now(),
+                limit=limit,
+                idempotency_key=idempotency_key,
+            )
+
+        return step
+
+    # ------------------------------------------------------------------ Source protocol
+
+    async def facts(self, request: FactsRequest) -> SourceFacts:
+        """Report the exact revision of the scope's partition, or why it is unavailable.
+
+        A scope without the ids of `scope_keys` is `unavailable` (`missing-scope`); so is a
+        partition whose file is damaged (`damaged-file`) until a human repairs or removes it.
+        The core turns either reason into a diagnostic.
+        """
+        partition = self._partition(request.scope)
+        if partition is None:
+            return self._unavailable(
+                "missing-scope", hints={"needs": list(self._settings.scope_keys)}
+            )
+        try:
+            snapshot = await run_blocking(load, partition)
+        except Damaged as exc:
+            return self._unavailable("damaged-file", revision=exc.revision)
+        self._remember(partition, snapshot)
+        document = snapshot.document
+        return SourceFacts(
+            instance_key=self._key,
+            type_id=TYPE_ID,
+            role=ROLE,
+            availability="ready",
+            revision=snapshot.revision,
+            capabilities=CAPABILITIES,
+            action_ids=("mutate",),
+            hints={
+                "entries": len(document.user) + len(document.memory),
+                "used_percent": min(100, snapshot.size * 100 // self._settings.memory_limit_bytes),
+            },
+        )
+
+    def _unavailable(
+        self, reason: str, *, revision: str | None = None, hints: dict[str, Any] | None = None
+    ) -> SourceFacts:
+        return SourceFacts(
+            instance_key=self._key,
+            type_id=TYPE_ID,
+            role=ROLE,
+            availability="unavailable",
+            revision=revision,
+            reason=reason,
+            hints=hints or {},
+        )
+
+    def _remember(self, partition: Partition, snapshot: Snapshot) -> None:
+        key = (partition.name, snapshot.revision)
+        self._snapshots[key] = snapshot
+        self._snapshots.move_to_end(key)
+        while len(self._snapshots) > _SNAPSHOTS_KEPT:
+            self._snapshots.popitem(last=False)
+
+    async def project(self, request: ProjectionRequest) -> ViewContribution:
+        """Project whole entries of the revision facts reported, within `max_characters`.
+
+        Raises:
+            SourceError: `degraded` when that revision is gone and not kept in memory.
+        """
+        partition = self._required_partition(request.scope)
+        expected = request.expected_revision
+        snapshot = self._snapshots.get((partition.name, expected)) if expected else None
+        if snapshot is None:
+            try:
+                snapshot = await run_blocking(load, partition)
+            except Damaged as exc:
+                raise damaged_error(partition, exc.problem) from None
+            if expected is not None and snapshot.revision != expected:
+                raise SourceError("degraded", "the runtime memory changed after facts were read")
+        fragments = render_fragments(
+            snapshot.document, self._key, request.mode, request.max_characters
+        )
+        return ViewContribution(fragments=fragments, revision=snapshot.revision)
+
+    async def mutate(self, request: MutationRequest) -> MutationReceipt:
+        """Add, replace or remove one entry of the View's scope; committed when it returns.
+
+        Raises:
+            SourceError: `invalid_payload`, `not_found`, `runtime-capacity`,
+                `schema_mismatch` (damaged file) or `timeout` (lock busy); nothing written.
+        """
+        partition = self._required_partition(request.view.scope)
+        change = read_change(request.input)
+        snapshot, applied = await self._transact(
+            partition, self._step(change, request.idempotency_key)
+        )
+        return create_mutation_receipt(
+            request,
+            completion="committed",
+            committed_at=applied.committed_at,
+            revision=snapshot.revision,
+            detail={
+                "target": change.target,
+                "operation": change.operation,
+                "id": applied.entry_id,
+                "replayed": applied.replayed,
+            },
+        )
+
+    async def manage(self, request: ManageRequest) -> ManagementResult:
+        """`read` the scope's entries, or `mutate` one if the scope is at the expected revision.
+
+        Raises:
+            RevisionConflict: the partition moved on from `expected_revision`.
+            SourceError: as for `mutate`.
+        """
+        partition = self._required_partition(request.scope)
+        operation = request.operation.id
+        if operation == "read":
+            return await self._read(partition)
+        change = read_change(request.input)
+        snapshot, applied = await self._transact(
+            partition, self._step(change, None, request.expected_revision)
+        )
+        return ManagementResult(
+            source_key=self._key,
+            operation=operation,
+            output={
+                "revision": snapshot.revision,
+                "id": applied.entry_id,
+                "committed_at": applied.committed_at,
+            },
+            revision=snapshot.revision,
+        )
+
+    async def _read(self, partition: Partition) -> ManagementResult:
+        try:
+            snapshot = await run_blocking(load, partition)
+        except Damaged as exc:
+            # the human plane says what is wrong and where, so the file can be repaired
+            return ManagementResult(
+                source_key=self._key,
+                operation="read",
+                output={
+                    "status": "damaged",
+                    "problem": exc.problem,
+                    "file": str(partition.data),
+                    "revision": exc.revision,
+                },
+                revision=exc.revision,
+            )
+        document = snapshot.document
+        return ManagementResult(
+            source_key=self._key,
+            operation="read",
+            output={
+                "status": "ok",
+                "revision": snapshot.revision,
+                "user": [entry_json(entry) for entry in document.user],
+                "memory": [entry_json(entry) for entry in document.memory],
+                "used_bytes": snapshot.size,
+                "limit_bytes": self._settings.memory_limit_bytes,
+            },
+            revision=snapshot.revision,
+        )
+
+
+def _create(init: SourceInit) -> RuntimeSource:
+    return RuntimeSource(init.instance_key, read_settings(init))
+
+
+RUNTIME_SOURCE = define_memory_source(MANIFEST, _create)
+
+
+def apply(ctx: PluginContext) -> None:
+    """Install one runtime Source for this entry."""
+    install_memory(ctx, sources=[RUNTIME_SOURCE])

@@ -1,0 +1,170 @@
+"""Unit tests of the storage layer: the document schema, the byte cap, partition files."""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+
+import orjson
+import pytest
+from mnemon_source_runtime._document import (
+    Change,
+    Damaged,
+    apply_change,
+    decode,
+    empty_document,
+    encode,
+    read_change,
+)
+from mnemon_source_runtime._store import load, partition_of, transact
+
+from mnemon import SourceError
+
+ADA = (("user_id", "ada"),)
+NOW = "2026-01-02T03:04:05.000006+00:00"
+
+
+def added(text: str, key: str | None = None, limit: int = 1 << 20):  # type: ignore[no-untyped-def]
+    change = read_change({"target": "user", "operation": "add", "text": text})
+    return apply_change(empty_document(ADA), 0, change, now=NOW, limit=limit, idempotency_key=key)
+
+
+def test_a_written_document_decodes_to_itself() -> None:
+    applied = added("Ada prefers tea.\nAnd biscuits.")
+    assert applied.document is not None
+    assert applied.encoded is not None
+    assert decode(applied.encoded, ADA) == applied.document
+    assert encode(applied.document) == applied.encoded
+
+
+def test_the_cap_admits_a_document_of_exactly_the_limit_and_not_one_byte_more() -> None:
+    size = len(added("exactly").encoded or b"")
+    assert added("exactly", limit=size).document is not None
+    with pytest.raises(SourceError) as full:
+        added("exactly", limit=size - 1)
+    assert full.value.code == "runtime-capacity"
+    assert f"{size} bytes, over memory_limit_bytes={size - 1}" in str(full.value)
+
+
+def test_recent_idempotency_keys_give_way_before_a_write_is_refused() -> None:
+    document = empty_document(ADA)
+    size = 0
+    for number in range(32):
+        change = read_change({"target": "memory", "operation": "add", "text": f"n{number}"})
+        applied = apply_change(
+            document, size, change, now=NOW, limit=1 << 20, idempotency_key=f"key-{number:03}"
+        )
+        assert applied.document is not None
+        assert applied.encoded is not None
+        document, size = applied.document, len(applied.encoded)
+    assert len(document.recent) == 32
+    change = read_change({"target": "memory", "operation": "add", "text": "one more"})
+    applied = apply_change(document, size, change, now=NOW, limit=size + 50)
+    assert applied.document is not None
+    assert applied.encoded is not None
+    assert len(applied.encoded) <= size + 50
+    assert 0 < len(applied.document.recent) < 32
+    assert applied.document.recent[-1].key == "key-031"  # the oldest went first
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"target": "user", "operation": "add", "text": "  "}, "text: must not be blank"),
+        ({"target": "user", "operation": "add", "text": "a\x07b"}, "control characters"),
+        ({"target": "user", "operation": "add", "text": "x", "id": "u1"}, "an add takes no id"),
+        ({"target": "user", "operation": "replace", "text": "x"}, "needs the id"),
+        ({"target": "memory", "operation": "remove", "id": "u1"}, "memory ids start with 'm'"),
+        ({"target": "user", "operation": "remove", "id": "u1", "text": "x"}, "takes only"),
+        ({"target": "user", "operation": "add", "text": "x", "importance": True}, "importance"),
+    ],
+    ids=[
+        "blank",
+        "control",
+        "add-with-id",
+        "replace-without-id",
+        "wrong-target",
+        "remove-with-text",
+        "bool-importance",
+    ],
+)
+def test_inputs_the_schema_cannot_express_are_refused(
+    value: dict[str, object], message: str
+) -> None:
+    with pytest.raises(SourceError, match=message) as refused:
+        read_change(value)
+    assert refused.value.code == "invalid_payload"
+
+
+def test_text_is_trimmed_and_the_fingerprint_follows_what_is_asked() -> None:
+    padded = read_change({"target": "user", "operation": "add", "text": "  tea  "})
+    assert padded == Change("user", "add", "tea", None, None)
+    other = read_change({"target": "user", "operation": "add", "text": "tea", "importance": 4})
+    assert padded.fingerprint() != other.fingerprint()
+
+
+@pytest.mark.parametrize(
+    ("mutate", "problem"),
+    [
+        (lambda body: body.pop("next"), "exactly the keys"),
+        (lambda body: body.update(extra=1), "exactly the keys"),
+        (lambda body: body.update(sequence=0), "sequence"),
+        (lambda body: body["user"].append(dict(body["user"][0])), "appears twice"),
+        (lambda body: body["user"][0].update(id="m1"), "user[0].id"),
+        (lambda body: body["user"][0].update(text=" padded"), "whitespace"),
+        (lambda body: body["user"][0].update(updated_at="yesterday"), "updated_at"),
+        (lambda body: body["user"][0].update(created_at="2026-01-02T03:04:05"), "time zone"),
+        (lambda body: body.update(recent=[{"key": "k"}]), "recent[0]"),
+    ],
+    ids=[
+        "missing-key",
+        "extra-key",
+        "sequence",
+        "duplicate-id",
+        "foreign-id",
+        "padded-text",
+        "bad-time",
+        "naive-time",
+        "bad-record",
+    ],
+)
+def test_a_document_breaking_the_schema_is_damaged(mutate, problem: str) -> None:  # type: ignore[no-untyped-def]
+    body = orjson.loads(added("tea").encoded or b"")
+    mutate(body)
+    with pytest.raises(Damaged, match=re.escape(problem)):
+        decode(orjson.dumps(body), ADA)
+
+
+def test_partition_files_are_named_by_a_digest_of_the_scope_values(tmp_path: Path) -> None:
+    hostile = partition_of(tmp_path, {"user_id": "../../etc/passwd"})
+    plain = partition_of(tmp_path, {"user_id": "ada"})
+    assert hostile.data.parent == tmp_path
+    assert hostile.data.name.startswith("scope-")
+    assert hostile.data.suffix == ".json"
+    assert hostile.name != plain.name
+    assert partition_of(tmp_path, {"user_id": "ada"}) == plain
+    assert partition_of(tmp_path, {"user_id": "ada", "agent_id": "a"}).name != plain.name
+
+
+def test_a_transaction_on_a_damaged_file_writes_nothing(tmp_path: Path) -> None:
+    partition = partition_of(tmp_path, dict(ADA))
+    tmp_path.mkdir(exist_ok=True)
+    partition.data.write_bytes(b"{not json")
+    change = read_change({"target": "user", "operation": "add", "text": "x"})
+    steps = []
+
+    def step(snapshot):  # type: ignore[no-untyped-def]
+        steps.append(snapshot)
+        return apply_change(snapshot.document, snapshot.size, change, now=NOW, limit=1 << 20)
+
+    with pytest.raises(SourceError) as damaged:
+        transact(partition, step, 1.0, threading.Event())
+    assert damaged.value.code == "schema_mismatch"
+    assert str(partition.data) in str(damaged.value)  # for the developer, never the View
+    assert steps == []
+    assert partition.data.read_bytes() == b"{not json"
+    with pytest.raises(Damaged) as loaded:
+        load(partition)
+    assert loaded.value.revision is not None
+    assert loaded.value.revision.startswith("damaged-")

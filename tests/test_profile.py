@@ -1,0 +1,137 @@
+"""Profiles: `mnemon.toml` loading, exact errors, relative paths, atomic mounting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mnemon import DefinitionError, InstallError, load_profile
+
+NOTES_AND_FOCUS = """
+data_dir = "state"
+source_timeout = 2.5
+
+[strategy]
+use = "focus"
+
+[[entries]]
+id = "focus"
+use = "mnemon_example_focus"
+[entries.config]
+source_keys = ["source:notes"]
+
+[[entries]]
+id = "notes"
+use = "mnemon_example_notes"
+[entries.config]
+path = "{notes}"
+
+[[entries]]
+id = "disabled"
+use = "no_such_package_anywhere"
+enabled = false
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "mnemon.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+async def test_a_profile_mounts_its_enabled_entries_in_one_change(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.md"
+    notes.write_text("From the profile.", encoding="utf-8")
+    profile = load_profile(write(tmp_path, NOTES_AND_FOCUS.format(notes=notes)))
+    assert profile.data_dir == tmp_path / "state"
+    assert profile.source_timeout == 2.5
+    assert [(e.id, e.enabled) for e in profile.entries] == [
+        ("focus", True),
+        ("notes", True),
+        ("disabled", False),
+    ]
+    async with profile.open_host() as host:
+        report = host.inspect()
+        async with host.turn() as turn:
+            assert turn.view.fragments[0].text == "From the profile."
+    assert report["registry_revision"] == 1
+    assert report["entries"] == ["focus", "notes"]
+    assert report["source_timeout"] == 2.5
+
+
+def test_relative_data_dirs_resolve_against_the_profile_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    profile = load_profile(
+        write(
+            folder,
+            '[[entries]]\nid = "a"\nuse = "mnemon_example_notes"\n'
+            '[entries.config]\ndata_dir = "../shared"\n',
+        )
+    )
+    assert profile.entry_config(profile.entries[0])["data_dir"] == str(tmp_path / "shared")
+    assert profile.data_dir == folder / ".mnemon"
+
+
+async def test_the_profile_data_dir_is_the_hosts_default(tmp_path: Path) -> None:
+    profile = load_profile(write(tmp_path, 'data_dir = "/srv/memory"\n'))
+    async with profile.open_host() as host:
+        assert host.inspect()["data_dir"] == "/srv/memory"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("entries = [", "invalid TOML"),
+        ('surprise = 1', r"surprise: Extra inputs are not permitted"),
+        ('source_timeout = 0', r"source_timeout: Input should be greater than 0"),
+        ('source_timeout = 301', r"source_timeout: Input should be less than or equal to 300"),
+        ('[strategy]\nfallback = "any"', r"strategy\.fallback: Input should be 'sole-strategy'"),
+        ('[[entries]]\nid = "a"', r"entries\[0\]\.use: Field required"),
+        ('[[entries]]\nid = "a b"\nuse = "x"', r"entries\[0\]\.id: String should match pattern"),
+        ('[[entries]]\nid = "a"\nuse = "not a module"', r"entries\[0\]\.use: String should match"),
+        ('[[entries]]\nid = "a"\nuse = "x"\nenabled = "yes"', r"entries\[0\]\.enabled: Input should be a valid boolean"),
+        ('[[entries]]\nid = "a"\nuse = "x"\n[[entries]]\nid = "a"\nuse = "y"', r"entries\[1\]\.id: duplicate entry id 'a'"),
+        ('[[entries]]\nid = "a"\nuse = "x"\n[entries.config]\nwhen = 1979-05-27', r"entries\[0\]\.config: unsupported type date at \$\.when"),
+    ],
+    ids=["toml-syntax", "unknown-key", "zero-timeout", "long-timeout", "bad-fallback",
+         "missing-use", "bad-id", "bad-use", "bad-enabled", "duplicate-id", "date-in-config"],
+)  # fmt: skip
+def test_invalid_profiles_name_the_exact_key(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(DefinitionError, match=message) as caught:
+        load_profile(write(tmp_path, text))
+    assert "mnemon.toml" in str(caught.value)
+
+
+def test_a_missing_profile_says_how_to_make_one(tmp_path: Path) -> None:
+    with pytest.raises(DefinitionError, match="mnemon init"):
+        load_profile(tmp_path / "absent.toml")
+
+
+async def test_an_unimportable_plugin_is_named_and_nothing_is_mounted(tmp_path: Path) -> None:
+    profile = load_profile(
+        write(tmp_path, '[[entries]]\nid = "ghost"\nuse = "no_such_package_anywhere:plugin"\n')
+    )
+    with pytest.raises(
+        DefinitionError, match=r"entry 'ghost' use: cannot import 'no_such_package_anywhere:plugin'"
+    ):
+        async with profile.open_host():
+            pass
+    not_plugin = load_profile(write(tmp_path, '[[entries]]\nid = "json"\nuse = "json"\n'))
+    with pytest.raises(DefinitionError, match="is not a plugin"):
+        async with not_plugin.open_host():
+            pass
+
+
+async def test_a_bad_entry_configuration_fails_the_whole_profile(tmp_path: Path) -> None:
+    profile = load_profile(
+        write(
+            tmp_path,
+            '[[entries]]\nid = "notes"\nuse = "mnemon_example_notes"\n'
+            '[entries.config]\npath = "relative.md"\n',
+        )
+    )
+    with pytest.raises(InstallError, match="must be an absolute path"):
+        async with profile.open_host():
+            pass
