@@ -19,7 +19,7 @@ from .._errors import (
     SourceError,
     _CodedError,
 )
-from .._json import FrozenDict, freeze_json
+from .._json import FrozenDict, JsonValueError, freeze_json
 from .._models import (
     ActionOffer,
     Evidence,
@@ -52,7 +52,10 @@ def checked_input(
     Raises:
         MnemonError: of class `error`, for non-JSON, non-object or schema-breaking input.
     """
-    frozen = freeze_json({} if value is None else value, what=subject, error=error)
+    try:
+        frozen = freeze_json({} if value is None else value, what=subject)
+    except JsonValueError as exc:
+        raise error(str(exc), code="invalid-input") from None  # type: ignore[call-arg]
     if not isinstance(frozen, FrozenDict):
         raise error(f"{subject}: must be a JSON object", code="invalid-input")  # type: ignore[call-arg]
     problems = input_problems(schema, frozen)

@@ -1,0 +1,218 @@
+"""The workspace folder on disk: partition names, document files, atomic writes, the lock."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import re
+import secrets
+import stat
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from mnemon import Scope, SourceError
+
+__all__ = [
+    "DOCUMENT_ID_PATTERN",
+    "MAX_FILE_BYTES",
+    "Abandoned",
+    "FileStat",
+    "derived_document_id",
+    "document_path",
+    "is_document_id",
+    "locked",
+    "new_document_id",
+    "partition_name",
+    "read_document_file",
+    "remove_stale_temporaries",
+    "scan_documents",
+    "write_atomically",
+]
+
+#: the stem of a document file, which is also the document's handle
+DOCUMENT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+_DOCUMENT_ID = re.compile(DOCUMENT_ID_PATTERN)
+_SUFFIX = ".md"
+#: files larger than this (placed by hand) are not indexed; ours are far smaller
+MAX_FILE_BYTES = 16 * 1024 * 1024
+_TEMPORARY_PREFIX = ".tmp-"
+
+
+class Abandoned(Exception):
+    """The caller stopped waiting (cancelled or timed out) before anything was written."""
+
+
+@dataclass(frozen=True, slots=True)
+class FileStat:
+    """What identifies one version of a file cheaply: size, modification time, inode."""
+
+    size: int
+    mtime_ns: int
+    inode: int
+
+    @classmethod
+    def of(cls, status: os.stat_result) -> FileStat:
+        """The stat of `status`."""
+        return cls(status.st_size, status.st_mtime_ns, status.st_ino)
+
+
+def partition_name(scope: Scope) -> str | None:
+    """The folder name of the scope's workspace partition, or None without a workspace.
+
+    The tenant, when present, is part of the partition: the same workspace name under two
+    tenants (or with and without one) never shares documents. Raw ids never reach the disk.
+    """
+    if scope.workspace is None:
+        return None
+    identity = json.dumps(
+        {"tenant_id": scope.tenant_id, "workspace": scope.workspace}, sort_keys=True
+    )
+    return "ws-" + hashlib.sha256(identity.encode()).hexdigest()[:40]
+
+
+def new_document_id() -> str:
+    """A fresh, random document id (never derived from the title)."""
+    return "doc-" + secrets.token_hex(12)
+
+
+def derived_document_id(partition: str, idempotency_key: str) -> str:
+    """The document id a retried create with the same idempotency key lands on."""
+    seed = f"{partition}\x00{idempotency_key}".encode()
+    return "doc-" + hashlib.sha256(seed).hexdigest()[:24]
+
+
+def is_document_id(value: str) -> bool:
+    """Whether `value` is a well-formed document id (and so a safe file stem)."""
+    return bool(_DOCUMENT_ID.match(value))
+
+
+def document_path(folder: Path, document_id: str) -> Path:
+    """The file of one document; `document_id` must be well-formed."""
+    if not is_document_id(document_id):
+        raise ValueError("malformed document id")
+    return folder / f"{document_id}{_SUFFIX}"
+
+
+def scan_documents(folder: Path) -> dict[str, FileStat]:
+    """Every document file in `folder` with its stat (regular files only, no symlinks)."""
+    found: dict[str, FileStat] = {}
+    try:
+        entries = os.scandir(folder)
+    except FileNotFoundError:
+        return found
+    with entries:
+        for entry in entries:
+            name = entry.name
+            if not name.endswith(_SUFFIX) or not is_document_id(name[: -len(_SUFFIX)]):
+                continue
+            try:
+                if not entry.is_file(follow_symlinks=False):
+                    continue
+                status = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # removed while we looked
+            if status.st_size <= MAX_FILE_BYTES:
+                found[name[: -len(_SUFFIX)]] = FileStat.of(status)
+    return found
+
+
+def read_document_file(folder: Path, document_id: str) -> tuple[bytes, FileStat] | None:
+    """The bytes of one document and the stat of exactly those bytes, or None if absent."""
+    path = document_path(folder, document_id)
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a symlink is not a document
+            return None
+        raise
+    with os.fdopen(handle, "rb") as stream:
+        status = os.fstat(stream.fileno())
+        if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_FILE_BYTES:
+            return None
+        raw = stream.read(MAX_FILE_BYTES + 1)
+    if len(raw) != status.st_size:
+        return None  # changed while being read: the next scan sees the new version
+    return raw, FileStat.of(status)
+
+
+def _sync_folder(folder: Path) -> None:
+    handle = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+
+
+def write_atomically(path: Path, data: bytes) -> FileStat:
+    """Replace `path` with `data` durably (temporary file, fsync, rename, fsync the folder)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=_TEMPORARY_PREFIX, dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    _sync_folder(path.parent)
+    return FileStat.of(os.stat(path, follow_symlinks=False))
+
+
+def remove_stale_temporaries(folder: Path) -> None:
+    """Remove temporary files a crashed writer left (call only under the exclusive lock)."""
+    with contextlib.suppress(FileNotFoundError), os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name.startswith(_TEMPORARY_PREFIX):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+
+
+@contextlib.contextmanager
+def locked(
+    lock_file: Path, *, exclusive: bool, timeout: float, abandon: threading.Event
+) -> Iterator[None]:
+    """Hold the workspace lock across processes (flock): shared to read, exclusive to write.
+
+    Waits by polling so that a caller who stopped waiting (`abandon` set) or a lock held too
+    long ends the wait instead of parking a thread forever.
+
+    Raises:
+        Abandoned: `abandon` was set while waiting.
+        SourceError: `timeout` (transient), the lock stayed taken for `timeout` seconds.
+    """
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    handle = os.open(lock_file, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+        deadline = time.monotonic() + timeout
+        pause = 0.001
+        while True:
+            if abandon.is_set():
+                raise Abandoned()
+            try:
+                fcntl.flock(handle, mode | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise SourceError(
+                        "timeout",
+                        "documents: the workspace stayed locked by another writer",
+                        nothing_written=True,
+                    ) from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.02)
+        yield
+    finally:
+        os.close(handle)  # closing the descriptor releases the lock

@@ -1,0 +1,361 @@
+"""The documents Source runtime: facts, cover projection, pinned search, fenced writes."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any, TypeVar
+
+import anyio
+
+from mnemon import (
+    Evidence,
+    EvidenceItem,
+    FactsRequest,
+    Fragment,
+    ManagementResult,
+    ManageRequest,
+    MutationReceipt,
+    MutationRequest,
+    ProjectionRequest,
+    QueryRequest,
+    ReadGrant,
+    Scope,
+    SourceError,
+    SourceFacts,
+    SourceInit,
+    ViewContribution,
+    create_mutation_receipt,
+    run_blocking,
+    truncate_text,
+)
+
+from ._config import DocumentsSettings, read_settings
+from ._files import (
+    FileStat,
+    derived_document_id,
+    is_document_id,
+    new_document_id,
+    partition_name,
+)
+from ._index import DocumentRecord, Hit, match_expression
+from ._manifest import ACTION_IDS, CAPABILITIES, DEFAULT_SEARCH_LIMIT, ROLE, ROUTE_IDS, TYPE_ID
+from ._markdown import check_body, check_title
+from ._workspace import Workspace, WriteOutcome
+
+__all__ = ["DocumentsSource", "create_documents_source"]
+
+_T = TypeVar("_T")
+_ELLIPSIS = "…"
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _moment(stat: FileStat) -> str:
+    return datetime.fromtimestamp(stat.mtime_ns / 1e9, UTC).isoformat(timespec="seconds")
+
+
+def cover(count: int, limit: int) -> str:
+    """The compact cover of a workspace: a count and how to read, never titles or text.
+
+    Returns the longest wording that fits `limit` characters, or "" when none does.
+    """
+    if count == 0:
+        wordings = ("This workspace has no documents yet.", "no documents")
+    elif count == 1:
+        wordings = ("1 Markdown document in this workspace; search to read it.", "1 document")
+    else:
+        wordings = (
+            f"{count} Markdown documents in this workspace; search to read them.",
+            f"{count} documents",
+        )
+    return next((text for text in wordings if len(text) <= limit), "")
+
+
+def excerpt(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters at a grapheme boundary, marked when cut."""
+    if len(text) <= limit:
+        return text
+    if limit <= len(_ELLIPSIS):
+        return truncate_text(text, limit)
+    return truncate_text(text, limit - len(_ELLIPSIS)).rstrip() + _ELLIPSIS
+
+
+def _pinned(value: Any) -> tuple[str, Mapping[str, str]]:
+    """The workspace partition and pinned documents of a grant this Source issued."""
+    if isinstance(value, Mapping):
+        workspace = value.get("workspace")
+        documents = value.get("documents")
+        if isinstance(workspace, str) and isinstance(documents, Mapping):
+            return workspace, documents
+    raise SourceError("schema_mismatch", "documents: the read grant is not one this Source issued")
+
+
+class DocumentsSource:
+    """Markdown documents of each workspace, with a search index rebuilt from the files."""
+
+    def __init__(self, key: str, settings: DocumentsSettings) -> None:
+        self._key = key
+        self._settings = settings
+        # stat of each index file when this runtime last verified or wrote it
+        self._stamps: dict[str, FileStat] = {}
+        # one writer per workspace in this runtime; flock serializes the rest
+        self._write_locks: dict[str, anyio.Lock] = {}
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _workspace(self, partition: str) -> Workspace:
+        return Workspace(
+            self._settings.root / "workspaces" / partition, self._settings, self._stamps
+        )
+
+    def _partition(self, scope: Scope) -> str:
+        partition = partition_name(scope)
+        if partition is None:
+            raise SourceError(
+                "missing-scope", "documents: the scope has no workspace", kind="terminal"
+            )
+        return partition
+
+    def _write_lock(self, partition: str) -> anyio.Lock:
+        lock = self._write_locks.get(partition)
+        if lock is None:
+            lock = self._write_locks[partition] = anyio.Lock()
+        return lock
+
+    async def _blocking(self, call: Callable[..., _T]) -> _T:
+        # a caller who stops waiting tells the worker thread, so it never writes afterwards
+        abandon = threading.Event()
+        try:
+            return await run_blocking(partial(call, abandon=abandon))
+        except BaseException:
+            abandon.set()
+            raise
+
+    def _facts(self, availability: str, **values: Any) -> SourceFacts:
+        return SourceFacts.model_validate(
+            {
+                "instance_key": self._key,
+                "type_id": TYPE_ID,
+                "role": ROLE,
+                "availability": availability,
+                **values,
+            }
+        )
+
+    # ------------------------------------------------------------------ the View
+
+    async def facts(self, request: FactsRequest) -> SourceFacts:
+        """Report the workspace revision; `unavailable` when the scope has no workspace."""
+        partition = partition_name(request.scope)
+        if partition is None:
+            return self._facts("unavailable", reason="missing-scope")
+        try:
+            state = await self._blocking(self._workspace(partition).state)
+        except SourceError as exc:
+            reason = "storage-busy" if exc.code == "timeout" else "storage-error"
+            return self._facts("unavailable", reason=reason)
+        except OSError:
+            return self._facts("unavailable", reason="storage-error")
+        return self._facts(
+            "ready",
+            revision=state.revision,
+            capabilities=CAPABILITIES,
+            route_ids=ROUTE_IDS,
+            action_ids=ACTION_IDS,
+            hints={"documents": len(state.documents)},
+        )
+
+    async def project(self, request: ProjectionRequest) -> ViewContribution:
+        """A compact cover, and a grant pinning the visible documents at their revisions."""
+        partition = self._partition(request.scope)
+        state = await self._blocking(self._workspace(partition).state)
+        if request.expected_revision is not None and state.revision != request.expected_revision:
+            raise SourceError("degraded", "documents: the workspace changed since facts()")
+        text = cover(len(state.documents), request.max_characters)
+        fragments = (Fragment(source_key=self._key, mode=request.mode, text=text),) if text else ()
+        pinned = {key: record.revision for key, record in state.documents.items()}
+        grant = ReadGrant(
+            source_key=self._key,
+            value={"workspace": partition, "revision": state.revision, "documents": pinned},
+        )
+        return ViewContribution(fragments=fragments, grant=grant, revision=state.revision)
+
+    async def query(self, request: QueryRequest) -> Evidence:
+        """Search the pinned documents; excerpts fit the route's ceilings."""
+        workspace, pinned = _pinned(request.grant.value)
+        if partition_name(request.view.scope) != workspace:
+            raise SourceError("forbidden", "documents: the grant belongs to another workspace")
+        route = request.route
+        limit = request.input.get("limit", DEFAULT_SEARCH_LIMIT)
+        count = max(1, min(limit, route.max_results, route.max_characters))
+        share = min(self._settings.excerpt_characters, route.max_characters // count)
+        expression = match_expression(str(request.input["query"]))
+        hits: list[Hit] = []
+        if expression is not None:
+            hits = await self._blocking(
+                partial(self._workspace(workspace).search, expression, pinned, count + 1)
+            )
+        items = tuple(
+            EvidenceItem(
+                id=hit.id,
+                text=excerpt(hit.excerpt.strip() or hit.title, share),
+                provenance={
+                    "document": hit.id,
+                    "title": hit.title,
+                    "revision": hit.revision,
+                    "rank": rank,
+                    "score": round(hit.score, 6),
+                },
+            )
+            for rank, hit in enumerate(hits[:count], start=1)
+        )
+        return Evidence(
+            view_id=request.view.id,
+            route_id=route.id,
+            source_key=self._key,
+            items=items,
+            truncated=len(hits) > count,
+        )
+
+    # ------------------------------------------------------------------ writes
+
+    async def _create(
+        self, partition: str, value: Mapping[str, Any], key: str | None, expected: str | None
+    ) -> WriteOutcome:
+        title = check_title(str(value["title"]), "create")
+        body = check_body(str(value["body"]), "create")
+        document_id = new_document_id() if key is None else derived_document_id(partition, key)
+        async with self._write_lock(partition):
+            return await self._blocking(
+                partial(
+                    self._workspace(partition).create,
+                    document_id,
+                    title,
+                    body,
+                    expected_revision=expected,
+                )
+            )
+
+    async def _update(
+        self,
+        partition: str,
+        value: Mapping[str, Any],
+        *,
+        retry: bool,
+        expected: str | None,
+    ) -> WriteOutcome:
+        document_id = str(value["document"])
+        if not is_document_id(document_id):
+            raise SourceError("invalid_payload", "documents update: malformed document handle")
+        title = check_title(str(value["title"]), "update") if "title" in value else None
+        body = check_body(str(value["body"]), "update") if "body" in value else None
+        if title is None and body is None:
+            raise SourceError(
+                "invalid_payload", "documents update: give a new title, a new body, or both"
+            )
+        revision = value.get("expected_revision")
+        async with self._write_lock(partition):
+            return await self._blocking(
+                partial(
+                    self._workspace(partition).update,
+                    document_id,
+                    title=title,
+                    body=body,
+                    document_revision_expected=None if revision is None else str(revision),
+                    expected_revision=expected,
+                    accept_applied=retry,
+                )
+            )
+
+    async def mutate(self, request: MutationRequest) -> MutationReceipt:
+        """Create or update a document; the receipt says committed only once it is durable."""
+        partition = self._partition(request.view.scope)
+        action = request.offer.action_id
+        key = request.idempotency_key
+        if action == "create":
+            outcome = await self._create(partition, request.input, key, None)
+        elif action == "update":
+            outcome = await self._update(
+                partition, request.input, retry=key is not None, expected=None
+            )
+        else:
+            raise SourceError("invalid_payload", f"documents: no action {action!r}")
+        return create_mutation_receipt(
+            request,
+            completion="committed",
+            committed_at=_now(),
+            revision=outcome.revision,
+            detail={"document": outcome.record.id, "document_revision": outcome.record.revision},
+        )
+
+    # ------------------------------------------------------------------ management
+
+    async def manage(self, request: ManageRequest) -> ManagementResult:
+        """List, read, create or update documents of the scope's workspace, as they are now."""
+        partition = self._partition(request.scope)
+        operation = request.operation.id
+        value = request.input
+        workspace = self._workspace(partition)
+        output: dict[str, Any]
+        if operation == "list":
+            state = await self._blocking(workspace.state)
+            ordered = sorted(
+                state.documents.values(), key=lambda record: (record.title.casefold(), record.id)
+            )
+            offset = int(value.get("offset", 0))
+            page = ordered[offset : offset + int(value.get("limit", 100))]
+            output = {
+                "revision": state.revision,
+                "total": len(ordered),
+                "documents": [_listed(record) for record in page],
+            }
+            return self._result(operation, output, state.revision)
+        if operation == "read":
+            document = await self._blocking(partial(workspace.read, str(value["document"])))
+            if document is None:
+                raise SourceError("not_found", "documents read: no such document here")
+            output = {**_listed(document.record), "body": document.body}
+            return self._result(operation, output, None)
+        if operation == "create":
+            outcome = await self._create(partition, value, None, request.expected_revision)
+        elif operation == "update":
+            outcome = await self._update(
+                partition, value, retry=False, expected=request.expected_revision
+            )
+        else:
+            raise SourceError("invalid_payload", f"documents: no operation {operation!r}")
+        output = {
+            "document": outcome.record.id,
+            "revision": outcome.record.revision,
+            "workspace_revision": outcome.revision,
+        }
+        return self._result(operation, output, outcome.revision)
+
+    def _result(self, operation: str, output: Any, revision: str | None) -> ManagementResult:
+        return ManagementResult(
+            source_key=self._key, operation=operation, output=output, revision=revision
+        )
+
+
+def _listed(record: DocumentRecord) -> dict[str, Any]:
+    return {
+        "document": record.id,
+        "title": record.title,
+        "revision": record.revision,
+        "bytes": record.stat.size,
+        "updated_at": _moment(record.stat),
+    }
+
+
+def create_documents_source(init: SourceInit) -> DocumentsSource:
+    """The factory: check the configuration and make the runtime (nothing touches the disk).
+
+    Raises:
+        DefinitionError: the configuration is invalid; the message names the key.
+    """
+    return DocumentsSource(init.instance_key, read_settings(init))

@@ -1,0 +1,366 @@
+"""One workspace partition: its document files and index, read and written under its lock.
+
+Everything here blocks (files, flock, sqlite3): the Source calls it through `run_blocking`.
+Readers hold the lock shared, writers and index repairs hold it exclusive, across threads and
+processes alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from mnemon import RevisionConflict, SourceError
+
+from ._config import DocumentsSettings
+from ._files import (
+    Abandoned,
+    FileStat,
+    document_path,
+    locked,
+    read_document_file,
+    remove_stale_temporaries,
+    scan_documents,
+    write_atomically,
+)
+from ._index import (
+    DocumentIndex,
+    DocumentRecord,
+    Hit,
+    IndexDamaged,
+    IndexedDocument,
+    apply_changes,
+    records,
+    search,
+)
+from ._markdown import document_revision, parse_document, render_document
+
+__all__ = ["Document", "Workspace", "WorkspaceState", "WriteOutcome", "workspace_revision"]
+
+_T = TypeVar("_T")
+Use = Callable[[sqlite3.Connection, dict[str, DocumentRecord]], _T]
+
+
+def workspace_revision(documents: Iterable[DocumentRecord]) -> str:
+    """The revision of a workspace: a digest of its document ids and their revisions."""
+    lines = sorted(f"{record.id} {record.revision}" for record in documents)
+    return "documents:" + hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceState:
+    """The documents of a workspace as they are now (index reconciled with the files)."""
+
+    documents: Mapping[str, DocumentRecord]
+
+    @property
+    def revision(self) -> str:
+        """The workspace revision of this state."""
+        return workspace_revision(self.documents.values())
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One document read in full."""
+
+    record: DocumentRecord
+    body: str
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOutcome:
+    """A durable write: the document as written and the workspace revision after it."""
+
+    record: DocumentRecord
+    revision: str
+    #: False when the document already was exactly as asked (an idempotent retry)
+    written: bool
+
+
+def _agrees(indexed: Mapping[str, DocumentRecord], files: Mapping[str, FileStat]) -> bool:
+    return indexed.keys() == files.keys() and all(
+        indexed[key].stat == stat for key, stat in files.items()
+    )
+
+
+class Workspace:
+    """The folder of one workspace partition: `documents/*.md`, `index.sqlite3`, `.lock`."""
+
+    def __init__(
+        self, folder: Path, settings: DocumentsSettings, stamps: MutableMapping[str, FileStat]
+    ) -> None:
+        self.folder = folder
+        self.documents = folder / "documents"
+        self.index = DocumentIndex(folder / "index.sqlite3", stamps, settings.lock_timeout)
+        self._lock_file = folder / ".lock"
+        self._settings = settings
+
+    def _locked(
+        self, *, exclusive: bool, abandon: threading.Event
+    ) -> contextlib.AbstractContextManager[None]:
+        return locked(
+            self._lock_file,
+            exclusive=exclusive,
+            timeout=self._settings.lock_timeout,
+            abandon=abandon,
+        )
+
+    # ------------------------------------------------------------------ reads
+
+    def state(self, abandon: threading.Event) -> WorkspaceState:
+        """The documents as they are now; repairs the index first if it disagrees.
+
+        Raises:
+            Abandoned: the caller stopped waiting for the lock.
+            SourceError: `timeout` (the lock stayed taken) or `provider_error` (the index
+                cannot be rebuilt).
+        """
+        if not self.folder.is_dir():
+            return WorkspaceState({})  # nothing was ever written here: create nothing
+        return WorkspaceState(self._consult(lambda connection, found: found, abandon))
+
+    def search(
+        self, expression: str, pinned: Mapping[str, str], wanted: int, abandon: threading.Event
+    ) -> list[Hit]:
+        """The best `wanted` hits among documents pinned at their current revision.
+
+        Raises:
+            Abandoned: the caller stopped waiting for the lock.
+            SourceError: as for `state`.
+        """
+        if not self.folder.is_dir() or not pinned:
+            return []
+        return self._consult(
+            lambda connection, found: search(connection, expression, pinned, wanted), abandon
+        )
+
+    def read(self, document_id: str, abandon: threading.Event) -> Document | None:
+        """One document as it is on disk now, or None when this workspace has no such one.
+
+        Raises:
+            Abandoned: the caller stopped waiting for the lock.
+            SourceError: `timeout`, the lock stayed taken.
+        """
+        if not self.folder.is_dir():
+            return None
+        with self._locked(exclusive=False, abandon=abandon):
+            found = read_document_file(self.documents, document_id)
+        if found is None:
+            return None
+        raw, stat = found
+        parsed = parse_document(raw, document_id)
+        record = DocumentRecord(document_id, parsed.title, document_revision(raw), stat)
+        return Document(record, parsed.body)
+
+    def _consult(self, use: Use[_T], abandon: threading.Event) -> _T:
+        with self._locked(exclusive=False, abandon=abandon):
+            files = scan_documents(self.documents)
+            try:
+                with self.index.open() as connection:
+                    indexed = records(connection)
+                    if _agrees(indexed, files):
+                        return use(connection, indexed)
+            except (IndexDamaged, sqlite3.DatabaseError):
+                pass  # repaired below, under the exclusive lock
+        with self._locked(exclusive=True, abandon=abandon):
+            return self._repaired(use)
+
+    # ------------------------------------------------------------------ repair
+
+    def _repaired(self, use: Use[_T]) -> _T:
+        """`use` on an index that agrees with the files (exclusive lock held)."""
+        try:
+            return self._reconciled(use)
+        except (IndexDamaged, sqlite3.DatabaseError):
+            pass
+        try:
+            self._rebuild()
+            return self._reconciled(use)
+        except (IndexDamaged, sqlite3.DatabaseError, OSError) as exc:
+            raise SourceError(
+                "provider_error", "documents: the search index cannot be rebuilt"
+            ) from exc
+
+    def _reconciled(self, use: Use[_T]) -> _T:
+        files = scan_documents(self.documents)
+        with self.index.open() as connection:
+            indexed = records(connection)
+            if not _agrees(indexed, files):
+                removed = [key for key in indexed if key not in files]
+                upserts = []
+                for key, stat in files.items():
+                    if key in indexed and indexed[key].stat == stat:
+                        continue
+                    loaded = self._load(key)
+                    if loaded is not None:
+                        upserts.append(loaded)
+                    elif key in indexed:
+                        removed.append(key)
+                apply_changes(connection, upserts, removed)
+                indexed = records(connection)
+            return use(connection, indexed)
+
+    def _load(self, document_id: str) -> IndexedDocument | None:
+        found = read_document_file(self.documents, document_id)
+        if found is None:
+            return None
+        raw, stat = found
+        parsed = parse_document(raw, document_id)
+        record = DocumentRecord(document_id, parsed.title, document_revision(raw), stat)
+        return IndexedDocument(record, parsed.body)
+
+    def _all_documents(self) -> Iterator[IndexedDocument]:
+        # streamed: a rebuild never holds every body in memory at once
+        for document_id in sorted(scan_documents(self.documents)):
+            loaded = self._load(document_id)
+            if loaded is not None:
+                yield loaded
+
+    def _rebuild(self) -> None:
+        remove_stale_temporaries(self.folder)
+        remove_stale_temporaries(self.documents)
+        self.index.rebuild(self._all_documents())
+
+    def _index_quietly(self, document: IndexedDocument) -> None:
+        try:
+            with self.index.open() as connection:
+                apply_changes(connection, [document])
+        except (IndexDamaged, sqlite3.DatabaseError):
+            pass  # the file is committed; the next reader repairs the index from it
+
+    # ------------------------------------------------------------------ writes
+
+    def _current(self, expected: str | None) -> dict[str, DocumentRecord]:
+        documents = self._repaired(lambda connection, found: found)
+        if expected is not None:
+            current = workspace_revision(documents.values())
+            if current != expected:
+                raise RevisionConflict(
+                    f"revision conflict: the workspace is at {current}, not {expected}"
+                )
+        return documents
+
+    def _check_size(self, data: bytes, action: str) -> None:
+        limit = self._settings.max_document_bytes
+        if len(data) > limit:
+            raise SourceError(
+                "invalid_payload",
+                f"documents {action}: the document would be {len(data)} bytes; "
+                f"the limit is {limit} (max_document_bytes)",
+            )
+
+    def _commit(
+        self,
+        document_id: str,
+        title: str,
+        body: str,
+        data: bytes,
+        documents: Mapping[str, DocumentRecord],
+        abandon: threading.Event,
+    ) -> WriteOutcome:
+        if abandon.is_set():
+            raise Abandoned()  # the caller is gone: nothing has been written yet
+        stat = write_atomically(document_path(self.documents, document_id), data)
+        record = DocumentRecord(document_id, title, document_revision(data), stat)
+        self._index_quietly(IndexedDocument(record, body))
+        after = {**documents, document_id: record}
+        return WriteOutcome(record, workspace_revision(after.values()), written=True)
+
+    def create(
+        self,
+        document_id: str,
+        title: str,
+        body: str,
+        *,
+        expected_revision: str | None,
+        abandon: threading.Event,
+    ) -> WriteOutcome:
+        """Write a new document durably (title and body already checked).
+
+        A `document_id` that exists already is an idempotent retry when its content is the
+        same, and an error otherwise.
+
+        Raises:
+            RevisionConflict: `expected_revision` is not the workspace's current revision.
+            SourceError: `invalid_payload` (too large, or a reused idempotency key),
+                `documents-capacity` (the workspace is full), `timeout`, `provider_error`.
+            Abandoned: the caller stopped waiting; nothing was written.
+        """
+        data = render_document(title, body)
+        self._check_size(data, "create")
+        with self._locked(exclusive=True, abandon=abandon):
+            documents = self._current(expected_revision)
+            existing = documents.get(document_id)
+            if existing is not None or document_path(self.documents, document_id).exists():
+                found = read_document_file(self.documents, document_id)
+                if existing is not None and found is not None and found[0] == data:
+                    return WriteOutcome(existing, workspace_revision(documents.values()), False)
+                raise SourceError(
+                    "invalid_payload",
+                    "documents create: this idempotency key was used for another document",
+                )
+            if len(documents) >= self._settings.max_documents:
+                raise SourceError(
+                    "documents-capacity",
+                    f"documents create: the workspace holds {len(documents)} documents, its "
+                    f"limit (max_documents)",
+                    kind="terminal",
+                )
+            return self._commit(document_id, title, body, data, documents, abandon)
+
+    def update(
+        self,
+        document_id: str,
+        *,
+        title: str | None,
+        body: str | None,
+        document_revision_expected: str | None,
+        expected_revision: str | None,
+        accept_applied: bool,
+        abandon: threading.Event,
+    ) -> WriteOutcome:
+        """Replace the title and/or body of a document, fenced by its revision.
+
+        `accept_applied` treats a stale revision as success when the document already reads
+        exactly as asked (a retried write with the same idempotency key).
+
+        Raises:
+            RevisionConflict: the document (or the workspace) moved past the expected revision.
+            SourceError: `not_found`, `invalid_payload` (too large), `timeout`,
+                `provider_error`.
+            Abandoned: the caller stopped waiting; nothing was written.
+        """
+        with self._locked(exclusive=True, abandon=abandon):
+            documents = self._current(expected_revision)
+            found = read_document_file(self.documents, document_id)
+            if found is None or document_id not in documents:
+                raise SourceError(
+                    "not_found", f"documents update: no document {document_id!r} here"
+                )
+            raw, _ = found
+            current = parse_document(raw, document_id)
+            new_title = current.title if title is None else title
+            new_body = current.body if body is None else body
+            data = render_document(new_title, new_body)
+            self._check_size(data, "update")
+            revision = document_revision(raw)
+            if document_revision_expected is not None and revision != document_revision_expected:
+                if accept_applied and raw == data:
+                    return WriteOutcome(
+                        documents[document_id], workspace_revision(documents.values()), False
+                    )
+                raise RevisionConflict(
+                    f"revision conflict: document {document_id} is at {revision}, "
+                    f"not {document_revision_expected}"
+                )
+            if data == raw:  # already exactly as asked: nothing to write
+                return WriteOutcome(
+                    documents[document_id], workspace_revision(documents.values()), False
+                )
+            return self._commit(document_id, new_title, new_body, data, documents, abandon)

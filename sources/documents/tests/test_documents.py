@@ -1,0 +1,704 @@
+"""The documents Source from the user's side: compositions, search, writes, management."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mnemon_source_documents as documents
+import pytest
+
+from mnemon import (
+    ActionError,
+    InstallError,
+    ManagementError,
+    RevisionConflict,
+    SourceError,
+    render_wake,
+)
+from mnemon_testing import MemoryCompositionRunner
+
+KEY = "source:docs"
+Harness = Any  # the `harness` fixture of conftest.py
+
+
+def allow(offer: object) -> bool:
+    return True
+
+
+# ---------------------------------------------------------------------------- configuration
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"colour": "red"}, "documents configuration: unknown key 'colour'"),
+        (
+            {"data_dir": "relative/dir"},
+            "documents configuration.data_dir: 'relative/dir' is not an absolute path",
+        ),
+        ({"data_dir": 7}, "documents configuration.data_dir: must be an absolute path"),
+        (
+            {"max_document_bytes": 0},
+            "documents configuration.max_document_bytes: must be an integer",
+        ),
+        (
+            {"max_document_bytes": "big"},
+            "documents configuration.max_document_bytes: must be an integer",
+        ),
+        ({"max_documents": True}, "documents configuration.max_documents: must be an integer"),
+        (
+            {"excerpt_characters": 5},
+            "documents configuration.excerpt_characters: must be an integer",
+        ),
+        ({"lock_timeout": -1}, "documents configuration.lock_timeout: must be a number"),
+        ({"lock_timeout": "soon"}, "documents configuration.lock_timeout: must be a number"),
+    ],
+    ids=[
+        "unknown-key",
+        "relative-data-dir",
+        "data-dir-not-text",
+        "zero-bytes",
+        "bytes-not-integer",
+        "bool-documents",
+        "tiny-excerpt",
+        "negative-timeout",
+        "timeout-not-number",
+    ],
+)
+async def test_invalid_configuration_is_refused_at_mount_and_nothing_is_published(
+    harness: Harness, config: dict[str, Any], message: str
+) -> None:
+    runner = harness.runner
+    await runner.mount(harness.strategy(), instance_id="select")
+    before = runner.inspect()
+    full = {"data_dir": str(harness.data_dir), **config}
+    with pytest.raises(InstallError) as caught:
+        await runner.mount(documents, instance_id="docs", config=full)
+    assert message in str(caught.value)
+    after = runner.inspect()
+    assert after["registry_revision"] == before["registry_revision"]
+    assert after["entries"] == ["select"]
+    assert not harness.data_dir.exists()
+
+
+# ---------------------------------------------------------------------------- the View
+
+
+async def test_the_view_offers_search_and_writes_behind_a_compact_cover(mounted: Harness) -> None:
+    await mounted.create("Secret roadmap", "The launch is planned for Tuesday in Lisbon.")
+    await mounted.create("Second", "Another body.")
+    turn = await mounted.turn()
+    view = turn.view
+    await turn.release()
+    assert [fragment.text for fragment in view.fragments] == [
+        "2 Markdown documents in this workspace; search to read them."
+    ]
+    assert [route.id for route in view.routes] == [f"{KEY}/search"]
+    assert [offer.id for offer in view.offers] == [f"{KEY}/create", f"{KEY}/update"]
+    assert view.consistency[0].consistency == "exact-snapshot"
+    rendered = view.model_dump_json() + render_wake(view)
+    for private in ("Secret roadmap", "Lisbon", "Second", str(mounted.data_dir), "doc-"):
+        assert private not in rendered
+
+
+@pytest.mark.parametrize("mode", ["eager", "routed"])
+@pytest.mark.parametrize(
+    ("share", "expected"),
+    [
+        (200, ["2 Markdown documents in this workspace; search to read them."]),
+        (12, ["2 documents"]),
+        (10, []),
+        (0, []),
+    ],
+    ids=["roomy", "short", "too-small", "none"],
+)
+async def test_the_cover_shrinks_to_fit_or_disappears(
+    harness: Harness, mode: str, share: int, expected: list[str]
+) -> None:
+    await harness.mount(mode=mode, share=share)
+    await harness.create("Title", "Body")
+    await harness.create("Title", "Body")
+    turn = await harness.turn()
+    fragments = turn.view.fragments
+    await turn.release()
+    assert [f.text for f in fragments] == expected
+    assert all(f.mode == mode for f in fragments)
+    assert [g.source_key for g in turn.view.grants] == [KEY]
+
+
+async def test_a_scope_without_a_workspace_is_unavailable_and_touches_nothing(
+    mounted: Harness,
+) -> None:
+    turn = await mounted.turn(None, user_id="u1")
+    view = turn.view
+    await turn.release()
+    assert view.consistency == ()
+    assert [(d.code, d.message) for d in view.diagnostics] == [
+        ("source-unavailable", f"Memory Source {KEY} is unavailable (missing-scope)")
+    ]
+    assert not mounted.data_dir.exists()
+    with pytest.raises(ManagementError, match="missing-scope"):
+        await mounted.runner.management_client(KEY, {"user_id": "u1"}).read("list")
+
+
+async def test_tenants_partition_a_workspace_and_never_fall_back(mounted: Harness) -> None:
+    client = mounted.client("shared", tenant_id="a")
+    await client.mutate(
+        "create",
+        {"title": "Tenant A plan", "body": "alpha-only words"},
+        confirmed=True,
+        expected_revision=await client.revision(),
+    )
+    for scope in ({"tenant_id": "b"}, {}):
+        turn = await mounted.turn("shared", **scope)
+        evidence = await turn.execute_route(f"{KEY}/search", {"query": "alpha"})
+        await turn.release()
+        assert evidence.items == ()
+        assert len((await mounted.client("shared", **scope).read("list"))["documents"]) == 0
+    turn = await mounted.turn("shared", tenant_id="a")
+    evidence = await turn.execute_route(f"{KEY}/search", {"query": "alpha"})
+    await turn.release()
+    assert [item.provenance["title"] for item in evidence.items] == ["Tenant A plan"]
+
+
+# ---------------------------------------------------------------------------- search
+
+
+async def test_search_returns_ranked_excerpts_with_provenance(mounted: Harness) -> None:
+    receipt = await mounted.create("Gardening", "Tomatoes need sun. " * 3 + "Water daily.")
+    await mounted.create("Tomato sauce", "Cook the tomatoes slowly with garlic.")
+    await mounted.create("Unrelated", "Nothing about that vegetable here.")
+    evidence = await mounted.search("tomatoes")
+    assert [item.provenance["title"] for item in evidence.items] == ["Tomato sauce", "Gardening"]
+    first, second = evidence.items
+    assert first.provenance["rank"] == 1
+    assert second.provenance["rank"] == 2
+    assert first.provenance["score"] > second.provenance["score"] > 0
+    assert second.id == second.provenance["document"] == receipt.detail["document"]
+    assert second.provenance["revision"] == receipt.detail["document_revision"]
+    assert "Tomatoes need sun" in second.text
+    assert str(mounted.data_dir) not in evidence.model_dump_json()
+    assert not evidence.truncated
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        'foo"bar OR',
+        '"',
+        "NEAR(a b",
+        "title:secret",
+        "* ^ - + ( ) :",
+        "AND OR NOT",
+        "{{template}} {x}",
+        "\x00\x01 control",
+        "syn\x00tax",
+        "emoji 👩‍👩‍👧 and café",
+    ],
+    ids=[
+        "quote-or",
+        "lone-quote",
+        "near",
+        "column-filter",
+        "operators",
+        "keywords",
+        "braces",
+        "control",
+        "nul-in-word",
+        "unicode",
+    ],
+)
+async def test_fts_syntax_in_queries_is_searched_for_never_executed(
+    mounted: Harness, query: str
+) -> None:
+    await mounted.create("Syntax", 'A body with foo"bar, NEAR things, a title: secret and café.')
+    evidence = await mounted.search(query)
+    assert all(item.provenance["title"] == "Syntax" for item in evidence.items)
+
+
+async def test_a_special_character_query_still_finds_its_words(mounted: Harness) -> None:
+    await mounted.create("Operators", "How OR and NEAR behave in full text search.")
+    await mounted.create("Other", "Plain prose.")
+    evidence = await mounted.search('behave" OR (NEAR')
+    assert [item.provenance["title"] for item in evidence.items] == ["Operators"]
+
+
+async def test_search_honours_max_results_and_max_characters(mounted: Harness) -> None:
+    for number in range(6):
+        await mounted.create(f"Report {number}", f"quarterly figures {number} " * 200)
+    evidence = await mounted.search("quarterly", limit=20, max_results=4, max_characters=200)
+    assert len(evidence.items) == 4
+    assert sum(len(item.text) for item in evidence.items) <= 200
+    assert all(item.text for item in evidence.items)
+    assert all(item.text.endswith("…") for item in evidence.items)
+    assert evidence.truncated
+    few = await mounted.search("quarterly", limit=2)
+    assert len(few.items) == 2
+    assert few.truncated
+    all_of_them = await mounted.search("quarterly", limit=20)
+    assert len(all_of_them.items) == 6
+    assert not all_of_them.truncated
+
+
+async def test_a_document_created_after_composition_is_invisible_to_that_view(
+    mounted: Harness,
+) -> None:
+    await mounted.create("Before", "pinned zebra facts")
+    turn = await mounted.turn()
+    receipt = await turn.execute_action(
+        f"{KEY}/create", {"title": "After", "body": "late zebra facts"}, allow
+    )
+    assert receipt.completion == "committed"
+    assert receipt.status == "succeeded"
+    assert receipt.committed_at is not None
+    evidence = await turn.execute_route(f"{KEY}/search", {"query": "zebra"})
+    assert [item.provenance["title"] for item in evidence.items] == ["Before"]
+    assert sorted(doc["title"] for doc in await mounted.listed()) == ["After", "Before"]
+    assert turn.view.consistency[0].revision != receipt.revision
+    await turn.release()
+    later = await mounted.search("zebra")
+    assert sorted(item.provenance["title"] for item in later.items) == ["After", "Before"]
+
+
+async def test_a_document_updated_after_composition_is_left_out_of_that_view(
+    mounted: Harness,
+) -> None:
+    created = await mounted.create("Plan", "original wording about otters")
+    turn = await mounted.turn()
+    await turn.execute_action(
+        f"{KEY}/update",
+        {
+            "document": created.detail["document"],
+            "expected_revision": created.detail["document_revision"],
+            "body": "rewritten wording about otters",
+        },
+        allow,
+    )
+    pinned = await turn.execute_route(f"{KEY}/search", {"query": "otters"})
+    await turn.release()
+    # the pinned text is no longer held, and the new text is not this View's: nothing is served
+    assert pinned.items == ()
+    later = await mounted.search("otters")
+    assert [item.text for item in later.items] == ["rewritten wording about otters"]
+
+
+# ---------------------------------------------------------------------------- writes
+
+
+async def test_update_is_fenced_by_the_document_revision(mounted: Harness) -> None:
+    created = await mounted.create("Fenced", "version one")
+    handle, first = created.detail["document"], created.detail["document_revision"]
+    turn = await mounted.turn()
+    updated = await turn.execute_action(
+        f"{KEY}/update",
+        {"document": handle, "expected_revision": first, "body": "version two"},
+        allow,
+    )
+    second = updated.detail["document_revision"]
+    assert second != first
+    assert updated.detail["document"] == handle
+    with pytest.raises(RevisionConflict, match="revision conflict"):
+        await turn.execute_action(
+            f"{KEY}/update",
+            {"document": handle, "expected_revision": first, "body": "version three"},
+            allow,
+        )
+    renamed = await turn.execute_action(
+        f"{KEY}/update",
+        {"document": handle, "expected_revision": second, "title": "Renamed"},
+        allow,
+    )
+    await turn.release()
+    document = await mounted.client().read("read", {"document": handle})
+    assert (document["title"], document["body"]) == ("Renamed", "version two")
+    assert document["revision"] == renamed.detail["document_revision"]
+
+
+async def test_concurrent_updates_of_one_revision_let_exactly_one_win(mounted: Harness) -> None:
+    created = await mounted.create("Contested", "start")
+    turn = await mounted.turn()
+    outcomes: list[str] = []
+
+    async def update(number: int) -> None:
+        try:
+            await turn.execute_action(
+                f"{KEY}/update",
+                {
+                    "document": created.detail["document"],
+                    "expected_revision": created.detail["document_revision"],
+                    "body": f"writer {number}",
+                },
+                allow,
+            )
+            outcomes.append(f"writer {number}")
+        except RevisionConflict:
+            outcomes.append("conflict")
+
+    async with anyio.create_task_group() as group:
+        for number in range(8):
+            group.start_soon(update, number)
+    await turn.release()
+    winners = [outcome for outcome in outcomes if outcome != "conflict"]
+    assert len(winners) == 1
+    assert len(outcomes) == 8
+    document = await mounted.client().read("read", {"document": created.detail["document"]})
+    assert document["body"] == winners[0]
+
+
+async def test_concurrent_creates_from_many_tasks_lose_nothing(mounted: Harness) -> None:
+    turn = await mounted.turn()
+    handles: list[str] = []
+
+    async def create(number: int) -> None:
+        receipt = await turn.execute_action(
+            f"{KEY}/create", {"title": f"Note {number}", "body": f"payload-{number}-unique"}, allow
+        )
+        handles.append(receipt.detail["document"])
+
+    async with anyio.create_task_group() as group:
+        for number in range(40):
+            group.start_soon(create, number)
+    await turn.release()
+    assert len(set(handles)) == 40
+    listed = await mounted.listed()
+    assert sorted(doc["title"] for doc in listed) == sorted(f"Note {n}" for n in range(40))
+    for number in (0, 17, 39):
+        evidence = await mounted.search(f"payload-{number}-unique", limit=1)
+        assert [item.provenance["title"] for item in evidence.items] == [f"Note {number}"]
+
+
+def _write_nothing_check(harness: Harness) -> list[str]:
+    folder = harness.folder() / "documents"
+    return sorted(os.listdir(folder)) if folder.exists() else []
+
+
+@pytest.mark.parametrize(
+    ("payload", "code", "cause"),
+    [
+        (
+            {"title": "Big", "body": "x" * 1_100},
+            "invalid_payload",
+            "the limit is 1024 (max_document_bytes)",
+        ),
+        (
+            {"title": "Big", "body": "é" * 600},
+            "invalid_payload",
+            "the limit is 1024 (max_document_bytes)",
+        ),
+        ({"title": "two\u2028lines", "body": "b"}, "invalid_payload", "the title must be one line"),
+        ({"title": "   ", "body": "b"}, "invalid_payload", "the title must not be empty"),
+        ({"title": "t", "body": "nul\x00"}, "invalid_payload", "without NUL characters"),
+        ({"title": "two\nlines", "body": "b"}, "invalid-input", None),
+        ({"title": "t", "body": "half \udc00 pair"}, "invalid-input", None),
+        ({"title": "t" * 201, "body": "b"}, "invalid-input", None),
+        ({"title": "t", "body": "x" * 4_194_305}, "invalid-input", None),
+        ({"title": "t"}, "invalid-input", None),
+    ],
+    ids=[
+        "oversized",
+        "oversized-multibyte",
+        "line-separator-title",
+        "blank-title",
+        "nul",
+        "newline-title",
+        "surrogate",
+        "long-title",
+        "beyond-schema",
+        "missing-body",
+    ],
+)
+async def test_invalid_and_oversized_creates_are_refused_and_write_nothing(
+    harness: Harness, payload: dict[str, Any], code: str, cause: str | None
+) -> None:
+    await harness.mount(max_document_bytes=1_024)
+    await harness.create("Existing", "kept")
+    before = await harness.client().revision()
+    files = _write_nothing_check(harness)
+    turn = await harness.turn()
+    with pytest.raises(ActionError) as caught:
+        await turn.execute_action(f"{KEY}/create", payload, allow)
+    await turn.release()
+    error = caught.value
+    assert error.code == code
+    if cause is None:
+        assert error.receipt is None  # refused before the Source was asked
+    else:
+        assert error.receipt.completion == "failed"
+        assert isinstance(error.__cause__, SourceError)
+        assert cause in str(error.__cause__)
+    assert await harness.client().revision() == before
+    assert _write_nothing_check(harness) == files
+
+
+async def test_invalid_updates_are_refused_and_write_nothing(harness: Harness) -> None:
+    await harness.mount(max_document_bytes=1_024)
+    created = await harness.create("Existing", "kept")
+    handle, revision = created.detail["document"], created.detail["document_revision"]
+    before = await harness.client().revision()
+    cases = [
+        ({"document": handle, "expected_revision": revision}, "give a new title, a new body"),
+        (
+            {"document": handle, "expected_revision": revision, "body": "y" * 2_000},
+            "max_document_bytes",
+        ),
+        ({"document": "doc-unknown", "expected_revision": revision, "body": "y"}, "no document"),
+    ]
+    turn = await harness.turn()
+    for payload, cause in cases:
+        with pytest.raises(ActionError) as caught:
+            await turn.execute_action(f"{KEY}/update", payload, allow)
+        assert caught.value.receipt.completion == "failed"
+        assert cause in str(caught.value.__cause__)
+    with pytest.raises(ActionError) as caught:
+        await turn.execute_action(
+            f"{KEY}/update",
+            {"document": "../escape", "expected_revision": revision, "body": "y"},
+            allow,
+        )
+    assert caught.value.code == "invalid-input"
+    await turn.release()
+    assert await harness.client().revision() == before
+
+
+async def test_a_full_workspace_refuses_more_documents(harness: Harness) -> None:
+    await harness.mount(max_documents=2)
+    await harness.create("One", "1")
+    await harness.create("Two", "2")
+    with pytest.raises(ActionError) as caught:
+        await harness.create("Three", "3")
+    assert caught.value.code == "documents-capacity"
+    assert caught.value.receipt.completion == "failed"
+    assert len(await harness.listed()) == 2
+    await harness.create("Elsewhere", "other workspaces have their own count", workspace="w2")
+
+
+async def test_a_retried_create_with_its_idempotency_key_writes_once(mounted: Harness) -> None:
+    turn = await mounted.turn()
+    payload = {"title": "Once", "body": "only one copy"}
+    first = await turn.execute_action(f"{KEY}/create", payload, allow, idempotency_key="k-1")
+    again = await turn.execute_action(f"{KEY}/create", payload, allow, idempotency_key="k-1")
+    assert again.detail == first.detail
+    assert again.idempotency_key == "k-1"
+    with pytest.raises(ActionError) as caught:
+        await turn.execute_action(
+            f"{KEY}/create", {"title": "Once", "body": "different"}, allow, idempotency_key="k-1"
+        )
+    assert "idempotency key" in str(caught.value.__cause__)
+    await turn.release()
+    assert [doc["title"] for doc in await mounted.listed()] == ["Once"]
+
+
+def _hold_lock(harness: Harness) -> int:
+    folder = harness.folder()
+    folder.mkdir(parents=True, exist_ok=True)
+    handle = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    return handle
+
+
+async def test_a_cancelled_create_waiting_for_the_lock_never_writes(mounted: Harness) -> None:
+    await mounted.create("Existing", "kept")
+    turn = await mounted.turn()
+    handle = _hold_lock(mounted)
+    try:
+        with anyio.move_on_after(0.05) as scope:
+            await turn.execute_action(f"{KEY}/create", {"title": "Late", "body": "never"}, allow)
+        assert scope.cancelled_caught
+    finally:
+        os.close(handle)
+    await anyio.sleep(0.1)  # the worker thread notices within one 20 ms poll
+    await turn.release()
+    assert [doc["title"] for doc in await mounted.listed()] == ["Existing"]
+
+
+async def test_a_lock_held_too_long_times_out_without_writing(harness: Harness) -> None:
+    await harness.mount(lock_timeout=0.05)
+    await harness.create("Existing", "kept")
+    turn = await harness.turn()
+    handle = _hold_lock(harness)
+    try:
+        with pytest.raises(ActionError) as caught:
+            await turn.execute_action(f"{KEY}/create", {"title": "Blocked", "body": "b"}, allow)
+    finally:
+        os.close(handle)
+    await turn.release()
+    assert caught.value.code == "timeout"
+    assert caught.value.retryable
+    assert [doc["title"] for doc in await harness.listed()] == ["Existing"]
+
+
+# ---------------------------------------------------------------------------- the index
+
+
+def _remove(index: Path, suffixes: tuple[str, ...]) -> None:
+    for suffix in suffixes:
+        Path(f"{index}{suffix}").unlink(missing_ok=True)
+
+
+async def test_a_deleted_index_is_rebuilt_from_the_files(mounted: Harness) -> None:
+    titles = [f"Doc {n}" for n in range(5)]
+    for title in titles:
+        await mounted.create(title, f"{title} mentions the kestrel.")
+    before = await mounted.client().revision()
+    index = mounted.folder() / "index.sqlite3"
+    _remove(index, ("", "-wal", "-shm"))
+    evidence = await mounted.search("kestrel")
+    assert sorted(item.provenance["title"] for item in evidence.items) == titles
+    assert index.exists()
+    assert await mounted.client().revision() == before
+
+
+@pytest.mark.parametrize(
+    "offset", [0, 100, 4_096, -2_000], ids=["header", "early", "page-two", "tail"]
+)
+async def test_a_corrupted_index_file_is_rebuilt_with_nothing_lost(
+    mounted: Harness, offset: int
+) -> None:
+    titles = [f"Doc {n}" for n in range(8)]
+    for title in titles:
+        await mounted.create(title, f"{title} is about the heron. " + "filler words " * 300)
+    before = await mounted.client().revision()
+    index = mounted.folder() / "index.sqlite3"
+    data = bytearray(index.read_bytes())
+    start = offset if offset >= 0 else len(data) + offset
+    data[start : start + 1_500] = b"\xa5" * 1_500
+    index.write_bytes(bytes(data))
+    evidence = await mounted.search("heron")
+    assert sorted(item.provenance["title"] for item in evidence.items) == sorted(titles)
+    assert await mounted.client().revision() == before
+    assert len(await mounted.listed()) == 8
+
+
+async def test_an_index_replaced_by_garbage_or_an_empty_file_is_rebuilt(mounted: Harness) -> None:
+    await mounted.create("Only", "the osprey")
+    index = mounted.folder() / "index.sqlite3"
+    for damage in (b"", b"not a database at all" * 100):
+        index.write_bytes(damage)
+        evidence = await mounted.search("osprey")
+        assert [item.provenance["title"] for item in evidence.items] == ["Only"]
+
+
+async def test_an_outdated_index_is_reconciled_with_the_files(mounted: Harness) -> None:
+    await mounted.create("First", "the first bittern")
+    index = mounted.folder() / "index.sqlite3"
+    old = index.read_bytes()
+    await mounted.create("Second", "the second bittern")
+    _remove(index, ("-wal", "-shm"))
+    index.write_bytes(old)  # an index from before the second write
+    evidence = await mounted.search("bittern")
+    assert sorted(item.provenance["title"] for item in evidence.items) == ["First", "Second"]
+
+
+async def test_files_changed_by_hand_are_what_search_serves(mounted: Harness) -> None:
+    created = await mounted.create("Edited", "the old text about puffins")
+    documents = mounted.folder() / "documents"
+    path = documents / f"{created.detail['document']}.md"
+    path.write_text(
+        '---\ntitle: "Edited by hand"\n---\n\nthe new text about puffins', encoding="utf-8"
+    )
+    (documents / "notes-from-disk.md").write_text("# Dropped in\n\npuffins again", encoding="utf-8")
+    (documents / "ignored.txt").write_text("puffins in a text file", encoding="utf-8")
+    evidence = await mounted.search("puffins")
+    found = {item.provenance["title"]: item.text for item in evidence.items}
+    assert found == {
+        "Edited by hand": "the new text about puffins",
+        "Dropped in": "# Dropped in\n\npuffins again",
+    }
+    path.unlink()
+    evidence = await mounted.search("puffins")
+    assert [item.provenance["title"] for item in evidence.items] == ["Dropped in"]
+
+
+# ---------------------------------------------------------------------------- management
+
+
+async def test_management_lists_reads_creates_and_updates_under_fences(mounted: Harness) -> None:
+    client = mounted.client()
+    empty = await client.read("list")
+    assert len(empty["documents"]) == 0
+    assert empty["total"] == 0
+    assert empty["revision"] == await client.revision()
+    with pytest.raises(ManagementError, match="confirm"):
+        await client.mutate(
+            "create", {"title": "T", "body": "B"}, expected_revision=empty["revision"]
+        )
+    created = await client.mutate(
+        "create",
+        {"title": "Minutes", "body": "We agreed."},
+        confirmed=True,
+        expected_revision=empty["revision"],
+    )
+    handle = created.output["document"]
+    assert created.revision == await client.revision()
+    with pytest.raises(RevisionConflict):
+        await client.mutate(
+            "update",
+            {"document": handle, "body": "stale"},
+            confirmed=True,
+            expected_revision=empty["revision"],
+        )
+    updated = await client.mutate(
+        "update",
+        {"document": handle, "body": "We agreed twice."},
+        confirmed=True,
+        expected_revision=created.revision,
+    )
+    with pytest.raises(RevisionConflict):
+        await client.mutate(
+            "update",
+            {
+                "document": handle,
+                "body": "stale document",
+                "expected_revision": created.output["revision"],
+            },
+            confirmed=True,
+            expected_revision=updated.revision,
+        )
+    document = await client.read("read", {"document": handle})
+    assert document["body"] == "We agreed twice."
+    assert document["title"] == "Minutes"
+    listed = await client.read("list")
+    assert [(d["document"], d["title"], d["revision"]) for d in listed["documents"]] == [
+        (handle, "Minutes", document["revision"])
+    ]
+    assert listed["documents"][0]["bytes"] > 0
+    with pytest.raises(ManagementError, match="not_found"):
+        await client.read("read", {"document": "doc-unknown"})
+    with pytest.raises(ManagementError, match="not_found"):
+        await mounted.client("w2").read("read", {"document": handle})
+
+
+async def test_management_refuses_oversized_documents_and_writes_nothing(harness: Harness) -> None:
+    await harness.mount(max_document_bytes=512)
+    client = harness.client()
+    before = await client.revision()
+    with pytest.raises(ManagementError, match="invalid_payload") as caught:
+        await client.mutate(
+            "create", {"title": "Big", "body": "x" * 600}, confirmed=True, expected_revision=before
+        )
+    assert "max_document_bytes" in str(caught.value.__cause__)
+    assert await client.revision() == before
+    assert await harness.listed() == []
+
+
+async def test_management_list_pages(mounted: Harness) -> None:
+    for title in ("b", "a", "c"):
+        await mounted.create(title, "x")
+    page = await mounted.client().read("list", {"offset": 1, "limit": 1})
+    assert page["total"] == 3
+    assert [d["title"] for d in page["documents"]] == ["b"]
+
+
+async def test_documents_survive_a_remount(harness: Harness) -> None:
+    await harness.mount()
+    await harness.create("Durable", "the plover stays")
+    await harness.runner.dispose()
+    async with MemoryCompositionRunner() as runner:
+        again = type(harness)(runner, harness.data_dir)
+        await again.mount()
+        evidence = await again.search("plover")
+    assert [item.provenance["title"] for item in evidence.items] == ["Durable"]
