@@ -20,7 +20,7 @@ $(STAMP): $(BIN)/python $(MANIFESTS) Makefile
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python examples/demo.py
+	$(BIN)/mnemon demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -1,6 +1,7 @@
 """The demo behind `make demo`: the notes and focus examples, one turn end to end.
 
-It writes a sample notes file under `.mnemon-demo/`, mounts the `notes` Source and the `focus`
+It writes a sample notes file under `.mnemon-demo/examples/` (or the folder given as its
+argument), mounts the `notes` Source and the `focus`
 Strategy from `examples/`, opens a turn and prints its Wake, reads the `read` route, runs an
 authorized `replace` and prints its receipt, shows that the turn still reads its pinned
 snapshot while the next turn sees the write, and prints the host's report. Re-running it is
@@ -10,6 +11,7 @@ safe: the notes file is rewritten each time.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -19,7 +21,7 @@ import mnemon_example_notes as notes
 
 from mnemon import ActionOffer, MemoryHost
 
-DEMO_DIR = Path(__file__).resolve().parent.parent / ".mnemon-demo"
+DEMO_DIR = Path(__file__).resolve().parent.parent / ".mnemon-demo" / "examples"
 SAMPLE = """\
 # Working notes
 - The user is Ada; she prefers short answers with code first.
@@ -33,11 +35,16 @@ def heading(title: str) -> None:
     print(f"\n=== {title} " + "=" * max(0, 66 - len(title)))
 
 
-async def main() -> None:
-    """Write the sample notes, compose one View, print the Wake and the report."""
-    DEMO_DIR.mkdir(exist_ok=True)
-    notes_path = DEMO_DIR / "notes.md"
+def prepare(directory: Path) -> Path:
+    """Write the sample notes under `directory`; their path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    notes_path = directory / "notes.md"
     notes_path.write_text(SAMPLE, encoding="utf-8")
+    return notes_path
+
+
+async def main(notes_path: Path) -> None:
+    """Compose one View on the sample notes, read, write, and print the Wake and the report."""
     async with MemoryHost(source_timeout=5.0) as host:
         await host.mount(notes, instance_id="notes", config={"path": str(notes_path)})
         await host.mount(focus, instance_id="focus", config={"source_keys": ["source:notes"]})
@@ -80,4 +87,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    anyio.run(main, prepare(Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else DEMO_DIR))

@@ -25,6 +25,17 @@ def _fence(text: str, info: str = "") -> str:
     return f"{fence}{info}\n{text}\n{fence}"
 
 
+def _listing_json(listing: dict[str, list[dict[str, object]]]) -> str:
+    """Valid JSON with one compact route or action per line: readable, and cheap in tokens."""
+    sections = []
+    for name, items in listing.items():
+        lines = ",\n".join(
+            "    " + orjson.dumps(item, option=orjson.OPT_SORT_KEYS).decode() for item in items
+        )
+        sections.append(f'  "{name}": [\n{lines}\n  ]' if items else f'  "{name}": []')
+    return "{\n" + ",\n".join(sections) + "\n}"
+
+
 def _fragments(fragments: list[Fragment]) -> list[str]:
     return [_fence(fragment.text, "text") for fragment in fragments]
 
@@ -57,7 +68,7 @@ def render_wake(view: View) -> str:
         parts.append("\n\n".join(section))
 
     if view.routes or view.offers:
-        listing = {
+        listing: dict[str, list[dict[str, object]]] = {
             "routes": [
                 {
                     "id": route.id,
@@ -76,7 +87,7 @@ def render_wake(view: View) -> str:
                 for offer in view.offers
             ],
         }
-        block = orjson.dumps(listing, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
+        block = _listing_json(listing)
         parts.append(
             "## Memory routes and actions\n"
             "Reads (routes) and writes (actions) you may request, as quoted JSON:\n"

@@ -105,7 +105,8 @@ class SourceConformance:
     scopes: ClassVar[tuple[Mapping[str, Any], Mapping[str, Any]]]
     #: a scope lacking what the Source needs, so its facts say `unavailable` (None: skip)
     unavailable_scope: ClassVar[Mapping[str, Any] | None] = None
-    #: configuration keys holding secrets, with values the suite adds to the configuration
+    #: configuration keys holding secrets (dotted for nested ones, like "provider.token"),
+    #: with values the suite adds to the configuration
     secrets: ClassVar[Mapping[str, str]] = {}
     #: (action id, input) pairs the Source must refuse, writing nothing
     invalid_writes: ClassVar[Sequence[Call]] = ()
@@ -139,7 +140,23 @@ class SourceConformance:
     # ------------------------------------------------------------------ machinery
 
     def _config(self, directory: Path) -> dict[str, Any]:
-        return {**self.configure(directory), **self.secrets}
+        config = dict(self.configure(directory))
+        for path, secret in self.secrets.items():
+            # a dotted key ("provider.token") places the secret in a nested object
+            *parents, leaf = path.split(".")
+            target = config
+            for name in parents:
+                target[name] = dict(target.get(name) or {})
+                target = target[name]
+            target[leaf] = secret
+        return config
+
+    async def _contents(self, harness: _Harness, scope: Mapping[str, Any]) -> tuple[Any, ...]:
+        """What a write would change: the revision and, if readable, the management view."""
+        client = harness.client(scope)
+        reading = self.manage_read(_marker())
+        listed = await client.read(*reading) if reading is not None else None
+        return await client.revision(), orjson.dumps(listed, option=orjson.OPT_SORT_KEYS)
 
     async def _runner(
         self, directory: Path, *, entries: Sequence[str] = ("subject",), **probe: Any
@@ -323,18 +340,32 @@ class SourceConformance:
         assert found, "a committed write did not survive unmount and remount"
 
     async def test_stale_expected_revisions_are_rejected(self, tmp_path: Path) -> None:
-        """A fenced management write with an outdated revision raises `revision conflict`."""
+        """A fenced management write with a revision that is not current is refused.
+
+        For an `exact-snapshot` Source the revision before a write is stale after it; for a
+        `namespace-pinned-live-read` one the revision names the namespaces, so another
+        scope's revision is the stale one. A made-up revision is refused by both.
+        """
         if self.manage_write(_marker()) is None:
             return
-        scope = self.scopes[0]
+        scope, other = self.scopes
         async with await self._runner(tmp_path) as runner:
             client = runner.client(scope)
+            turn = await runner.begin_turn(scope)
+            consistency = turn.view.consistency[0].consistency if turn.view.consistency else ""
+            await turn.release()
             before = await client.revision()
             operation, payload = self.manage_write(_marker()) or ("", {})
             await client.mutate(operation, payload, confirmed=True, expected_revision=before)
             stale = _marker()
             operation, payload = self.manage_write(stale) or ("", {})
-            for revision in (before, "conformance-stale-revision"):
+            outdated = [before]
+            if consistency == "namespace-pinned-live-read":
+                outdated = [await runner.client(other).revision()]
+                assert outdated[0] != await client.revision(), (
+                    "two scopes report the same namespace revision"
+                )
+            for revision in (*outdated, "conformance-stale-revision"):
                 try:
                     await client.mutate(
                         operation, payload, confirmed=True, expected_revision=revision
@@ -345,13 +376,13 @@ class SourceConformance:
             assert not await self._visible(runner, scope, stale)
 
     async def test_bad_inputs_get_a_clear_error_and_write_nothing(self, tmp_path: Path) -> None:
-        """Each refused write raises a clear error and leaves the revision as it was."""
+        """Each refused write raises a clear error and changes nothing a reader could see."""
         scope = self.scopes[0]
         async with await self._runner(tmp_path) as runner:
             turn = await runner.begin_turn(scope)
             await self._write(turn, _marker())
             await turn.release()
-            before = await runner.client(scope).revision()
+            before = await self._contents(runner, scope)
             for action, payload in self.invalid_writes:
                 turn = await runner.begin_turn(scope)
                 try:
@@ -362,7 +393,7 @@ class SourceConformance:
                     raise AssertionError(f"{action} accepted the invalid input {payload!r}")
                 finally:
                     await turn.release()
-            assert await runner.client(scope).revision() == before, "a refused write changed data"
+            assert await self._contents(runner, scope) == before, "a refused write changed data"
 
     async def test_concurrent_writers_lose_nothing(self, tmp_path: Path) -> None:
         """Many writers at once: every write is found afterwards."""

@@ -1,0 +1,430 @@
+"""Benchmark the `spaces` Source on its SQLite Provider: remember throughput, recall latency.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/spaces.py            # full run: 10,000 and 100,000 memories
+    .venv/bin/python benchmarks/spaces.py --quick    # a smoke run: 1,000 and 10,000 memories
+    .venv/bin/python benchmarks/spaces.py --check    # exit 1 when a target fails
+
+What is measured, on the asyncio backend, in one store that grows from the small size to
+the large one (the same parent, so the large figures include the small corpus):
+
+- recall latency: the `recall` route read through a real `MemoryHost` turn
+  (`turn.execute_route("source:spaces/recall", {"query": ...})`), p50 and p95 over a fixed,
+  seeded set of queries. Beside it, the baseline: the Provider's own `search()` on the same
+  queries, and a naive FTS5 query (`MATCH` the OR of the terms, `ORDER BY bm25() LIMIT`),
+  which is what the bounded recall replaces.
+- remember throughput: `remember` actions through the same turn, one after another, with
+  the default configuration (`synchronous = full`: every receipt is durable), in writes/s.
+
+The corpus is synthetic and seeded: sentences of 8 to 30 words drawn from 30,000 made-up
+content words with a Zipf distribution (exponent 1.0, so the commonest word is in about one
+memory in three), mixed with English stop words, plus tags and entities. Each query takes 2
+to 4 content words of one random memory, so queries often contain very common words. The
+corpus is loaded in transactions of 1,000 with the store's own row writer (the rows
+`remember` writes, without one transaction and one fsync per memory).
+
+Targets are printed beside the figures and marked PASS or FAIL. The exit status is 0 unless
+`--check` is given, in which case a failed target exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import gc
+import json
+import platform
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mnemon_source_spaces as spaces
+from mnemon_source_spaces import SQLITE_PROVIDER, ProviderInit, SearchRequest
+from mnemon_source_spaces._grants import parent_of, partition_of
+from mnemon_source_spaces._sqlite_rows import insert_memory
+from mnemon_source_spaces._sqlite_schema import ensure_schema
+from mnemon_source_spaces._text import STOPWORDS, fts_phrase, query_terms
+
+import mnemon
+
+BACKEND = "asyncio"
+SCOPE = {"user_id": "bench"}
+SPACE = "memories"
+KEY = "source:spaces"
+MAX_P95_MS = 20.0
+MAX_GROWTH = 3.0
+SEED = 20_240_501
+VOCABULARY = 30_000
+LOAD_BATCH = 1_000
+STOP = sorted(STOPWORDS)[:40]
+SYLLABLES = [c + v for c in "bcdfghjklmnprstvwz" for v in "aeiou"] + ["ka", "ro", "mi", "tu"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Sizes, queries and writes of one run."""
+
+    sizes: tuple[int, int]
+    queries: int
+    writes: int
+    warmup: int
+
+
+FULL = Plan(sizes=(10_000, 100_000), queries=400, writes=400, warmup=40)
+QUICK = Plan(sizes=(1_000, 10_000), queries=60, writes=60, warmup=10)
+
+
+# ------------------------------------------------------------------------- corpus
+
+
+class Corpus:
+    """A seeded generator of memory texts and of queries about them."""
+
+    def __init__(self, seed: int) -> None:
+        self.random = random.Random(seed)
+        words = set()
+        while len(words) < VOCABULARY:
+            words.add("".join(self.random.choices(SYLLABLES, k=self.random.randint(2, 4))))
+        self.words = sorted(words)
+        self.random.shuffle(self.words)
+        weights = [1.0 / (rank + 1) for rank in range(VOCABULARY)]
+        self.cumulative = []
+        total = 0.0
+        for weight in weights:
+            total += weight
+            self.cumulative.append(total)
+        self.total = total
+        self.entities = [f"{self.word().title()} {self.word().title()}" for _ in range(500)]
+        self.tags = [self.word() for _ in range(20)]
+        self.texts: list[str] = []
+
+    def word(self) -> str:
+        """One content word, drawn with the Zipf weights."""
+        return self.words[bisect.bisect(self.cumulative, self.random.random() * self.total)]
+
+    def memory(self) -> tuple[str, list[str], list[str]]:
+        """A new memory: its text (also kept for queries), tags and entities."""
+        parts = []
+        for _ in range(self.random.randint(8, 30)):
+            parts.append(self.random.choice(STOP) if self.random.random() < 0.3 else self.word())
+        text = " ".join(parts).capitalize() + "."
+        self.texts.append(text)
+        tags = self.random.sample(self.tags, self.random.randint(0, 2))
+        entities = self.random.sample(self.entities, self.random.randint(0, 2))
+        return text, tags, entities
+
+    def queries(self, count: int, seed: int) -> list[tuple[str, str]]:
+        """(query, the memory text its words were taken from) pairs."""
+        chooser = random.Random(seed)
+        made = []
+        while len(made) < count:
+            target = chooser.choice(self.texts)
+            content = [word for word in query_terms(target) if word not in STOPWORDS]
+            if len(content) >= 2:
+                picked = chooser.sample(content, min(len(content), chooser.randint(2, 4)))
+                made.append((" ".join(picked), target))
+        return made
+
+
+def load(path: Path, parent: str, corpus: Corpus, count: int) -> float:
+    """Add `count` memories to the store; returns the seconds it took."""
+    started = time.perf_counter()
+    connection = sqlite3.connect(path, isolation_level=None)
+    try:
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute("PRAGMA synchronous = NORMAL")
+        ensure_schema(connection)
+        base = len(corpus.texts)
+        for start in range(0, count, LOAD_BATCH):
+            connection.execute("BEGIN IMMEDIATE")
+            for index in range(start, min(start + LOAD_BATCH, count)):
+                text, tags, entities = corpus.memory()
+                insert_memory(
+                    connection,
+                    parent=parent,
+                    memory_id=f"bench-{base + index}",
+                    text=text,
+                    tags_json=json.dumps(tags),
+                    entities=entities,
+                    created_at=datetime.now(UTC).isoformat(timespec="microseconds"),
+                    idempotency=None,
+                )
+            connection.execute("COMMIT")
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        connection.close()
+    return time.perf_counter() - started
+
+
+# ------------------------------------------------------------------------- the host
+
+
+class AllRoutes:
+    """A Strategy plugin selecting every available Source with its routes and actions."""
+
+    definition = mnemon.define_memory_strategy(
+        {
+            "type_id": "bench-spaces",
+            "package_name": "mnemon-bench-spaces",
+            "supported_source_roles": ["*"],
+            "max_sources": 4,
+            "max_routes": 16,
+            "max_actions": 16,
+        },
+        lambda request, sources, contributions: {
+            "strategy_type_id": "bench-spaces",
+            "sources": [
+                {
+                    "source_key": source.key,
+                    "route_ids": [route.id for route in source.routes],
+                    "action_ids": [action.id for action in source.actions],
+                }
+                for source in sources
+                if source.facts.availability != "unavailable"
+            ],
+            "explanation": "bench: the spaces Source, routed",
+        },
+    )
+
+    def apply(self, ctx: mnemon.PluginContext) -> None:
+        """Install the Strategy for this entry."""
+        mnemon.install_memory(ctx, strategies=[self.definition])
+
+
+def allow(offer: mnemon.ActionOffer) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Per-call samples in seconds."""
+
+    samples: tuple[float, ...]
+
+    def percentile(self, fraction: float) -> float:
+        """The sample at `fraction` (nearest rank), in milliseconds."""
+        ordered = sorted(self.samples)
+        return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] * 1_000
+
+    @property
+    def p50(self) -> float:
+        """The median, in milliseconds."""
+        return statistics.median(self.samples) * 1_000
+
+    @property
+    def p95(self) -> float:
+        """The 95th percentile, in milliseconds."""
+        return self.percentile(0.95)
+
+
+@dataclass(frozen=True)
+class Row:
+    """Every figure measured at one size."""
+
+    size: int
+    route: Latency
+    provider: Latency
+    naive: Latency
+    writes_per_second: float
+    provider_writes_per_second: float
+    found: float
+    naive_found: float
+
+
+async def timed(calls: Sequence[Any]) -> Latency:
+    gc.collect()
+    samples = []
+    clock = time.perf_counter
+    for call in calls:
+        started = clock()
+        await call()
+        samples.append(clock() - started)
+    return Latency(tuple(samples))
+
+
+def naive_search(path: Path, queries: Sequence[tuple[str, str]]) -> tuple[Latency, float]:
+    """The unbounded FTS5 query recall replaces: latency, and how often it finds the target."""
+    connection = sqlite3.connect(path)
+    samples = []
+    found = 0
+    try:
+        for query, target in queries:
+            expression = " OR ".join(fts_phrase(term) for term in query_terms(query))
+            started = time.perf_counter()
+            rows = connection.execute(
+                "SELECT m.text FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid "
+                "WHERE memories_fts MATCH ? ORDER BY bm25(memories_fts) LIMIT 8",
+                (expression,),
+            ).fetchall()
+            samples.append(time.perf_counter() - started)
+            found += any(text == target for (text,) in rows)
+    finally:
+        connection.close()
+    return Latency(tuple(samples)), found / len(queries)
+
+
+async def measure(
+    directory: Path, store: Path, size: int, corpus: Corpus, plan: Plan, round_number: int
+) -> Row:
+    config = {"data_dir": str(directory), "provider": {"type": "sqlite", "path": str(store)}}
+    queries = corpus.queries(plan.queries + plan.warmup, SEED + round_number)
+    host = mnemon.MemoryHost()
+    adapter: Any = await SQLITE_PROVIDER.open(
+        ProviderInit(
+            instance_key="bench", data_directory=str(directory), configuration={"path": str(store)}
+        )
+    )
+    try:
+        await host.mount(spaces, instance_id="spaces", config=config)
+        await host.mount(AllRoutes(), instance_id="strategy")
+        parent = parent_of(partition_of(mnemon.Scope(**SCOPE), ("user_id",)) or b"", SPACE)
+        clock = time.perf_counter
+        samples: list[float] = []
+        found = 0
+        measured = queries[plan.warmup :]
+        for number, (query, target) in enumerate(queries):
+            # recall allows a few calls per turn: each read gets a turn, timed around the read
+            turn = await host.begin_turn({"scope": SCOPE})
+            try:
+                started = clock()
+                evidence = await turn.execute_route(f"{KEY}/recall", {"query": query})
+                elapsed = clock() - started
+            finally:
+                await turn.release()
+            if number >= plan.warmup:
+                samples.append(elapsed)
+                found += any(item.text == target for item in evidence.items)
+            else:
+                await adapter.search(SearchRequest(parents=(parent,), query=query))
+        route = Latency(tuple(samples))
+        provider = await timed(
+            [
+                lambda q=q: adapter.search(SearchRequest(parents=(parent,), query=q))
+                for q, _ in measured
+            ]
+        )
+        naive, naive_found = naive_search(store, measured)
+        texts = [corpus.memory()[0] for _ in range(plan.writes)]
+        async with host.turn(scope=SCOPE) as turn:
+            started = clock()
+            for text in texts:
+                await turn.execute_action(f"{KEY}/remember", {"text": text}, allow)
+            writes = plan.writes / (clock() - started)
+        started = clock()
+        for text in texts:
+            await adapter.remember(spaces.RememberRequest(parent=parent, text=text))
+        provider_writes = plan.writes / (clock() - started)
+    finally:
+        await adapter.dispose()
+        await host.dispose()
+    return Row(
+        size, route, provider, naive, writes, provider_writes, found / len(measured), naive_found
+    )
+
+
+# ------------------------------------------------------------------------- reporting
+
+
+def verdict(passed: bool) -> str:
+    return "PASS" if passed else "FAIL"
+
+
+def print_rows(rows: Sequence[Row]) -> None:
+    headers = ("memories", "what", "p50", "p95", "source memory in top 8")
+    lines = []
+    for row in rows:
+        for name, latency, found in (
+            ("recall route (mnemon turn)", row.route, f"{row.found:.0%}"),
+            ("baseline: Provider search()", row.provider, "(same hits)"),
+            ("baseline: naive FTS5 bm25", row.naive, f"{row.naive_found:.0%}"),
+        ):
+            lines.append(
+                (f"{row.size:,}", name, f"{latency.p50:.2f} ms", f"{latency.p95:.2f} ms", found)
+            )
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *lines, strict=True)]
+    for line in (headers, *lines):
+        cells = zip(line, widths, strict=True)
+        print("  ".join(c.ljust(w) if i == 1 else c.rjust(w) for i, (c, w) in enumerate(cells)))
+
+
+async def run(plan: Plan) -> bool:
+    """Run every measurement, print the report, and return whether all targets passed."""
+    small, large = plan.sizes
+    print(
+        f"mnemon spaces benchmark: {BACKEND} on Python {platform.python_version()} "
+        f"({platform.machine()}), SQLite {sqlite3.sqlite_version}; "
+        f"{plan.queries} recall queries and {plan.writes} remember writes per size"
+    )
+    corpus = Corpus(SEED)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="mnemon-bench-spaces-") as folder:
+        directory = Path(folder)
+        store = directory / "spaces.sqlite3"
+        parent = parent_of(partition_of(mnemon.Scope(**SCOPE), ("user_id",)) or b"", SPACE)
+        loaded = 0
+        for number, size in enumerate(plan.sizes):
+            seconds = load(store, parent, corpus, size - loaded)
+            print(f"loaded {size - loaded:,} memories in {seconds:.1f} s (store now {size:,})")
+            loaded = size
+            rows.append(await measure(directory, store, size, corpus, plan, number))
+            loaded += 2 * plan.writes  # the remember measurement adds to the store
+    print()
+    print("Recall latency (per read; the route includes the Provider search)")
+    print_rows(rows)
+    print()
+    print("Remember throughput (one after another; every receipt durable: synchronous=full)")
+    for row in rows:
+        print(
+            f"  {row.size:>9,}  remember action {row.writes_per_second:7,.0f} writes/s   "
+            f"baseline: Provider remember() {row.provider_writes_per_second:7,.0f} writes/s"
+        )
+    first, second = rows
+    growth = second.route.p95 / first.route.p95
+    naive_growth = second.naive.p95 / first.naive.p95
+    print()
+    print(
+        f"Growth of recall p95 from {small:,} to {large:,} memories: {growth:.2f}x "
+        f"(naive FTS5 bm25: {naive_growth:.2f}x)"
+    )
+    checks = [
+        (
+            f"recall p95 at {large:,} memories < {MAX_P95_MS:g} ms",
+            f"{second.route.p95:.2f} ms",
+            second.route.p95 < MAX_P95_MS,
+        ),
+        (
+            f"recall p95 growth {small:,} -> {large:,} <= {MAX_GROWTH:g}x",
+            f"{growth:.2f}x",
+            growth <= MAX_GROWTH,
+        ),
+    ]
+    print()
+    quick = " (quick run: smaller sizes stand in for 10,000 and 100,000)"
+    print("Targets" + (quick if large < FULL.sizes[1] else ""))
+    width = max(len(name) for name, _, _ in checks)
+    for name, figure, passed in checks:
+        print(f"  {name:<{width}}  {figure:>10}  {verdict(passed)}")
+    return all(passed for _, _, passed in checks)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a short run, for smoke tests")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a target fails")
+    options = parser.parse_args(argv)
+    passed = anyio.run(run, QUICK if options.quick else FULL, backend=BACKEND)
+    return 1 if options.check and not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

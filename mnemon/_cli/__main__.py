@@ -1,0 +1,5 @@
+"""`python -m mnemon._cli`."""
+
+from . import main
+
+main()

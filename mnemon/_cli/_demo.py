@@ -1,0 +1,181 @@
+"""`mnemon demo`: a starter profile, a small realistic data set, and turns end to end."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .._host import MemoryHost, MemoryTurn
+from .._models import ActionOffer, Scope
+from .._profile import PROFILE_FILE, load_profile
+from ._render import Printer
+from ._starter import starter_profile
+
+__all__ = ["prepare_demo", "run_demo"]
+
+_T = TypeVar("_T")
+
+SCOPE = Scope(user_id="ada", agent_id="assistant", workspace="billing-port")
+USER_FACTS = (
+    ("Ada is the tech lead of the billing team; she prefers short answers, code first.", 5),
+    ("Ada works in Berlin (CET) and reviews pull requests in the morning.", 3),
+)
+AGENT_NOTES = (("Ada asked to always mention migration risks when touching invoices.", 4),)
+DOCUMENTS = (
+    (
+        "Billing port plan",
+        "# Billing port plan\n\nWe port the billing service from Python to Rust in three "
+        "steps: invoices, payments, then reporting. The invoice step ships first.\n",
+    ),
+    (
+        "Decision log",
+        "# Decision log\n\n- 2026-11-02: keep PostgreSQL; no new database.\n"
+        "- 2026-11-16: the invoice API stays backward compatible for one release.\n",
+    ),
+    (
+        "Runbook",
+        "# Runbook\n\nIf invoice generation stalls, check the job queue depth first, then "
+        "the PDF renderer's memory.\n",
+    ),
+)
+MEMORIES = (
+    ("The invoice step of the billing port is due on Friday, December 4th.", "project",
+     ["deadline", "invoices"], ["billing-port"]),
+    ("Ada's team dislikes long design documents; one page is the norm.", "personal",
+     ["preference"], ["ada"]),
+    ("The payments step waits for the new fraud checks from the risk team.", "project",
+     ["dependency"], ["risk-team"]),
+    ("Ada said the reporting step can slip to January if needed.", "project",
+     ["deadline", "reporting"], ["billing-port"]),
+)  # fmt: skip
+NEW_MEMORY = "The invoice deadline moved to Monday, December 7th, after the fraud review."
+
+
+def _allow(offer: ActionOffer) -> bool:
+    return True
+
+
+class _Clock:
+    """Wall-clock timings of the demo's steps, in milliseconds."""
+
+    def __init__(self) -> None:
+        self.steps: list[tuple[str, float]] = []
+
+    async def time(self, name: str, step: Callable[[], Awaitable[_T]]) -> _T:
+        started = time.perf_counter()
+        result = await step()
+        self.steps.append((name, (time.perf_counter() - started) * 1000))
+        return result
+
+
+async def _seed(host: MemoryHost, printer: Printer) -> None:
+    """Write the demo's data through the same authorized actions a model would use."""
+    async with host.turn(scope=SCOPE, scenario="demo.seed") as turn:
+        entries = [("user", *fact) for fact in USER_FACTS]
+        entries += [("memory", *note) for note in AGENT_NOTES]
+        for target, text, importance in entries:
+            await _write(
+                turn,
+                "runtime/mutate",
+                {"target": target, "operation": "add", "text": text, "importance": importance},
+            )
+        for title, body in DOCUMENTS:
+            await _write(turn, "documents/create", {"title": title, "body": body})
+        for index, (text, space, tags, entities) in enumerate(MEMORIES):
+            await _write(
+                turn,
+                "spaces/remember",
+                {"text": text, "space": space, "tags": tags, "entities": entities},
+                key=f"demo-seed-{index}",
+            )
+    printer.ok(
+        f"seeded {len(USER_FACTS) + len(AGENT_NOTES)} working-memory entries, "
+        f"{len(DOCUMENTS)} documents and {len(MEMORIES)} long-term memories"
+    )
+
+
+async def _write(
+    turn: MemoryTurn, offer: str, payload: dict[str, Any], *, key: str | None = None
+) -> None:
+    await turn.execute_action(f"source:{offer}", payload, _allow, idempotency_key=key)
+
+
+def prepare_demo(directory: Path) -> Path:
+    """Write the demo's profile under `directory`, clearing its previous data; its path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    data = directory / "data"
+    if data.exists():
+        shutil.rmtree(data)  # the demo's own data only: every run starts from the same state
+    profile_path = directory / PROFILE_FILE
+    profile_path.write_text(starter_profile("data"), encoding="utf-8")
+    return profile_path
+
+
+async def run_demo(profile_path: Path, printer: Printer) -> None:
+    """Seed the demo profile's Sources and run the turns a host would run."""
+    directory = profile_path.parent
+    printer.heading(f"profile {profile_path}")
+    clock = _Clock()
+    profile = load_profile(profile_path)
+    async with profile.open_host() as host:
+        await clock.time("seed", lambda: _seed(host, printer))
+
+        turn = await clock.time("compose turn 1", lambda: host.begin_turn({"scope": SCOPE}))
+        try:
+            printer.heading("Wake of turn 1 (what the model sees)")
+            printer.line(turn.wake())
+            recall = await clock.time(
+                "recall route",
+                lambda: turn.execute_route(
+                    "source:spaces/recall", {"query": "When is the invoice deadline?"}
+                ),
+            )
+            printer.evidence(recall)
+
+            def authorize(offer: ActionOffer) -> bool:
+                printer.line(f"host: authorize {offer.id}? yes (the demo user agreed)")
+                return True
+
+            printer.heading("An authorized remember")
+            receipt = await clock.time(
+                "remember action",
+                lambda: turn.execute_action(
+                    "source:spaces/remember",
+                    {"text": NEW_MEMORY, "space": "project", "tags": ["deadline", "invoices"]},
+                    authorize,
+                    idempotency_key="demo-new-deadline",
+                ),
+            )
+            printer.receipt(receipt)
+        finally:
+            await turn.release()
+
+        async with host.turn(scope=SCOPE) as following:
+            again = await clock.time(
+                "recall in turn 2",
+                lambda: following.execute_route(
+                    "source:spaces/recall", {"query": "invoice deadline moved"}
+                ),
+            )
+            printer.heading("Turn 2 sees the new memory")
+            printer.evidence(again)
+            found = any("December 7th" in item.text for item in again.items)
+            (printer.ok if found else printer.warn)(
+                "the new memory is recalled" if found else "the new memory was not recalled"
+            )
+            printer.heading("Diagnostics")
+            if following.view.diagnostics:
+                for diagnostic in following.view.diagnostics:
+                    printer.warn(f"{diagnostic.code}: {diagnostic.message}")
+            else:
+                printer.ok("none: every Source answered in time")
+
+        printer.heading("inspect()")
+        printer.report(host.inspect())
+    printer.heading("Timings")
+    for name, milliseconds in clock.steps:
+        printer.field(name, f"{milliseconds:8.2f} ms")
+    printer.line(f"\nprofile and data: {directory} (rebuilt on every run)")

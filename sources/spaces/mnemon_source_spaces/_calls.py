@@ -1,0 +1,134 @@
+"""Guarded calls to the Source's private Provider adapter.
+
+Every call runs under `provider_timeout`; a Provider's failure becomes a `SourceError` with
+its code and this Source's own words (a Provider's text never travels), and a result that
+does not validate, or that answers from a namespace nobody asked for, is not believed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import TypeVar
+
+import anyio
+from pydantic import BaseModel, ValidationError
+
+from mnemon import SourceError
+
+from ._grants import PinnedSpace
+from ._provider import Memory, ProviderStatus, SpaceProvider, SpaceProviderDefinition, StatusRequest
+
+__all__ = ["ProviderCalls", "check_parents"]
+
+_log = logging.getLogger("mnemon_source_spaces")
+_M = TypeVar("_M", bound=BaseModel)
+
+
+class ProviderCalls:
+    """One mounted Provider adapter, reachable only through guarded calls."""
+
+    def __init__(
+        self, definition: SpaceProviderDefinition, adapter: SpaceProvider, timeout: float
+    ) -> None:
+        self._definition = definition
+        self._adapter = adapter
+        self._timeout = timeout
+        self._disposed = False
+
+    def __repr__(self) -> str:
+        return f"ProviderCalls({self._definition.type_id!r})"
+
+    @property
+    def type_id(self) -> str:
+        """The Provider type id."""
+        return self._definition.type_id
+
+    def supports(self, capability: str) -> bool:
+        """Whether the Provider's manifest declares `capability`."""
+        return capability in self._definition.capabilities
+
+    def require(self, capability: str) -> None:
+        """Refuse (`unsupported`) unless the Provider declares `capability`.
+
+        Raises:
+            SourceError: `unsupported`.
+        """
+        if not self.supports(capability):
+            raise SourceError("unsupported", f"the memory Provider does not offer {capability}")
+
+    async def call(self, method: str, request: BaseModel, result: type[_M]) -> _M:
+        """Call one adapter method under the timeout and validate its answer.
+
+        Raises:
+            SourceError: `timeout`, the Provider's own code, or `provider_error` for any
+                other failure or a malformed answer.
+        """
+        if self._disposed:
+            raise SourceError("unavailable", "the spaces Source is disposed", kind="transient")
+        function = getattr(self._adapter, method)
+        try:
+            with anyio.fail_after(self._timeout):
+                produced = await function(request)
+        except TimeoutError:
+            raise SourceError("timeout", "the memory Provider did not answer in time") from None
+        except SourceError as exc:  # ProviderError included: keep the code, drop the text
+            raise SourceError(
+                exc.code, f"the memory Provider refused or failed ({exc.code})", kind=exc.kind
+            ) from None
+        except Exception:
+            _log.debug("the memory Provider failed", exc_info=True)
+            raise SourceError("provider_error", "the memory Provider failed") from None
+        if isinstance(produced, result):
+            return produced
+        try:
+            return result.model_validate(produced)
+        except ValidationError:
+            raise SourceError(
+                "provider_error", "the memory Provider returned malformed data"
+            ) from None
+
+    async def status(self, pinned: Sequence[PinnedSpace], *, count: bool) -> ProviderStatus:
+        """The Provider's health; a failing `status()` reads as coded unavailability."""
+        request = StatusRequest(parents=tuple(space.parent for space in pinned), count=count)
+        try:
+            return await self.call("status", request, ProviderStatus)
+        except SourceError as exc:
+            reason = "provider-timeout" if exc.code == "timeout" else "provider-failed"
+            return ProviderStatus(availability="unavailable", reason=reason)
+
+    def live(self, status: ProviderStatus) -> set[str]:
+        """The declared capabilities, narrowed by what `status` says is live now."""
+        declared = set(self._definition.capabilities)
+        if status.availability == "unavailable":
+            return set()
+        if status.capabilities is None:
+            return declared
+        return declared & set(status.capabilities)
+
+    async def dispose(self) -> None:
+        """Dispose the adapter once (its errors are logged at DEBUG only)."""
+        if self._disposed:
+            return
+        self._disposed = True
+        dispose = getattr(self._adapter, "dispose", None)
+        if callable(dispose):
+            try:
+                with anyio.CancelScope(shield=True):
+                    await dispose()
+            except Exception:
+                _log.debug("the memory Provider's dispose() failed", exc_info=True)
+
+
+def check_parents(memories: Iterable[Memory], parents: Sequence[str]) -> None:
+    """Refuse an answer holding a memory of a parent that was not asked for.
+
+    Raises:
+        SourceError: `provider_error` (fail closed: such a Provider is not believed).
+    """
+    allowed = set(parents)
+    for memory in memories:
+        if memory.parent not in allowed:
+            raise SourceError(
+                "provider_error", "the memory Provider answered from a namespace not asked for"
+            )

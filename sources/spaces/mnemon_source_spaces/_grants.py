@@ -1,0 +1,202 @@
+"""Namespaces, revisions, grants and memory handles: what a View may read and name.
+
+- A *partition* is the scope ids named by `scope_keys`; a *parent* is a digest of partition
+  and space name, so a Provider never sees scope ids and two scopes never share a parent.
+- The *revision* names the namespace set (Provider type, visible spaces, their parents and
+  writability), not the contents: reads inside the pinned namespaces are live.
+- A *handle* is the id a View hands the model for a memory: `<memory id>~<mac>`, where mac is
+  an HMAC over the View id, the parent and the memory id with a key made when the Source
+  instance was created. Only this instance can mint one, so a handle that verifies was
+  returned by this very View; no per-View state is kept on the server side.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from mnemon import ReadGrant, Scope, SourceError
+
+from ._config import SpacesSettings
+
+__all__ = [
+    "HANDLE_SEPARATOR",
+    "Handles",
+    "Namespaces",
+    "PinnedSpace",
+    "grant_value",
+    "memory_id_of",
+    "namespace_revision",
+    "parent_of",
+    "partition_of",
+    "pinned_from_grant",
+]
+
+HANDLE_SEPARATOR = "~"
+MAC_CHARACTERS = 20
+GRANT_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class PinnedSpace:
+    """One space a View may see: its name, its parent namespace and whether it may write."""
+
+    name: str
+    parent: str
+    writable: bool
+
+
+def _canonical(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def partition_of(scope: Scope, keys: Sequence[str]) -> bytes | None:
+    """The canonical partition of `scope` by `keys`, or None when an id is missing."""
+    values = {}
+    for key in keys:
+        value = getattr(scope, key)
+        if value is None:
+            return None
+        values[key] = value
+    return _canonical(values)
+
+
+def parent_of(partition: bytes, space: str) -> str:
+    """The parent namespace of one space in one partition."""
+    digest = hashlib.sha256(b"mnemon-spaces/parent/v1\x00" + partition + b"\x00" + space.encode())
+    return "s1-" + digest.hexdigest()[:40]
+
+
+def namespace_revision(provider_type: str, spaces: Sequence[PinnedSpace]) -> str:
+    """The revision of a namespace set; equal sets give equal revisions."""
+    body = _canonical(
+        {
+            "provider": provider_type,
+            "spaces": [[space.name, space.parent, space.writable] for space in spaces],
+        }
+    )
+    return "spaces:" + hashlib.sha256(body).hexdigest()
+
+
+def grant_value(revision: str, spaces: Sequence[PinnedSpace]) -> dict[str, Any]:
+    """The opaque, host-side grant value pinning a View's spaces."""
+    return {
+        "v": GRANT_VERSION,
+        "revision": revision,
+        "spaces": [
+            {"name": space.name, "parent": space.parent, "writable": space.writable}
+            for space in spaces
+        ],
+    }
+
+
+def pinned_from_grant(value: Any) -> tuple[PinnedSpace, ...] | None:
+    """The spaces a grant pins, or None when it is not a grant this Source issued."""
+    if not isinstance(value, Mapping) or value.get("v") != GRANT_VERSION:
+        return None
+    spaces = value.get("spaces")
+    if not isinstance(spaces, list | tuple):
+        return None
+    pinned = []
+    for item in spaces:
+        if not isinstance(item, Mapping):
+            return None
+        name, parent, writable = item.get("name"), item.get("parent"), item.get("writable")
+        if not isinstance(name, str) or not isinstance(parent, str):
+            return None
+        if not isinstance(writable, bool):
+            return None
+        pinned.append(PinnedSpace(name, parent, writable))
+    return tuple(pinned)
+
+
+class Namespaces:
+    """The namespace sets of one Source instance, derived per scope (never cached)."""
+
+    __slots__ = ("_provider_type", "_settings")
+
+    def __init__(self, settings: SpacesSettings, provider_type: str) -> None:
+        self._settings = settings
+        self._provider_type = provider_type
+
+    def pinned(self, scope: Scope) -> tuple[PinnedSpace, ...] | None:
+        """The spaces `scope` sees, or None when it lacks an id of `scope_keys`."""
+        partition = partition_of(scope, self._settings.scope_keys)
+        if partition is None:
+            return None
+        return tuple(
+            PinnedSpace(space.name, parent_of(partition, space.name), space.writable)
+            for space in self._settings.spaces
+        )
+
+    def required(self, scope: Scope) -> tuple[PinnedSpace, ...]:
+        """The spaces `scope` sees.
+
+        Raises:
+            SourceError: `forbidden` when the scope lacks an id of `scope_keys`.
+        """
+        pinned = self.pinned(scope)
+        if pinned is None:
+            raise SourceError(
+                "forbidden", "the scope lacks an id this Source partitions memories by"
+            )
+        return pinned
+
+    def revision(self, pinned: Sequence[PinnedSpace]) -> str:
+        """The revision naming this namespace set."""
+        return namespace_revision(self._provider_type, pinned)
+
+    def granted(self, scope: Scope, grant: ReadGrant | None) -> tuple[PinnedSpace, ...]:
+        """The spaces of `scope`, which `grant` (when given) must pin exactly.
+
+        Raises:
+            SourceError: `forbidden` for a missing scope id or a grant of other spaces.
+        """
+        pinned = self.required(scope)
+        if grant is not None and pinned_from_grant(grant.value) != pinned:
+            # a grant only narrows: it must pin exactly this scope's namespaces
+            raise SourceError("forbidden", "the grant does not pin this View's spaces")
+        return pinned
+
+
+class Handles:
+    """Mint and verify View-bound memory handles with one instance's secret key."""
+
+    __slots__ = ("_key",)
+
+    def __init__(self, key: bytes) -> None:
+        self._key = key
+
+    def __repr__(self) -> str:
+        return "Handles()"
+
+    def _mac(self, view_id: str, parent: str, memory_id: str) -> str:
+        message = "\x00".join((view_id, parent, memory_id)).encode()
+        return hmac.new(self._key, message, hashlib.sha256).hexdigest()[:MAC_CHARACTERS]
+
+    def issue(self, view_id: str, parent: str, memory_id: str) -> str:
+        """The handle naming `memory_id` of `parent` in the View `view_id`."""
+        return f"{memory_id}{HANDLE_SEPARATOR}{self._mac(view_id, parent, memory_id)}"
+
+    def verify(
+        self, view_id: str, handle: str, spaces: Sequence[PinnedSpace]
+    ) -> tuple[PinnedSpace, str] | None:
+        """The space and memory id a handle of this View names, or None."""
+        memory_id, separator, mac = handle.rpartition(HANDLE_SEPARATOR)
+        if not separator or not memory_id or len(mac) != MAC_CHARACTERS:
+            return None
+        for space in spaces:
+            if hmac.compare_digest(mac, self._mac(view_id, space.parent, memory_id)):
+                return space, memory_id
+        return None
+
+
+def memory_id_of(handle: str) -> str:
+    """The memory id a handle (or a bare id) names, without verifying anything."""
+    memory_id, separator, _ = handle.rpartition(HANDLE_SEPARATOR)
+    return memory_id if separator else handle

@@ -1,0 +1,206 @@
+"""The `spaces` Source manifest: routes, actions and the management plane, with their limits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._wire import RELATION_PATTERN, SPACE_PATTERN
+
+__all__ = [
+    "MANIFEST",
+    "MAX_ENTITIES",
+    "MAX_ENTITY_CHARACTERS",
+    "MAX_TAGS",
+    "MAX_TAG_CHARACTERS",
+    "MAX_TEXT_CHARACTERS",
+    "PACKAGE",
+    "TYPE_ID",
+]
+
+PACKAGE = "mnemon-source-spaces"
+TYPE_ID = "spaces"
+ROLE = "durable-evidence"
+MAX_TEXT_CHARACTERS = 8_000
+MAX_TAGS = 16
+MAX_TAG_CHARACTERS = 64
+MAX_ENTITIES = 16
+MAX_ENTITY_CHARACTERS = 128
+MAX_QUERY_CHARACTERS = 1_000
+MAX_HANDLE_CHARACTERS = 300
+MAX_RECALL_LIMIT = 50
+
+_SPACE_NAME = {"type": "string", "pattern": SPACE_PATTERN}
+_HANDLE = {"type": "string", "minLength": 1, "maxLength": MAX_HANDLE_CHARACTERS}
+_LIMIT = {"type": "integer", "minimum": 1, "maximum": MAX_RECALL_LIMIT}
+_TEXT = {"type": "string", "minLength": 1, "maxLength": MAX_TEXT_CHARACTERS}
+_TAGS = {
+    "type": "array",
+    "items": {"type": "string", "minLength": 1, "maxLength": MAX_TAG_CHARACTERS},
+    "maxItems": MAX_TAGS,
+}
+_ENTITIES = {
+    "type": "array",
+    "items": {"type": "string", "minLength": 1, "maxLength": MAX_ENTITY_CHARACTERS},
+    "maxItems": MAX_ENTITIES,
+}
+_IDEMPOTENCY = {"type": "string", "minLength": 1, "maxLength": 200}
+
+
+def _object(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(required),
+        "additionalProperties": False,
+    }
+
+
+MANIFEST: dict[str, Any] = {
+    "type_id": TYPE_ID,
+    "package_name": PACKAGE,
+    "role": ROLE,
+    "capabilities": ["status", "project", "recall", "related", "write", "link", "forget"],
+    "consistency": "namespace-pinned-live-read",
+    "routes": [
+        {
+            "id": "inspect",
+            "description": (
+                "The directory of long-term memory spaces (name, description, writable, how "
+                "many memories) and the store's health, as JSON."
+            ),
+            "capability": "status",
+            "input_schema": _object({}),
+            "max_calls": 2,
+            "max_results": 1,
+            "max_characters": 8_000,
+        },
+        {
+            "id": "recall",
+            "description": (
+                "Search long-term memory by query. Each result has a relevance tier (strong, "
+                "related, weak), its space, tags and an id usable with related, link, forget."
+            ),
+            "capability": "recall",
+            "input_schema": _object(
+                {
+                    "query": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": MAX_QUERY_CHARACTERS,
+                    },
+                    "limit": _LIMIT,
+                    "spaces": {
+                        "type": "array",
+                        "items": _SPACE_NAME,
+                        "minItems": 1,
+                        "maxItems": 32,
+                        "uniqueItems": True,
+                    },
+                },
+                ("query",),
+            ),
+            "max_calls": 4,
+            "max_results": 20,
+            "max_characters": 12_000,
+        },
+        {
+            "id": "related",
+            "description": "Memories linked to one memory, by an id that recall returned.",
+            "capability": "related",
+            "input_schema": _object({"id": _HANDLE, "limit": _LIMIT}, ("id",)),
+            "max_calls": 4,
+            "max_results": 20,
+            "max_characters": 12_000,
+        },
+    ],
+    "actions": [
+        {
+            "id": "remember",
+            "description": (
+                "Keep one durable memory (a self-contained statement) in a writable space, with "
+                "optional tags and entities; a repeated idempotency key stores nothing new."
+            ),
+            "capability": "write",
+            "input_schema": _object(
+                {
+                    "text": _TEXT,
+                    "space": _SPACE_NAME,
+                    "tags": _TAGS,
+                    "entities": _ENTITIES,
+                    "idempotency_key": _IDEMPOTENCY,
+                },
+                ("text",),
+            ),
+        },
+        {
+            "id": "link",
+            "description": "Link two memories of one writable space, by ids recall returned.",
+            "capability": "link",
+            "input_schema": _object(
+                {
+                    "from": _HANDLE,
+                    "to": _HANDLE,
+                    "relation": {"type": "string", "pattern": RELATION_PATTERN},
+                },
+                ("from", "to"),
+            ),
+        },
+        {
+            "id": "forget",
+            "description": "Delete one memory of a writable space, by an id recall returned.",
+            "capability": "forget",
+            "input_schema": _object({"id": _HANDLE}, ("id",)),
+        },
+    ],
+    "management": {
+        "label": "Long-term memory spaces",
+        "description": (
+            "Inspect the spaces, page through a space's memories, and add or delete memories "
+            "(people may write to every configured space, read-only ones included)."
+        ),
+        "operations": [
+            {
+                "id": "inspect",
+                "kind": "read",
+                "description": "The directory of spaces and the store's health.",
+                "input_schema": _object({}),
+            },
+            {
+                "id": "list",
+                "kind": "read",
+                "description": "One page of a space's memories, newest first.",
+                "input_schema": _object(
+                    {
+                        "space": _SPACE_NAME,
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 100},
+                        "cursor": {"type": "string", "minLength": 1, "maxLength": 200},
+                    },
+                    ("space",),
+                ),
+            },
+            {
+                "id": "remember",
+                "kind": "mutate",
+                "description": "Add one memory to a space.",
+                "input_schema": _object(
+                    {
+                        "text": _TEXT,
+                        "space": _SPACE_NAME,
+                        "tags": _TAGS,
+                        "entities": _ENTITIES,
+                    },
+                    ("text", "space"),
+                ),
+            },
+            {
+                "id": "forget",
+                "kind": "mutate",
+                "description": "Delete one memory of a space by its id.",
+                "input_schema": _object(
+                    {"space": _SPACE_NAME, "id": _HANDLE},
+                    ("space", "id"),
+                ),
+            },
+        ],
+    },
+}

@@ -1,0 +1,118 @@
+"""The Source definition, its factory (which mounts the Provider), and the plugin itself."""
+
+from __future__ import annotations
+
+import inspect
+import secrets
+from collections.abc import Iterable
+
+from pydantic import ValidationError
+
+from mnemon import (
+    DefinitionError,
+    PluginContext,
+    SourceDefinition,
+    SourceInit,
+    define_memory_plugin,
+    define_memory_source,
+    install_memory,
+    source_data_directory,
+)
+
+from ._calls import ProviderCalls
+from ._config import SUBJECT, parse_configuration
+from ._grants import Handles
+from ._manifest import MANIFEST, PACKAGE
+from ._provider import ProviderInit, SpaceProvider, SpaceProviderDefinition, check_adapter
+from ._source import SpacesSource
+from ._sqlite import SQLITE_PROVIDER
+
+__all__ = ["SPACES_SOURCE", "apply", "define_spaces_source", "memory_plugin"]
+
+memory_plugin = define_memory_plugin(
+    PACKAGE,
+    label="Long-term memory spaces",
+    description=(
+        "Durable long-term memory in named spaces, served by Providers (embedded SQLite by "
+        "default): recall, related, remember, link, forget."
+    ),
+    roles=["source"],
+    provides=["memory.spaces"],
+)
+
+
+def define_spaces_source(
+    providers: Iterable[SpaceProviderDefinition] = (SQLITE_PROVIDER,),
+) -> SourceDefinition:
+    """Define the `spaces` Source with the Provider types it may mount.
+
+    A distribution shipping its own Provider installs
+    `define_spaces_source([SQLITE_PROVIDER, MY_PROVIDER])` from its own plugin; the
+    configuration's `provider.type` then picks one.
+
+    Raises:
+        DefinitionError: a Provider is not a definition, or two share a type id.
+    """
+    known: dict[str, SpaceProviderDefinition] = {}
+    for provider in providers:
+        if not isinstance(provider, SpaceProviderDefinition):
+            raise DefinitionError("providers: each must come from define_space_provider")
+        if provider.type_id in known:
+            raise DefinitionError(f"providers: two Providers of type {provider.type_id!r}")
+        known[provider.type_id] = provider
+    if not known:
+        raise DefinitionError("providers: at least one Provider is needed")
+
+    async def create(init: SourceInit) -> SpacesSource:
+        settings = parse_configuration(init.configuration)
+        provider = known.get(settings.provider_type)
+        if provider is None:
+            raise DefinitionError(
+                f"{SUBJECT}.provider.type: unknown Provider type; known: {', '.join(sorted(known))}"
+            )
+        directory = source_data_directory(init, settings.data_dir)
+        try:
+            provider_init = ProviderInit(
+                instance_key=init.instance_key,
+                data_directory=str(directory),
+                configuration=dict(settings.provider_configuration),
+                token=settings.provider_token,
+            )
+        except ValidationError:
+            raise DefinitionError(f"{SUBJECT}.provider: must hold JSON values only") from None
+        adapter = await _open(provider, provider_init)
+        calls = ProviderCalls(provider, adapter, settings.provider_timeout)
+        return SpacesSource(init.instance_key, settings, calls, Handles(secrets.token_bytes(32)))
+
+    return define_memory_source(MANIFEST, create)
+
+
+async def _open(provider: SpaceProviderDefinition, init: ProviderInit) -> SpaceProvider:
+    try:
+        made = provider.create(init)
+        adapter: SpaceProvider = await made if inspect.isawaitable(made) else made
+    except DefinitionError as exc:
+        # the factory names the key ("path: ..."); never a value
+        raise DefinitionError(f"{SUBJECT}.provider.{exc}") from None
+    except Exception:
+        raise DefinitionError(
+            f"{SUBJECT}.provider: the {provider.type_id} Provider could not be created"
+        ) from None
+    try:
+        check_adapter(provider.manifest, adapter)
+    except DefinitionError:
+        dispose = getattr(adapter, "dispose", None)
+        if callable(dispose):
+            result = dispose()
+            if inspect.isawaitable(result):
+                await result
+        raise
+    return adapter
+
+
+SPACES_SOURCE = define_spaces_source()
+
+
+def apply(ctx: PluginContext) -> None:
+    """Install one `spaces` Source (with the SQLite Provider) for this entry."""
+    install_memory(ctx, sources=[SPACES_SOURCE])

@@ -1,0 +1,432 @@
+"""The `spaces` Source runtime: facts, a pinned namespace set, live reads, scoped writes.
+
+Every request derives the visible spaces from its own scope; a grant pins them for the
+View, and reads run live inside those namespaces through the Provider (see `_calls` for
+how a Provider is called, `_grants` for namespaces and handles).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from mnemon import (
+    Evidence,
+    EvidenceItem,
+    FactsRequest,
+    Fragment,
+    ManagementResult,
+    ManageRequest,
+    MutationReceipt,
+    MutationRequest,
+    ProjectionRequest,
+    QueryRequest,
+    ReadGrant,
+    SourceError,
+    SourceFacts,
+    ViewContribution,
+    create_mutation_receipt,
+    truncate_text,
+)
+
+from ._calls import ProviderCalls, check_parents
+from ._config import SpacesSettings
+from ._evidence import directory_item, fit_texts, read_directory, tier
+from ._grants import Handles, Namespaces, PinnedSpace, grant_value, memory_id_of
+from ._inputs import checked_labels, checked_text, is_memory_id
+from ._management import SpacesManagement
+from ._manifest import MAX_RECALL_LIMIT, ROLE, TYPE_ID
+from ._provider import (
+    ForgetRequest,
+    ForgetResult,
+    GetRequest,
+    GetResult,
+    LinkRequest,
+    LinkResult,
+    Memory,
+    RelatedRequest,
+    RelatedResult,
+    RememberRequest,
+    RememberResult,
+    SearchRequest,
+    SearchResult,
+)
+from ._text import query_terms
+
+__all__ = ["SpacesSource"]
+
+DEFAULT_RECALL_LIMIT = 8
+# (Source capability, route or action id, the Provider capability it needs)
+READS = (("recall", "recall", "search"), ("related", "related", "related"))
+WRITES = (
+    ("write", "remember", "remember"),
+    ("link", "link", "link"),
+    ("forget", "forget", "forget"),
+)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+class SpacesSource:
+    """One mounted `spaces` Source with its private Provider adapter."""
+
+    def __init__(
+        self, key: str, settings: SpacesSettings, calls: ProviderCalls, handles: Handles
+    ) -> None:
+        self._key = key
+        self._settings = settings
+        self._calls = calls
+        self._handles = handles
+        self._namespaces = Namespaces(settings, calls.type_id)
+        self._management = SpacesManagement(key, settings, self._namespaces, calls)
+
+    def __repr__(self) -> str:
+        return f"SpacesSource({self._key!r}, provider={self._calls.type_id!r})"
+
+    # ------------------------------------------------------------------ facts and projection
+
+    def _facts(self, availability: str, **values: Any) -> SourceFacts:
+        return SourceFacts(
+            instance_key=self._key,
+            type_id=TYPE_ID,
+            role=ROLE,
+            availability=availability,  # type: ignore[arg-type]
+            **values,
+        )
+
+    async def facts(self, request: FactsRequest) -> SourceFacts:
+        """Availability from the Provider; routes and actions from its live capabilities."""
+        pinned = self._namespaces.pinned(request.scope)
+        if pinned is None:
+            return self._facts("unavailable", reason="missing-scope")
+        status = await self._calls.status(pinned, count=False)
+        if status.availability == "unavailable":
+            return self._facts("unavailable", reason=status.reason or "provider-unavailable")
+        live = self._calls.live(status)
+        capabilities = ["status", "project"]
+        routes = ["inspect"]
+        actions = []
+        for capability, route, needed in READS:
+            if needed in live:
+                capabilities.append(capability)
+                routes.append(route)
+        if any(space.writable for space in pinned):
+            for capability, action, needed in WRITES:
+                if needed in live:
+                    capabilities.append(capability)
+                    actions.append(action)
+        return self._facts(
+            status.availability,
+            reason=status.reason if status.availability == "degraded" else None,
+            revision=self._namespaces.revision(pinned),
+            capabilities=tuple(capabilities),
+            route_ids=tuple(routes),
+            action_ids=tuple(actions),
+            hints={
+                "provider": self._calls.type_id,
+                "spaces": len(pinned),
+                "writable_spaces": sum(space.writable for space in pinned),
+            },
+        )
+
+    def _cover(self, pinned: Sequence[PinnedSpace]) -> str:
+        parts = []
+        for space in pinned:
+            configured = self._settings.space(space.name)
+            access = "writable" if space.writable else "read-only"
+            described = (
+                f": {configured.description}" if configured and configured.description else ""
+            )
+            parts.append(f"{space.name} ({access}){described}")
+        return (
+            "Long-term memory, in spaces: "
+            + "; ".join(parts)
+            + ". Nothing from it is shown here: recall it by query when it may help."
+        )
+
+    async def project(self, request: ProjectionRequest) -> ViewContribution:
+        """Pin this scope's namespaces in the grant; project a short cover of the spaces."""
+        pinned = self._namespaces.required(request.scope)
+        revision = self._namespaces.revision(pinned)
+        fragments: tuple[Fragment, ...] = ()
+        text = truncate_text(self._cover(pinned), request.max_characters)
+        if text:
+            fragments = (Fragment(source_key=self._key, mode=request.mode, text=text),)
+        return ViewContribution(
+            fragments=fragments,
+            grant=ReadGrant(source_key=self._key, value=grant_value(revision, pinned)),
+            revision=revision,
+        )
+
+    # ------------------------------------------------------------------ reads
+
+    async def query(self, request: QueryRequest) -> Evidence:
+        """Serve `inspect`, `recall` or `related` inside the pinned namespaces."""
+        pinned = self._namespaces.granted(request.view.scope, request.grant)
+        route = request.route.route_id
+        if route == "inspect":
+            directory = await read_directory(self._calls, self._settings, pinned)
+            item = directory_item(directory, request.route.max_characters)
+            return self._evidence(request, [item] if item else [], item is None)
+        if route == "recall":
+            return await self._recall(request, pinned)
+        if route == "related":
+            return await self._related(request, pinned)
+        raise SourceError("invalid_payload", "the spaces Source has no such route")
+
+    def _evidence(
+        self, request: QueryRequest, items: Sequence[EvidenceItem], truncated: bool
+    ) -> Evidence:
+        return Evidence(
+            view_id=request.view.id,
+            route_id=request.route.id,
+            source_key=self._key,
+            items=tuple(items),
+            truncated=truncated,
+        )
+
+    def _item(
+        self,
+        view_id: str,
+        names: Mapping[str, str],
+        memory: Memory,
+        text: str,
+        provenance: dict[str, Any],
+    ) -> EvidenceItem:
+        handle = self._handles.issue(view_id, memory.parent, memory.id)
+        return EvidenceItem(
+            id=handle,
+            text=text,
+            provenance={
+                "space": names[memory.parent],
+                "memory": handle,
+                "tags": list(memory.tags),
+                "created_at": memory.created_at,
+                **provenance,
+            },
+            metadata={"entities": list(memory.entities), "excerpt": text != memory.text},
+        )
+
+    def _limit(self, request: QueryRequest) -> int:
+        wanted = int(request.input.get("limit", DEFAULT_RECALL_LIMIT))
+        return min(wanted, request.route.max_results, MAX_RECALL_LIMIT)
+
+    async def _recall(self, request: QueryRequest, pinned: Sequence[PinnedSpace]) -> Evidence:
+        self._calls.require("search")
+        chosen = list(pinned)
+        names = request.input.get("spaces")
+        if names is not None:
+            by_name = {space.name: space for space in pinned}
+            if any(name not in by_name for name in names):
+                raise SourceError("invalid_payload", "recall names a space this View cannot see")
+            chosen = [by_name[name] for name in names]
+        limit = self._limit(request)
+        query = str(request.input["query"])
+        parents = tuple(space.parent for space in chosen)
+        result = await self._calls.call(
+            "search", SearchRequest(parents=parents, query=query, limit=limit), SearchResult
+        )
+        hits = result.hits[:limit]
+        check_parents((hit.memory for hit in hits), parents)
+        spaces = {space.parent: space.name for space in pinned}
+        texts = fit_texts(
+            [hit.memory.text for hit in hits], query_terms(query), request.route.max_characters
+        )
+        items = [
+            self._item(
+                request.view.id,
+                spaces,
+                hit.memory,
+                text,
+                {"tier": tier(hit.score), "score": hit.score},
+            )
+            for hit, text in zip(hits, texts, strict=True)
+            if text is not None
+        ]
+        return self._evidence(request, items, len(items) < len(hits))
+
+    async def _related(self, request: QueryRequest, pinned: Sequence[PinnedSpace]) -> Evidence:
+        self._calls.require("related")
+        space, memory_id = await self._resolve(request.view.id, str(request.input["id"]), pinned)
+        limit = self._limit(request)
+        result = await self._calls.call(
+            "related",
+            RelatedRequest(parent=space.parent, id=memory_id, limit=limit),
+            RelatedResult,
+        )
+        related = result.related[:limit]
+        check_parents((item.memory for item in related), (space.parent,))
+        texts = fit_texts([item.memory.text for item in related], (), request.route.max_characters)
+        items = [
+            self._item(
+                request.view.id,
+                {space.parent: space.name},
+                item.memory,
+                text,
+                {"relation": item.relation, "direction": item.direction},
+            )
+            for item, text in zip(related, texts, strict=True)
+            if text is not None
+        ]
+        return self._evidence(request, items, len(items) < len(related))
+
+    async def _resolve(
+        self, view_id: str, handle: str, pinned: Sequence[PinnedSpace]
+    ) -> tuple[PinnedSpace, str]:
+        """The space and memory an id names: a handle this View issued, or via `get`.
+
+        Raises:
+            SourceError: `forbidden` (not issued by this View and no `get`), `not_found`, or
+                `invalid_payload` (the id is held by several visible spaces).
+        """
+        verified = self._handles.verify(view_id, handle, pinned)
+        if verified is not None:
+            return verified
+        if not self._calls.supports("get"):
+            raise SourceError("forbidden", "only ids this View returned as evidence are accepted")
+        memory_id = memory_id_of(handle)
+        if not is_memory_id(memory_id):
+            raise SourceError("not_found", "no visible memory has this id")
+        holders = []
+        for space in pinned:
+            found = await self._calls.call(
+                "get", GetRequest(parent=space.parent, id=memory_id), GetResult
+            )
+            if found.memory is not None:
+                check_parents((found.memory,), (space.parent,))
+                holders.append(space)
+        if len(holders) == 1:
+            return holders[0], memory_id
+        if holders:
+            raise SourceError(
+                "invalid_payload", "several spaces hold this id: use an id recall returned"
+            )
+        raise SourceError("not_found", "no visible memory has this id")
+
+    # ------------------------------------------------------------------ writes
+
+    async def mutate(self, request: MutationRequest) -> MutationReceipt:
+        """Run `remember`, `link` or `forget` inside this View's writable spaces."""
+        pinned = self._namespaces.granted(request.view.scope, request.grant)
+        action = request.offer.action_id
+        if action == "remember":
+            return await self._remember(request, pinned)
+        if action == "link":
+            return await self._link(request, pinned)
+        if action == "forget":
+            return await self._forget(request, pinned)
+        raise SourceError("invalid_payload", "the spaces Source has no such action")
+
+    def _writable(self, space: PinnedSpace) -> None:
+        # the write scope check: a View writes only where its pinned spaces allow
+        if not space.writable:
+            raise SourceError("forbidden", f"space {space.name!r} is read-only for this View")
+
+    def _receipt(
+        self,
+        request: MutationRequest,
+        pinned: Sequence[PinnedSpace],
+        detail: dict[str, Any],
+        committed_at: str | None = None,
+    ) -> MutationReceipt:
+        # called only once the Provider returned: the write is committed and durable
+        return create_mutation_receipt(
+            request,
+            completion="committed",
+            committed_at=committed_at or _now(),
+            revision=self._namespaces.revision(pinned),
+            detail=detail,
+        )
+
+    async def _remember(
+        self, request: MutationRequest, pinned: Sequence[PinnedSpace]
+    ) -> MutationReceipt:
+        self._calls.require("remember")
+        payload = request.input
+        name = payload.get("space", self._settings.default_space)
+        if name is None:
+            raise SourceError("forbidden", "no space is writable for this View")
+        space = next((space for space in pinned if space.name == name), None)
+        if space is None:
+            raise SourceError("invalid_payload", "remember names a space that does not exist")
+        self._writable(space)
+        text = checked_text(payload["text"])
+        tags = checked_labels(payload.get("tags", ()), "tags")
+        entities = checked_labels(payload.get("entities", ()), "entities")
+        given = payload.get("idempotency_key")
+        if given is not None and request.idempotency_key not in (None, given):
+            raise SourceError(
+                "invalid_payload", "the input and the call carry different idempotency keys"
+            )
+        stored = await self._calls.call(
+            "remember",
+            RememberRequest(
+                parent=space.parent,
+                text=text,
+                tags=tags,
+                entities=entities,
+                idempotency_key=given or request.idempotency_key,
+            ),
+            RememberResult,
+        )
+        check_parents((stored.memory,), (space.parent,))
+        memory = stored.memory
+        return self._receipt(
+            request,
+            pinned,
+            {
+                "memory": self._handles.issue(request.view.id, space.parent, memory.id),
+                "space": space.name,
+                "duplicate": not stored.created,
+            },
+            # a duplicate was committed when the memory it points at was
+            committed_at=None if stored.created else memory.created_at,
+        )
+
+    async def _link(
+        self, request: MutationRequest, pinned: Sequence[PinnedSpace]
+    ) -> MutationReceipt:
+        self._calls.require("link")
+        view_id = request.view.id
+        source, source_id = await self._resolve(view_id, str(request.input["from"]), pinned)
+        target, target_id = await self._resolve(view_id, str(request.input["to"]), pinned)
+        if source != target:
+            raise SourceError("invalid_payload", "only memories of one space can be linked")
+        self._writable(source)
+        if source_id == target_id:
+            raise SourceError("invalid_payload", "a memory cannot be linked to itself")
+        linked = await self._calls.call(
+            "link",
+            LinkRequest(
+                parent=source.parent,
+                source_id=source_id,
+                target_id=target_id,
+                relation=str(request.input.get("relation", "related")),
+            ),
+            LinkResult,
+        )
+        return self._receipt(request, pinned, {"space": source.name, "created": linked.created})
+
+    async def _forget(
+        self, request: MutationRequest, pinned: Sequence[PinnedSpace]
+    ) -> MutationReceipt:
+        self._calls.require("forget")
+        space, memory_id = await self._resolve(request.view.id, str(request.input["id"]), pinned)
+        self._writable(space)
+        result = await self._calls.call(
+            "forget", ForgetRequest(parent=space.parent, id=memory_id), ForgetResult
+        )
+        return self._receipt(request, pinned, {"space": space.name, "forgotten": result.forgotten})
+
+    # ------------------------------------------------------------------ management, lifetime
+
+    async def manage(self, request: ManageRequest) -> ManagementResult:
+        """Inspect, list, remember or forget for a person, inside the request's scope."""
+        return await self._management.manage(request)
+
+    async def dispose(self) -> None:
+        """Dispose the Provider adapter (once)."""
+        await self._calls.dispose()

@@ -1,0 +1,408 @@
+"""The default Provider: embedded SQLite with FTS5, BM25 ranking, WAL and a busy timeout.
+
+One database file holds every parent. Writes are `BEGIN IMMEDIATE` transactions, so several
+threads and several OS processes can share the file; a write is durable (with the default
+`synchronous = full`) before `remember` returns.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from mnemon import DefinitionError, run_blocking
+
+from ._provider import (
+    EntityCount,
+    EntityIndexRequest,
+    EntityIndexResult,
+    ForgetRequest,
+    ForgetResult,
+    GetRequest,
+    GetResult,
+    LinkRequest,
+    LinkResult,
+    ListRequest,
+    ListResult,
+    Memory,
+    NamespaceStatus,
+    ProviderError,
+    ProviderInit,
+    ProviderStatus,
+    RelatedMemory,
+    RelatedRequest,
+    RelatedResult,
+    RememberRequest,
+    RememberResult,
+    SearchRequest,
+    SearchResult,
+    StatusRequest,
+    define_space_provider,
+)
+from ._sqlite_rows import (
+    MEMORY_COLUMNS,
+    SlotsExhausted,
+    delete_memory,
+    entity_key,
+    insert_memory,
+    memory_from_row,
+    namespace_slot,
+)
+from ._sqlite_schema import COUNTER_SPAN, idempotency_digest, slot_range
+from ._sqlite_search import search_store
+from ._sqlite_store import StoreConnections, store_error, store_reason
+
+__all__ = ["SQLITE_PROVIDER", "SqliteProvider", "SqliteSettings"]
+
+_T = TypeVar("_T")
+DEFAULT_FILE = "spaces.sqlite3"
+DEFAULT_BUSY_TIMEOUT_MS = 5_000
+MAX_BUSY_TIMEOUT_MS = 600_000
+CONFIGURATION_KEYS = ("path", "busy_timeout_ms", "synchronous", "token")
+
+MANIFEST = {
+    "type_id": "sqlite",
+    "package_name": "mnemon-source-spaces",
+    "label": "Embedded SQLite",
+    "description": (
+        "One local SQLite file: FTS5 full-text search ranked by BM25, WAL, safe for several "
+        "processes on one file."
+    ),
+    "capabilities": [
+        "search",
+        "list",
+        "remember",
+        "get",
+        "forget",
+        "link",
+        "related",
+        "entity_index",
+    ],
+}
+
+
+class SqliteSettings:
+    """The SQLite Provider's validated configuration."""
+
+    __slots__ = ("busy_timeout_ms", "path", "synchronous")
+
+    def __init__(
+        self, path: Path, busy_timeout_ms: int, synchronous: Literal["full", "normal"]
+    ) -> None:
+        self.path = path
+        self.busy_timeout_ms = busy_timeout_ms
+        self.synchronous = synchronous
+
+    @classmethod
+    def parse(cls, init: ProviderInit) -> SqliteSettings:
+        """Validate `init.configuration`.
+
+        Raises:
+            DefinitionError: `"<key>: <problem>"` for the first key at fault.
+        """
+        config: Mapping[str, Any] = init.configuration
+        unknown = sorted(set(config) - set(CONFIGURATION_KEYS))
+        if unknown:
+            raise DefinitionError(f"{unknown[0]}: unknown key")
+        raw_path = config.get("path")
+        if raw_path is None:
+            path = Path(init.data_directory) / DEFAULT_FILE
+        elif not isinstance(raw_path, str) or not raw_path:
+            raise DefinitionError("path: must be an absolute file path")
+        else:
+            path = Path(raw_path)
+            if not path.is_absolute():
+                raise DefinitionError("path: must be an absolute file path")
+        busy = config.get("busy_timeout_ms", DEFAULT_BUSY_TIMEOUT_MS)
+        if type(busy) is not int or not 1 <= busy <= MAX_BUSY_TIMEOUT_MS:
+            raise DefinitionError(
+                f"busy_timeout_ms: must be an integer from 1 to {MAX_BUSY_TIMEOUT_MS}"
+            )
+        synchronous = config.get("synchronous", "full")
+        if synchronous not in ("full", "normal"):
+            raise DefinitionError('synchronous: must be "full" or "normal"')
+        token = config.get("token")
+        if token is not None and not isinstance(token, str):
+            raise DefinitionError("token: must be a string (SQLite does not use it)")
+        return cls(path, busy, synchronous)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _required(memory: Memory | None) -> Memory:
+    if memory is None:
+        raise ProviderError("provider_error", "a stored memory is malformed")
+    return memory
+
+
+class SqliteProvider:
+    """The SQLite adapter: every method runs its blocking work in a worker thread."""
+
+    def __init__(self, settings: SqliteSettings) -> None:
+        self._settings = settings
+        self._store = StoreConnections(
+            settings.path,
+            busy_timeout_ms=settings.busy_timeout_ms,
+            synchronous=settings.synchronous,
+        )
+
+    def __repr__(self) -> str:
+        return "SqliteProvider()"
+
+    @property
+    def path(self) -> Path:
+        """The database file."""
+        return self._settings.path
+
+    async def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        return await run_blocking(self._guarded, work)
+
+    def _guarded(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        try:
+            with self._store.connection() as connection:
+                return work(connection)
+        except ProviderError:
+            raise
+        except SlotsExhausted:
+            raise ProviderError("unavailable", "the store cannot number another space") from None
+        except (sqlite3.Error, OSError, ValueError) as exc:
+            raise store_error(exc) from None
+
+    # ------------------------------------------------------------------ status
+
+    async def status(self, request: StatusRequest) -> ProviderStatus:
+        """Open (and create or migrate) the store; report per-parent counts on request."""
+        return await run_blocking(self._status, request)
+
+    def _status(self, request: StatusRequest) -> ProviderStatus:
+        try:
+            with self._store.connection() as connection:
+                namespaces: tuple[NamespaceStatus, ...] = ()
+                if request.count and request.parents:
+                    counts = dict(
+                        connection.execute(
+                            "SELECT parent, documents FROM namespaces WHERE parent IN "
+                            f"({','.join('?' * len(request.parents))})",
+                            request.parents,
+                        ).fetchall()
+                    )
+                    namespaces = tuple(
+                        NamespaceStatus(parent=parent, memories=int(counts.get(parent, 0)))
+                        for parent in request.parents
+                    )
+                else:
+                    connection.execute("SELECT 1 FROM namespaces LIMIT 1").fetchall()
+        except ProviderError as exc:
+            return ProviderStatus(availability="unavailable", reason=store_reason(exc))
+        except (sqlite3.Error, OSError, ValueError) as exc:
+            return ProviderStatus(availability="unavailable", reason=store_reason(exc))
+        return ProviderStatus(availability="ready", namespaces=namespaces)
+
+    # ------------------------------------------------------------------ reads
+
+    async def search(self, request: SearchRequest) -> SearchResult:
+        """Full-text search ranked by BM25 (see `_sqlite_search`)."""
+        return await self._run(lambda connection: search_store(connection, request))
+
+    async def list(self, request: ListRequest) -> ListResult:
+        """One page of a parent's memories, newest first."""
+        return await self._run(lambda connection: self._list(connection, request))
+
+    def _list(self, connection: sqlite3.Connection, request: ListRequest) -> ListResult:
+        offset = 0
+        if request.cursor is not None:
+            if not request.cursor.isdigit() or int(request.cursor) >= COUNTER_SPAN:
+                raise ProviderError("invalid_payload", "the cursor is not one this store made")
+            offset = int(request.cursor) + 1
+        slot = namespace_slot(connection, request.parent, create=False)
+        if slot is None:
+            return ListResult()
+        low, high = slot_range(slot)
+        rows = connection.execute(
+            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.seq BETWEEN ? AND ? "
+            "ORDER BY m.seq LIMIT ?",
+            (low + offset, high, request.limit + 1),
+        ).fetchall()
+        page = rows[: request.limit]
+        memories = tuple(memory for memory in map(memory_from_row, page) if memory is not None)
+        cursor = str(page[-1][0] - low) if len(rows) > request.limit else None
+        return ListResult(memories=memories, next_cursor=cursor)
+
+    async def get(self, request: GetRequest) -> GetResult:
+        """One memory by id, or None."""
+        return await self._run(lambda connection: self._get(connection, request))
+
+    def _get(self, connection: sqlite3.Connection, request: GetRequest) -> GetResult:
+        row = connection.execute(
+            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.parent = ? AND m.id = ?",
+            (request.parent, request.id),
+        ).fetchone()
+        return GetResult(memory=None if row is None else memory_from_row(row))
+
+    async def related(self, request: RelatedRequest) -> RelatedResult:
+        """Memories linked to one memory, most recently linked first."""
+        return await self._run(lambda connection: self._related(connection, request))
+
+    def _related(self, connection: sqlite3.Connection, request: RelatedRequest) -> RelatedResult:
+        exists = connection.execute(
+            "SELECT 1 FROM memories WHERE parent = ? AND id = ?", (request.parent, request.id)
+        ).fetchone()
+        if exists is None:
+            raise ProviderError("not_found", "no such memory")
+        rows = connection.execute(
+            f"SELECT {MEMORY_COLUMNS}, l.relation, 'outgoing', l.created_at FROM links l "
+            "JOIN memories m ON m.parent = l.parent AND m.id = l.target "
+            "WHERE l.parent = ? AND l.source = ? "
+            f"UNION ALL SELECT {MEMORY_COLUMNS}, l.relation, 'incoming', l.created_at FROM links l "
+            "JOIN memories m ON m.parent = l.parent AND m.id = l.source "
+            "WHERE l.parent = ? AND l.target = ? "
+            "ORDER BY 11 DESC LIMIT ?",
+            (request.parent, request.id, request.parent, request.id, request.limit),
+        ).fetchall()
+        related = []
+        for row in rows:
+            memory = memory_from_row(row)
+            if memory is not None:
+                related.append(RelatedMemory(memory=memory, relation=row[8], direction=row[9]))
+        return RelatedResult(related=tuple(related))
+
+    async def entity_index(self, request: EntityIndexRequest) -> EntityIndexResult:
+        """Entities of one parent, most mentioned first."""
+        return await self._run(lambda connection: self._entities(connection, request))
+
+    def _entities(
+        self, connection: sqlite3.Connection, request: EntityIndexRequest
+    ) -> EntityIndexResult:
+        prefix = entity_key(request.prefix or "")
+        rows = connection.execute(
+            "SELECT min(name), count(*) AS mentions FROM entities "
+            "WHERE parent = ? AND key >= ? AND key < ? "
+            "GROUP BY key ORDER BY mentions DESC, key LIMIT ?",
+            (request.parent, prefix, prefix + "\U0010ffff", request.limit),
+        ).fetchall()
+        entities = []
+        for name, mentions in rows:
+            try:
+                entities.append(EntityCount(name=name, memories=mentions))
+            except ValueError:
+                continue  # a malformed name written by something else is skipped
+        return EntityIndexResult(entities=tuple(entities))
+
+    # ------------------------------------------------------------------ writes
+
+    async def remember(self, request: RememberRequest) -> RememberResult:
+        """Store one memory in its own transaction; a repeated key returns the existing one."""
+        return await self._run(lambda connection: self._remember(connection, request))
+
+    def _existing(
+        self, connection: sqlite3.Connection, request: RememberRequest, digest: str | None
+    ) -> Memory | None:
+        row = None
+        if digest is not None:
+            row = connection.execute(
+                f"SELECT {MEMORY_COLUMNS} FROM memories m "
+                "WHERE m.parent = ? AND m.idempotency_key = ?",
+                (request.parent, digest),
+            ).fetchone()
+        if row is None and request.memory_id is not None:
+            row = connection.execute(
+                f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.parent = ? AND m.id = ?",
+                (request.parent, request.memory_id),
+            ).fetchone()
+        return None if row is None else _required(memory_from_row(row))
+
+    def _remember(self, connection: sqlite3.Connection, request: RememberRequest) -> RememberResult:
+        digest = idempotency_digest(request.idempotency_key) if request.idempotency_key else None
+        tags = tuple(dict.fromkeys(request.tags))
+        entities = tuple(dict.fromkeys(request.entities))
+        with self._store.writing():
+            connection.execute("BEGIN IMMEDIATE")
+            existing = self._existing(connection, request, digest)
+            if existing is not None:
+                connection.execute("ROLLBACK")
+                return RememberResult(memory=existing, created=False)
+            memory_id = request.memory_id or self._new_id(connection, request.parent)
+            created_at = _now()
+            insert_memory(
+                connection,
+                parent=request.parent,
+                memory_id=memory_id,
+                text=request.text,
+                tags_json=json.dumps(list(tags), ensure_ascii=False),
+                entities=entities,
+                created_at=created_at,
+                idempotency=digest,
+            )
+            connection.execute("COMMIT")
+        memory = Memory(
+            parent=request.parent,
+            id=memory_id,
+            text=request.text,
+            tags=tags,
+            entities=entities,
+            created_at=created_at,
+        )
+        return RememberResult(memory=memory, created=True)
+
+    def _new_id(self, connection: sqlite3.Connection, parent: str) -> str:
+        while True:
+            candidate = secrets.token_hex(8)
+            taken = connection.execute(
+                "SELECT 1 FROM memories WHERE parent = ? AND id = ?", (parent, candidate)
+            ).fetchone()
+            if taken is None:
+                return candidate
+
+    async def forget(self, request: ForgetRequest) -> ForgetResult:
+        """Delete one memory with its entities and links, in one transaction."""
+        return await self._run(lambda connection: self._forget(connection, request))
+
+    def _forget(self, connection: sqlite3.Connection, request: ForgetRequest) -> ForgetResult:
+        with self._store.writing():
+            connection.execute("BEGIN IMMEDIATE")
+            forgotten = delete_memory(connection, request.parent, request.id)
+            connection.execute("COMMIT" if forgotten else "ROLLBACK")
+        return ForgetResult(forgotten=forgotten)
+
+    async def link(self, request: LinkRequest) -> LinkResult:
+        """Link two memories of one parent (both must exist)."""
+        return await self._run(lambda connection: self._link(connection, request))
+
+    def _link(self, connection: sqlite3.Connection, request: LinkRequest) -> LinkResult:
+        if request.source_id == request.target_id:
+            raise ProviderError("invalid_payload", "a memory cannot be linked to itself")
+        with self._store.writing():
+            connection.execute("BEGIN IMMEDIATE")
+            found = connection.execute(
+                "SELECT count(*) FROM memories WHERE parent = ? AND id IN (?, ?)",
+                (request.parent, request.source_id, request.target_id),
+            ).fetchone()[0]
+            if found != 2:
+                connection.execute("ROLLBACK")
+                raise ProviderError("not_found", "both memories must exist in the parent")
+            cursor = connection.execute(
+                "INSERT OR IGNORE INTO links (parent, source, target, relation, created_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (request.parent, request.source_id, request.target_id, request.relation, _now()),
+            )
+            created = cursor.rowcount == 1
+            connection.execute("COMMIT")
+        return LinkResult(created=created)
+
+    async def dispose(self) -> None:
+        """Close every connection (lent ones close when they come back)."""
+        self._store.close()
+
+
+def _create(init: ProviderInit) -> SqliteProvider:
+    return SqliteProvider(SqliteSettings.parse(init))
+
+
+SQLITE_PROVIDER = define_space_provider(MANIFEST, _create)

@@ -1,0 +1,188 @@
+"""Rows of the SQLite store: writing a memory with its index entries, reading rows back.
+
+Every function here runs inside a transaction the caller opened; a row is written with its
+FTS5 entry (by trigger), its entities, its term counts and its namespace counters, or not at
+all.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from ._provider import Memory
+from ._sqlite_schema import (
+    COUNTER_SPAN,
+    MAX_SLOT,
+    STORE_SLOT,
+    document_terms,
+    record_terms,
+)
+
+__all__ = [
+    "MEMORY_COLUMNS",
+    "delete_memory",
+    "insert_memory",
+    "memory_from_row",
+    "namespace_slot",
+]
+
+_log = logging.getLogger("mnemon_source_spaces.sqlite")
+MEMORY_COLUMNS = "m.seq, m.parent, m.id, m.text, m.tags, m.entities, m.created_at, m.tokens"
+
+
+class SlotsExhausted(Exception):
+    """The store has numbered as many parents as its rowid layout allows."""
+
+
+def namespace_slot(connection: sqlite3.Connection, parent: str, *, create: bool) -> int | None:
+    """The slot numbering `parent`, made on first write when `create` is set.
+
+    Raises:
+        SlotsExhausted: no slot is left for a new parent.
+    """
+    row = connection.execute("SELECT slot FROM namespaces WHERE parent = ?", (parent,)).fetchone()
+    if row is not None:
+        return int(row[0])
+    if not create:
+        return None
+    highest = connection.execute("SELECT max(slot) FROM namespaces").fetchone()[0] or 0
+    if highest >= MAX_SLOT:
+        raise SlotsExhausted
+    slot = int(highest) + 1
+    connection.execute("INSERT INTO namespaces (slot, parent) VALUES (?, ?)", (slot, parent))
+    return slot
+
+
+def _json_list(raw: Any) -> list[str]:
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return []
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return value
+    return []
+
+
+def insert_memory(
+    connection: sqlite3.Connection,
+    *,
+    parent: str,
+    memory_id: str,
+    text: str,
+    tags_json: str,
+    entities: Sequence[str],
+    created_at: str,
+    idempotency: str | None,
+) -> int:
+    """Insert one memory with its entities and counts; return its rowid.
+
+    Raises:
+        SlotsExhausted: no slot is left for a new parent.
+        sqlite3.IntegrityError: the id or idempotency digest exists in `parent` already.
+    """
+    slot = namespace_slot(connection, parent, create=True)
+    assert slot is not None
+    counter = connection.execute(
+        "SELECT next_counter FROM namespaces WHERE slot = ?", (slot,)
+    ).fetchone()[0]
+    if counter >= COUNTER_SPAN:
+        raise SlotsExhausted
+    seq = slot * COUNTER_SPAN + (COUNTER_SPAN - 1 - counter)
+    tags = _json_list(tags_json)
+    counts = document_terms(text, tags, entities)
+    length = round(sum(counts.values()))
+    connection.execute(
+        "INSERT INTO memories (seq, parent, id, text, tags, entities, created_at, "
+        "idempotency_key, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            seq,
+            parent,
+            memory_id,
+            text,
+            json.dumps(tags, ensure_ascii=False),
+            json.dumps(list(entities), ensure_ascii=False),
+            created_at,
+            idempotency,
+            length,
+        ),
+    )
+    keys: dict[str, str] = {}
+    for name in entities:
+        keys.setdefault(entity_key(name), name)
+    connection.executemany(
+        "INSERT INTO entities (parent, key, seq, name) VALUES (?, ?, ?, ?)",
+        [(parent, key, seq, name) for key, name in keys.items()],
+    )
+    record_terms(connection, slot, counts, +1)
+    connection.executemany(
+        "UPDATE namespaces SET documents = documents + 1, tokens = tokens + ? WHERE slot = ?",
+        [(length, slot), (length, STORE_SLOT)],
+    )
+    connection.execute(
+        "UPDATE namespaces SET next_counter = next_counter + 1 WHERE slot = ?", (slot,)
+    )
+    return int(seq)
+
+
+def delete_memory(connection: sqlite3.Connection, parent: str, memory_id: str) -> bool:
+    """Delete one memory with its entities, links and counts; False when there is none."""
+    row = connection.execute(
+        "SELECT seq, text, tags, entities, tokens FROM memories WHERE parent = ? AND id = ?",
+        (parent, memory_id),
+    ).fetchone()
+    if row is None:
+        return False
+    seq, text, tags, entities, length = row
+    slot = seq // COUNTER_SPAN
+    connection.execute("DELETE FROM memories WHERE seq = ?", (seq,))
+    connection.execute("DELETE FROM entities WHERE seq = ?", (seq,))
+    connection.execute(
+        "DELETE FROM links WHERE parent = ? AND (source = ? OR target = ?)",
+        (parent, memory_id, memory_id),
+    )
+    counts = document_terms(text, _json_list(tags), _json_list(entities))
+    record_terms(connection, slot, counts, -1)
+    connection.executemany(
+        "UPDATE namespaces SET documents = max(documents - 1, 0), "
+        "tokens = max(tokens - ?, 0) WHERE slot = ?",
+        [(length, slot), (length, STORE_SLOT)],
+    )
+    return True
+
+
+def entity_key(name: str) -> str:
+    """How entities are compared: case-folded, whitespace collapsed."""
+    return " ".join(name.casefold().split())
+
+
+def memory_from_row(row: Sequence[Any]) -> Memory | None:
+    """A `Memory` from a row in `MEMORY_COLUMNS` order, or None when the row is malformed.
+
+    Malformed rows (written by something else, or damaged) are skipped, never returned.
+    """
+    _, parent, memory_id, text, tags, entities, created_at, _ = row[:8]
+    try:
+        return Memory(
+            parent=parent,
+            id=memory_id,
+            text=text,
+            tags=_strict_list(tags),
+            entities=_strict_list(entities),
+            created_at=created_at,
+        )
+    except (ValidationError, ValueError, TypeError):
+        _log.debug("skipped a malformed memory row")
+        return None
+
+
+def _strict_list(raw: Any) -> tuple[str, ...]:
+    value = json.loads(raw) if isinstance(raw, str) else raw
+    if not isinstance(value, list):
+        raise ValueError("not a JSON list")
+    return tuple(value)

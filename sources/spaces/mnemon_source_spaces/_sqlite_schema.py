@@ -1,0 +1,248 @@
+"""The SQLite store's schema, versioned with `PRAGMA user_version`, and its migrations.
+
+Version 2 (current) lays memories out so one parent's rows are one rowid range:
+`seq = slot * 2**40 + (2**40 - 1 - counter)`, where `slot` numbers the parent and `counter`
+counts its writes. FTS5 filters a parent by that range without touching other parents, and
+ascending rowids within a parent are newest first. `terms` keeps exact document frequencies
+per parent (slot) and for the whole store (slot 0) so ranking never scans a posting list.
+
+Version 1 was the first layout: memories keyed by (parent, id) and an FTS5 index over their
+text only (`SCHEMA_V1`). Opening a version 1 store migrates it in place, in one transaction,
+keeping every memory, its id, tags, creation time and idempotency key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Callable, Iterable
+
+from ._text import words
+
+__all__ = [
+    "COUNTER_SPAN",
+    "CURRENT_VERSION",
+    "MAX_SLOT",
+    "SCHEMA_V1",
+    "STORE_SLOT",
+    "SchemaMismatch",
+    "document_terms",
+    "ensure_schema",
+    "idempotency_digest",
+    "record_terms",
+    "slot_range",
+]
+
+CURRENT_VERSION = 2
+COUNTER_SPAN = 1 << 40
+MAX_SLOT = (1 << 22) - 1
+STORE_SLOT = 0  # the row of `namespaces` and `terms` that counts the whole store
+TAG_WEIGHT = 0.5
+ENTITY_WEIGHT = 0.75
+
+SCHEMA_V1 = """
+CREATE TABLE memories (
+    parent TEXT NOT NULL,
+    id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    tags TEXT NOT NULL DEFAULT '[]',
+    created_at TEXT NOT NULL,
+    idempotency_key TEXT,
+    PRIMARY KEY (parent, id)
+);
+CREATE UNIQUE INDEX memories_idempotency ON memories (parent, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+CREATE VIRTUAL TABLE memories_fts USING fts5 (text, content = 'memories', tokenize = 'unicode61');
+CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts (rowid, text) VALUES (new.rowid, new.text);
+END;
+CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
+END;
+"""
+
+SCHEMA_V2 = """
+CREATE TABLE namespaces (
+    slot INTEGER PRIMARY KEY,
+    parent TEXT NOT NULL UNIQUE,
+    next_counter INTEGER NOT NULL DEFAULT 0,
+    documents INTEGER NOT NULL DEFAULT 0,
+    tokens INTEGER NOT NULL DEFAULT 0
+);
+INSERT INTO namespaces (slot, parent) VALUES (0, '*');
+CREATE TABLE memories (
+    seq INTEGER PRIMARY KEY,
+    parent TEXT NOT NULL,
+    id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    tags TEXT NOT NULL DEFAULT '[]',
+    entities TEXT NOT NULL DEFAULT '[]',
+    created_at TEXT NOT NULL,
+    idempotency_key TEXT,
+    tokens INTEGER NOT NULL DEFAULT 0
+);
+CREATE UNIQUE INDEX memories_id ON memories (parent, id);
+CREATE UNIQUE INDEX memories_idempotency ON memories (parent, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+CREATE VIRTUAL TABLE memories_fts USING fts5 (
+    text, tags, entities,
+    content = 'memories', content_rowid = 'seq',
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts (rowid, text, tags, entities)
+    VALUES (new.seq, new.text, new.tags, new.entities);
+END;
+CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, text, tags, entities)
+    VALUES ('delete', old.seq, old.text, old.tags, old.entities);
+END;
+CREATE TRIGGER memories_au AFTER UPDATE ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, text, tags, entities)
+    VALUES ('delete', old.seq, old.text, old.tags, old.entities);
+    INSERT INTO memories_fts (rowid, text, tags, entities)
+    VALUES (new.seq, new.text, new.tags, new.entities);
+END;
+CREATE TABLE terms (
+    slot INTEGER NOT NULL,
+    term TEXT NOT NULL,
+    documents INTEGER NOT NULL,
+    PRIMARY KEY (slot, term)
+) WITHOUT ROWID;
+CREATE TABLE entities (
+    parent TEXT NOT NULL,
+    key TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    PRIMARY KEY (parent, key, seq)
+) WITHOUT ROWID;
+CREATE INDEX entities_memory ON entities (seq);
+CREATE TABLE links (
+    parent TEXT NOT NULL,
+    source TEXT NOT NULL,
+    target TEXT NOT NULL,
+    relation TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (parent, source, target, relation)
+) WITHOUT ROWID;
+CREATE INDEX links_target ON links (parent, target);
+"""
+
+
+class SchemaMismatch(Exception):
+    """The file is not a spaces store this version can open (newer, or something else)."""
+
+
+def slot_range(slot: int) -> tuple[int, int]:
+    """The inclusive rowid range of one parent's memories."""
+    return slot * COUNTER_SPAN, slot * COUNTER_SPAN + COUNTER_SPAN - 1
+
+
+def idempotency_digest(key: str) -> str:
+    """What the store keeps of an idempotency key: its SHA-256, fixed-size and opaque."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def document_terms(text: str, tags: Iterable[str], entities: Iterable[str]) -> dict[str, float]:
+    """Weighted term frequencies of one memory (text 1, tags 0.5, entities 0.75)."""
+    counts: dict[str, float] = {}
+    for weight, parts in ((1.0, (text,)), (TAG_WEIGHT, tags), (ENTITY_WEIGHT, entities)):
+        for part in parts:
+            for term in words(part):
+                counts[term] = counts.get(term, 0.0) + weight
+    return counts
+
+
+def record_terms(
+    connection: sqlite3.Connection, slot: int, terms: Iterable[str], delta: int
+) -> None:
+    """Add `delta` to the document frequency of `terms` in `slot` and in the whole store."""
+    rows = [(target, term, delta) for term in terms for target in (slot, STORE_SLOT)]
+    connection.executemany(
+        "INSERT INTO terms (slot, term, documents) VALUES (?, ?, ?) "
+        "ON CONFLICT (slot, term) DO UPDATE SET documents = documents + excluded.documents",
+        rows,
+    )
+    if delta < 0:
+        connection.executemany(
+            "DELETE FROM terms WHERE slot = ? AND term = ? AND documents <= 0",
+            [(target, term) for target, term, _ in rows],
+        )
+
+
+def ensure_schema(connection: sqlite3.Connection) -> None:
+    """Create or migrate the schema inside one write transaction.
+
+    Raises:
+        SchemaMismatch: the file holds a newer version, or tables that are not a spaces store.
+        sqlite3.Error: the file could not be read or written.
+    """
+    version = connection.execute("PRAGMA user_version").fetchone()[0]
+    if version == CURRENT_VERSION:
+        return
+    if version > CURRENT_VERSION:
+        raise SchemaMismatch(f"the store has schema version {version}")
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        # another process may have migrated while this one waited for the lock
+        version = connection.execute("PRAGMA user_version").fetchone()[0]
+        if version == 0:
+            tables = connection.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            if tables:
+                raise SchemaMismatch("the file holds tables that are not a spaces store")
+            _run_script(connection, SCHEMA_V2)
+        elif version > CURRENT_VERSION:
+            raise SchemaMismatch(f"the store has schema version {version}")
+        else:
+            while version < CURRENT_VERSION:
+                MIGRATIONS[version](connection)
+                version += 1
+        connection.execute(f"PRAGMA user_version = {CURRENT_VERSION}")
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+
+
+def _run_script(connection: sqlite3.Connection, script: str) -> None:
+    # executescript() would commit the open transaction; run statement by statement instead
+    statement = ""
+    for line in script.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            connection.execute(statement)
+            statement = ""
+
+
+def _migrate_1_to_2(connection: sqlite3.Connection) -> None:
+    """Version 1 -> 2: slots and rowid ranges, tags and entities indexed, terms, links."""
+    for statement in (
+        "DROP TRIGGER IF EXISTS memories_ai",
+        "DROP TRIGGER IF EXISTS memories_ad",
+        "DROP TABLE IF EXISTS memories_fts",
+        "DROP INDEX IF EXISTS memories_idempotency",
+        "ALTER TABLE memories RENAME TO memories_v1",
+    ):
+        connection.execute(statement)
+    _run_script(connection, SCHEMA_V2)
+    rows = connection.execute(
+        "SELECT parent, id, text, tags, created_at, idempotency_key FROM memories_v1 "
+        "ORDER BY parent, created_at, id"
+    ).fetchall()
+    from ._sqlite_rows import insert_memory  # one writer of rows for new and migrated data
+
+    for parent, memory_id, text, tags, created_at, key in rows:
+        insert_memory(
+            connection,
+            parent=parent,
+            memory_id=memory_id,
+            text=text,
+            tags_json=tags,
+            entities=(),
+            created_at=created_at,
+            idempotency=idempotency_digest(key) if key else None,
+        )
+    connection.execute("DROP TABLE memories_v1")
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1_to_2}

@@ -1,0 +1,171 @@
+"""Recall over the SQLite store: FTS5 finds candidates, BM25 ranks them, bounded work.
+
+FTS5's `bm25()` counts every posting of each query term once per query, so a common term
+would make every search cost time in proportion to the store. Recall avoids that:
+
+1. Terms are split by their exact document frequency in the whole store (`terms`, slot 0):
+   *selective* terms are in fewer than `SELECTIVE` memories; the others are *common*.
+2. With selective terms, FTS5 matches their OR within each parent's rowid range and orders
+   by `bm25()`: the top `4 x limit` (at least 32) are candidates. Only selective postings
+   are counted, so the cost is bounded by `SELECTIVE` per term, not by the store's size.
+   When there are common terms too, the newest `WINDOW` memories holding a selective term
+   and every common term join the candidates (no `bm25()`, so no full posting count).
+3. When every term is common, or the candidates are still fewer than `limit`, the newest
+   `WINDOW` memories containing all common terms (then any of them) are added.
+4. Every candidate is scored with BM25 (k1 1.2, b 0.75, IDF `ln(1 + (N - n + 0.5) /
+   (n + 0.5))`) over all query terms, using its own parent's statistics (documents, average
+   length, document frequencies), so scores in one parent never depend on another parent's
+   data. Tags count half a word and entities three quarters. Ties go to the newer memory.
+5. The reported `score` is `coverage x (0.5 + 0.5 x bm25 / best bm25 of this search)`.
+   Coverage is the IDF-weighted share of the query terms occurring in the memory's parent
+   that the memory contains (terms the parent never mentions cannot tell memories apart):
+   1.0 for the best-scoring memory holding every such term. Hits are ordered by this score,
+   then by BM25, then newest first, so a memory holding every term outranks a shorter one
+   holding only the rarest.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._provider import SearchHit, SearchRequest, SearchResult
+from ._sqlite_rows import MEMORY_COLUMNS, memory_from_row
+from ._sqlite_schema import COUNTER_SPAN, STORE_SLOT, document_terms, slot_range
+from ._text import bm25_term, fts_phrase, inverse_document_frequency, query_terms
+
+__all__ = ["SELECTIVE", "WINDOW", "search_store"]
+
+SELECTIVE = 1_000
+WINDOW = 64
+MIN_CANDIDATES = 32
+
+_FTS_FROM = (
+    f"SELECT {MEMORY_COLUMNS} FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid "
+    "WHERE memories_fts MATCH ? AND memories_fts.rowid BETWEEN ? AND ? "
+)
+_BY_BM25 = _FTS_FROM + "ORDER BY bm25(memories_fts, 1.0, 0.5, 0.75) LIMIT ?"
+_NEWEST = _FTS_FROM + "ORDER BY memories_fts.rowid LIMIT ?"
+
+
+@dataclass(frozen=True, slots=True)
+class _Namespace:
+    slot: int
+    documents: int
+    tokens: int
+
+
+def _placeholders(count: int) -> str:
+    return ",".join("?" * count)
+
+
+def _expression(terms: Sequence[str], operator: str) -> str:
+    return f" {operator} ".join(fts_phrase(term) for term in terms)
+
+
+def _frequencies(connection: sqlite3.Connection, slot: int, terms: Sequence[str]) -> dict[str, int]:
+    marks = _placeholders(len(terms))
+    rows = connection.execute(
+        f"SELECT term, documents FROM terms WHERE slot = ? AND term IN ({marks})",
+        (slot, *terms),
+    ).fetchall()
+    return {term: int(documents) for term, documents in rows}
+
+
+def _namespaces(connection: sqlite3.Connection, parents: Iterable[str]) -> list[_Namespace]:
+    wanted = list(dict.fromkeys(parents))
+    rows = connection.execute(
+        "SELECT slot, documents, tokens FROM namespaces "
+        f"WHERE parent IN ({_placeholders(len(wanted))}) ORDER BY slot",
+        wanted,
+    ).fetchall()
+    return [_Namespace(int(slot), int(documents), int(tokens)) for slot, documents, tokens in rows]
+
+
+def _candidates(
+    connection: sqlite3.Connection,
+    namespace: _Namespace,
+    present: Sequence[str],
+    selective: Sequence[str],
+    limit: int,
+) -> list[Any]:
+    low, high = slot_range(namespace.slot)
+    rows: list[Any] = []
+    seen: set[int] = set()
+
+    def add(statement: str, expression: str, count: int) -> None:
+        for row in connection.execute(statement, (expression, low, high, count)):
+            if row[0] not in seen:
+                seen.add(row[0])
+                rows.append(row)
+
+    common = [term for term in present if term not in selective]
+    if selective:
+        add(_BY_BM25, _expression(selective, "OR"), max(limit * 4, MIN_CANDIDATES))
+        if common:
+            # bm25() above ranks by the selective terms alone; memories that also hold every
+            # common term are the likeliest answers, so the newest of them join as candidates
+            either = f"({_expression(selective, 'OR')})"
+            add(_NEWEST, f"{either} AND {_expression(common, 'AND')}", WINDOW)
+    if common and len(rows) < limit:
+        expressions = [_expression(common, "AND")]
+        if len(common) > 1:
+            expressions.append(_expression(common, "OR"))
+        for expression in expressions:
+            add(_NEWEST, expression, WINDOW)
+            if len(rows) >= limit:
+                break
+    return rows
+
+
+def search_store(connection: sqlite3.Connection, request: SearchRequest) -> SearchResult:
+    """Run one recall (see the module docstring) on a connection outside a transaction."""
+    terms = query_terms(request.query)
+    if not terms:
+        return SearchResult()
+    namespaces = [ns for ns in _namespaces(connection, request.parents) if ns.documents > 0]
+    if not namespaces:
+        return SearchResult()
+    in_store = _frequencies(connection, STORE_SLOT, terms)
+    present = [term for term in terms if in_store.get(term, 0) > 0]
+    if not present:
+        return SearchResult()
+    selective = [term for term in present if in_store[term] < SELECTIVE]
+    scored: list[tuple[float, float, int, Any]] = []
+    for namespace in namespaces:
+        rows = _candidates(connection, namespace, present, selective, request.limit)
+        if not rows:
+            continue
+        frequencies = _frequencies(connection, namespace.slot, present)
+        average = namespace.tokens / namespace.documents
+        idf = {
+            term: inverse_document_frequency(namespace.documents, frequencies.get(term, 0))
+            for term in present
+        }
+        known = [term for term in present if frequencies.get(term, 0) > 0]
+        weight = sum(idf[term] for term in known)
+        for row in rows:
+            memory = memory_from_row(row)
+            if memory is None:
+                continue
+            counts = document_terms(memory.text, memory.tags, memory.entities)
+            length = int(row[7])
+            score = sum(
+                bm25_term(counts.get(term, 0.0), length, average, idf[term]) for term in present
+            )
+            held = sum(idf[term] for term in known if counts.get(term, 0.0) > 0)
+            coverage = held / weight if weight > 0 else 0.0
+            # the newer memory first on equal scores: a smaller in-parent position is newer
+            scored.append((score, coverage, -(row[0] % COUNTER_SPAN), memory))
+    best = max((item[0] for item in scored), default=0.0)
+    ranked = []
+    for bm25, coverage, newness, memory in scored:
+        relative = min(bm25 / best, 1.0) if best > 0 else 1.0
+        ranked.append((round(coverage * (0.5 + 0.5 * relative), 4), bm25, newness, memory))
+    ranked.sort(key=lambda item: item[:3], reverse=True)
+    hits = tuple(
+        SearchHit(memory=memory, score=score) for score, _, _, memory in ranked[: request.limit]
+    )
+    return SearchResult(hits=hits)

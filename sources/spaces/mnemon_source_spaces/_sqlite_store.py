@@ -1,0 +1,176 @@
+"""Connections to one SQLite store file: WAL, a busy timeout, a small pool, honest errors.
+
+Connections are made lazily in worker threads and handed to one thread at a time; an idle
+one is kept (so its page cache stays warm) up to `MAX_IDLE`, and every one is closed by
+`close()` or when it is given back after `close()`. Writers of one process take turns on a
+lock first, so only writers of different processes meet SQLite's busy handler.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Literal
+
+from ._provider import ProviderError
+from ._sqlite_schema import CURRENT_VERSION, SchemaMismatch, ensure_schema
+
+__all__ = ["StoreConnections", "store_error", "store_reason"]
+
+MAX_IDLE = 4
+_FILE_LOCKS: dict[str, tuple[threading.Lock, threading.Lock]] = {}
+_FILE_LOCKS_GUARD = threading.Lock()
+
+
+def _file_locks(path: Path) -> tuple[threading.Lock, threading.Lock]:
+    """The (schema, write) locks of one store file, shared by every pool of this process.
+
+    Two runtimes of one Source may use the same file at once (a generation draining while
+    its successor serves); they must take turns with each other, not only with themselves.
+    """
+    key = str(path.resolve())
+    with _FILE_LOCKS_GUARD:
+        if key not in _FILE_LOCKS:
+            _FILE_LOCKS[key] = (threading.Lock(), threading.Lock())
+        return _FILE_LOCKS[key]
+
+
+def store_error(exc: BaseException) -> ProviderError:
+    """The `ProviderError` a failure of the store maps to (its text is not copied)."""
+    if isinstance(exc, ProviderError):
+        return exc
+    if isinstance(exc, SchemaMismatch):
+        return ProviderError("schema_mismatch", "the store's schema is not one this version reads")
+    if isinstance(exc, sqlite3.OperationalError):
+        text = str(exc).lower()
+        if "locked" in text or "busy" in text:
+            return ProviderError("timeout", "the store stayed locked past the busy timeout")
+        if "unable to open" in text or "readonly" in text or "disk i/o" in text:
+            return ProviderError("unavailable", "the store file cannot be opened or written")
+    if isinstance(exc, sqlite3.DatabaseError):
+        text = str(exc).lower()
+        if "not a database" in text or "malformed" in text or "corrupt" in text:
+            return ProviderError("unavailable", "the store file is damaged")
+    if isinstance(exc, OSError):
+        return ProviderError("unavailable", "the store's folder cannot be created or read")
+    return ProviderError("provider_error", "the store failed")
+
+
+def store_reason(exc: BaseException) -> str:
+    """A coded, non-sensitive reason for a status report."""
+    error = store_error(exc)
+    if error.code == "schema_mismatch":
+        return "schema-mismatch"
+    if error.code == "timeout":
+        return "store-busy"
+    if "damaged" in str(error):
+        return "damaged-store"
+    if error.code == "unavailable":
+        return "store-unreachable"
+    return "store-failed"
+
+
+class StoreConnections:
+    """A pool of connections to one store file, made and migrated on first use."""
+
+    def __init__(
+        self, path: Path, *, busy_timeout_ms: int, synchronous: Literal["full", "normal"]
+    ) -> None:
+        self.path = path
+        self._busy_timeout_ms = busy_timeout_ms
+        self._synchronous = synchronous.upper()
+        self._idle: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        # writers of this process queue here in order instead of busy-sleeping on the file lock
+        self._schema_lock, self._write_lock = _file_locks(path)
+        self._schema_ready = False
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"StoreConnections(closed={self._closed})"
+
+    def _open(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(
+            self.path,
+            timeout=self._busy_timeout_ms / 1000,
+            isolation_level=None,  # transactions are explicit: BEGIN IMMEDIATE for writes
+            check_same_thread=False,  # handed to one worker thread at a time by the pool
+            cached_statements=128,
+        )
+        try:
+            connection.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms:d}")
+            # switching the journal needs the file to itself: only do it the first time
+            mode = connection.execute("PRAGMA journal_mode").fetchone()[0]
+            if str(mode).lower() != "wal":
+                with self._schema_lock:
+                    connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute(f"PRAGMA synchronous = {self._synchronous}")
+            self._check_schema(connection)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def _check_schema(self, connection: sqlite3.Connection) -> None:
+        if self._schema_ready:
+            version = connection.execute("PRAGMA user_version").fetchone()[0]
+            if version == CURRENT_VERSION:
+                return
+        with self._schema_lock:
+            ensure_schema(connection)
+            self._schema_ready = True
+
+    @contextmanager
+    def connection(self) -> Iterator[sqlite3.Connection]:
+        """Lend one connection to the calling thread.
+
+        Raises:
+            ProviderError: the pool is closed, or the store cannot be opened.
+        """
+        with self._lock:
+            if self._closed:
+                raise ProviderError("unavailable", "the provider is disposed")
+            connection = self._idle.pop() if self._idle else None
+        if connection is None:
+            try:
+                connection = self._open()
+            except (sqlite3.Error, OSError, SchemaMismatch) as exc:
+                raise store_error(exc) from None
+        try:
+            yield connection
+        finally:
+            if connection.in_transaction:  # only after a failure: never reuse a torn state
+                with suppress(sqlite3.Error):
+                    connection.execute("ROLLBACK")
+            with self._lock:
+                keep = not self._closed and len(self._idle) < MAX_IDLE
+                if keep:
+                    self._idle.append(connection)
+            if not keep:
+                connection.close()
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold this process's write turn; other processes still meet the file's lock.
+
+        Raises:
+            ProviderError: `timeout` when the turn does not come within the busy timeout.
+        """
+        if not self._write_lock.acquire(timeout=self._busy_timeout_ms / 1000):
+            raise ProviderError("timeout", "the store's writers stayed busy past the timeout")
+        try:
+            yield
+        finally:
+            self._write_lock.release()
+
+    def close(self) -> None:
+        """Close idle connections now and lent ones when they come back (idempotent)."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.close()

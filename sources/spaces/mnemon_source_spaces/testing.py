@@ -1,0 +1,797 @@
+"""The Provider conformance suite: what every `spaces` Provider author runs on their Provider.
+
+Subclass `ProviderConformance` in a test module named like `Test...`, say how to configure
+the Provider on a temporary directory and, optionally, how to damage or stall its upstream;
+pytest then runs every check against real adapters (async tests need an anyio runner, such
+as anyio's pytest plugin in auto mode)::
+
+    class TestMyProvider(ProviderConformance):
+        provider = MY_PROVIDER
+        secrets = {"api_key": "not-a-real-key"}
+
+        def configure(self, directory):
+            return {"url": start_test_server(directory)}
+
+Checks for a capability the manifest does not declare are skipped, except the one proving
+that undeclared methods refuse (`unsupported`) instead of answering with stand-ins. Each
+check fails with a message naming the rule the Provider broke. Importing this module does
+not import pytest.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, asynccontextmanager
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+import anyio
+from pydantic import BaseModel
+
+from mnemon import DefinitionError
+
+from ._provider import (
+    OPTIONAL_METHODS,
+    EntityIndexRequest,
+    EntityIndexResult,
+    ForgetRequest,
+    ForgetResult,
+    GetRequest,
+    GetResult,
+    LinkRequest,
+    LinkResult,
+    ListRequest,
+    ListResult,
+    Memory,
+    ProviderError,
+    ProviderInit,
+    ProviderStatus,
+    RelatedRequest,
+    RelatedResult,
+    RememberRequest,
+    RememberResult,
+    SearchRequest,
+    SearchResult,
+    SpaceProvider,
+    SpaceProviderDefinition,
+    StatusRequest,
+)
+
+__all__ = ["ProviderConformance", "SeedMemory"]
+
+_M = TypeVar("_M", bound=BaseModel)
+PARENT_A = "conformance-parent-a"
+PARENT_B = "conformance-parent-b"
+TRANSIENT = ("timeout", "unavailable", "rate_limited", "provider_error")
+# text that would break a naive FTS or SQL query if it were passed through unquoted
+HOSTILE_QUERIES = (
+    '"unbalanced quote',
+    "NEAR(a b) OR NOT * ^ : -- ;",
+    "'); DROP TABLE memories; --",
+    "{col}: (x AND",
+    "🙂 emoji only 🙂",
+)
+
+
+@dataclass(frozen=True)
+class SeedMemory:
+    """One memory the suite puts into a parent before checking reads."""
+
+    id: str
+    text: str
+    tags: tuple[str, ...] = ()
+    entities: tuple[str, ...] = ()
+
+
+class ProviderConformance:
+    """The checks every Provider must pass; subclass it and fill in the hooks below."""
+
+    #: the Provider definition under test
+    provider: ClassVar[SpaceProviderDefinition]
+    #: configuration keys holding secrets, with values the suite adds to the configuration
+    secrets: ClassVar[Mapping[str, str]] = {}
+    #: a credential the suite passes as `ProviderInit.token` (checked like `secrets`)
+    token: ClassVar[str | None] = "conformance-token-0b7e4d9a"
+    #: how long a call may take on a stalled upstream before it must have failed
+    stall_timeout: ClassVar[float] = 5.0
+    #: the suite's own guard on every call, so a hanging Provider fails instead of hanging
+    call_timeout: ClassVar[float] = 20.0
+    #: how many writes run at once in the concurrency check
+    concurrent_writers: ClassVar[int] = 24
+
+    # ------------------------------------------------------------------ hooks
+
+    def configure(self, directory: Path) -> Mapping[str, Any]:
+        """Provider configuration (without `type`) keeping its data under `directory`."""
+        raise NotImplementedError
+
+    async def seed(
+        self,
+        adapter: SpaceProvider,
+        directory: Path,
+        parent: str,
+        memories: Sequence[SeedMemory],
+    ) -> None:
+        """Put `memories` (with their ids) into `parent`; by default through `remember`.
+
+        A Provider that cannot remember overrides this to fill its upstream directly.
+        """
+        for memory in memories:
+            await self._guard(
+                adapter.remember(
+                    RememberRequest(
+                        parent=parent,
+                        text=memory.text,
+                        tags=memory.tags,
+                        entities=memory.entities,
+                        memory_id=memory.id,
+                    )
+                )
+            )
+
+    def corrupt(self, directory: Path, configuration: Mapping[str, Any], parent: str) -> bool:
+        """Write malformed data into `parent` upstream; return False when not possible."""
+        return False
+
+    def stall(
+        self, directory: Path, configuration: Mapping[str, Any]
+    ) -> AbstractContextManager[Any] | None:
+        """A context manager inside which the upstream does not answer writes (or None)."""
+        return None
+
+    # ------------------------------------------------------------------ machinery
+
+    def _config(self, directory: Path) -> dict[str, Any]:
+        return {**self.configure(directory), **self.secrets}
+
+    def _declares(self, capability: str) -> bool:
+        return capability in self.provider.capabilities
+
+    def _init(self, directory: Path) -> ProviderInit:
+        return ProviderInit(
+            instance_key="source:conformance",
+            data_directory=str(directory / "provider-data"),
+            configuration=self._config(directory),
+            token=self.token,
+        )
+
+    @asynccontextmanager
+    async def _opened(self, directory: Path) -> AsyncIterator[SpaceProvider]:
+        adapter = await self.provider.open(self._init(directory))
+        try:
+            yield adapter
+        finally:
+            dispose = getattr(adapter, "dispose", None)
+            if callable(dispose):
+                with anyio.CancelScope(shield=True):
+                    await dispose()
+
+    async def _guard(self, call: Awaitable[Any]) -> Any:
+        with anyio.fail_after(self.call_timeout):
+            return await call
+
+    async def _refusal(self, call: Awaitable[Any]) -> ProviderError | None:
+        """The ProviderError `call` raised, or None when it answered."""
+        try:
+            await self._guard(call)
+        except ProviderError as exc:
+            return exc
+        return None
+
+    async def _answer(self, call: Awaitable[Any], model: type[_M], what: str) -> _M:
+        value = await self._guard(call)
+        assert isinstance(value, model), (
+            f"{what} must return a {model.__name__}, not {type(value).__name__}"
+        )
+        # a model built without validation (model_construct) must still be valid
+        return model.model_validate(value.model_dump())
+
+    async def _seed(
+        self, adapter: SpaceProvider, directory: Path, parent: str, memories: Sequence[SeedMemory]
+    ) -> None:
+        await self.seed(adapter, directory, parent, memories)
+
+    def _skip_unless(self, *capabilities: str) -> bool:
+        return all(self._declares(capability) for capability in capabilities)
+
+    # ------------------------------------------------------------------ checks
+
+    async def test_undeclared_capabilities_refuse(self, tmp_path: Path) -> None:
+        """Undeclared methods raise `unsupported`; they never answer with stand-ins.
+
+        A query-only Provider must not make up a browse list from search results, links
+        from recency, or an entity index from text.
+        """
+        calls: dict[str, Callable[[SpaceProvider], Awaitable[Any]]] = {
+            "search": lambda a: a.search(SearchRequest(parents=(PARENT_A,), query="anything")),
+            "list": lambda a: a.list(ListRequest(parent=PARENT_A)),
+            "remember": lambda a: a.remember(RememberRequest(parent=PARENT_A, text="refused")),
+            "get": lambda a: a.get(GetRequest(parent=PARENT_A, id="m-1")),  # type: ignore[attr-defined]
+            "forget": lambda a: a.forget(ForgetRequest(parent=PARENT_A, id="m-1")),  # type: ignore[attr-defined]
+            "link": lambda a: a.link(  # type: ignore[attr-defined]
+                LinkRequest(parent=PARENT_A, source_id="m-1", target_id="m-2")
+            ),
+            "related": lambda a: a.related(RelatedRequest(parent=PARENT_A, id="m-1")),  # type: ignore[attr-defined]
+            "entity_index": lambda a: a.entity_index(EntityIndexRequest(parent=PARENT_A)),  # type: ignore[attr-defined]
+        }
+        async with self._opened(tmp_path) as adapter:
+            await self._seed(adapter, tmp_path, PARENT_A, [SeedMemory("m-1", "anything at all")])
+            for capability, call in calls.items():
+                if self._declares(capability):
+                    continue
+                if capability in OPTIONAL_METHODS and getattr(adapter, capability, None) is None:
+                    continue
+                refusal = await self._refusal(call(adapter))
+                if refusal is None:
+                    raise AssertionError(
+                        f"undeclared capability {capability!r} answered instead of refusing"
+                    )
+                assert refusal.code == "unsupported", (
+                    f"undeclared {capability}() must raise 'unsupported', not {refusal.code!r}"
+                )
+
+    async def test_status_reports_health_and_true_counts(self, tmp_path: Path) -> None:
+        """Status is ready on a working store; counts, when given, are exact per parent."""
+        async with self._opened(tmp_path) as adapter:
+            status = await self._answer(
+                adapter.status(StatusRequest(parents=(PARENT_A, PARENT_B))),
+                ProviderStatus,
+                "status()",
+            )
+            assert status.availability == "ready", f"a fresh store is {status.availability}"
+            if status.capabilities is not None:
+                extra = set(status.capabilities) - set(self.provider.capabilities)
+                assert not extra, f"status() claims undeclared capabilities {sorted(extra)}"
+            await self._seed(
+                adapter,
+                tmp_path,
+                PARENT_A,
+                [SeedMemory("m-1", "first counted memory"), SeedMemory("m-2", "second one")],
+            )
+            status = await self._answer(
+                adapter.status(StatusRequest(parents=(PARENT_A, PARENT_B), count=True)),
+                ProviderStatus,
+                "status(count=True)",
+            )
+            counts = {item.parent: item.memories for item in status.namespaces}
+            assert set(counts) <= {PARENT_A, PARENT_B}, "status() reported parents not asked for"
+            if counts.get(PARENT_A) is not None:
+                assert counts[PARENT_A] == 2, f"parent A holds 2 memories, not {counts[PARENT_A]}"
+            if counts.get(PARENT_B) is not None:
+                assert counts[PARENT_B] == 0, f"parent B holds nothing, not {counts[PARENT_B]}"
+
+    async def test_search_finds_what_was_stored(self, tmp_path: Path) -> None:
+        """Search finds a stored memory, best first, within the limit and the parents asked."""
+        if not self._declares("search"):
+            return
+        seeded = [
+            SeedMemory("m-1", "The user prefers green tea with breakfast", tags=("drinks",)),
+            SeedMemory("m-2", "The deployment runs on Kubernetes in the Frankfurt region"),
+            SeedMemory("m-3", "Green paint was chosen for the kitchen walls"),
+        ]
+        async with self._opened(tmp_path) as adapter:
+            await self._seed(adapter, tmp_path, PARENT_A, seeded)
+            await self._seed(adapter, tmp_path, PARENT_B, [SeedMemory("m-9", "green tea too")])
+            result = await self._answer(
+                adapter.search(SearchRequest(parents=(PARENT_A,), query="green tea", limit=2)),
+                SearchResult,
+                "search()",
+            )
+            ids = [hit.memory.id for hit in result.hits]
+            assert ids[:1] == ["m-1"], f"the best match for 'green tea' is m-1, got {ids}"
+            assert len(ids) <= 2, "search() returned more hits than the limit"
+            assert all(hit.memory.parent == PARENT_A for hit in result.hits), (
+                "search() returned a memory of a parent that was not asked for"
+            )
+            scores = [hit.score for hit in result.hits]
+            assert scores == sorted(scores, reverse=True), "hits must be best first"
+            for query in HOSTILE_QUERIES:
+                request = SearchRequest(parents=(PARENT_A,), query=query)
+                refusal = await self._refusal(
+                    self._answer(adapter.search(request), SearchResult, f"search({query!r})")
+                )
+                assert refusal is None or refusal.code == "invalid_payload", (
+                    f"search({query!r}) may refuse as invalid_payload, not {refusal.code!r}"
+                )
+
+    async def test_list_returns_exactly_what_was_stored(self, tmp_path: Path) -> None:
+        """Paging through a parent yields every stored memory once, newest first, nothing else."""
+        if not self._declares("list"):
+            return
+        seeded = [SeedMemory(f"m-{index}", f"listed memory number {index}") for index in range(5)]
+        async with self._opened(tmp_path) as adapter:
+            empty = await self._answer(
+                adapter.list(ListRequest(parent=PARENT_A)), ListResult, "list()"
+            )
+            assert not empty.memories, "list() of an empty parent must be empty"
+            await self._seed(adapter, tmp_path, PARENT_A, seeded)
+            await self._seed(adapter, tmp_path, PARENT_B, [SeedMemory("m-9", "elsewhere")])
+            seen: list[Memory] = []
+            cursor = None
+            for _ in range(10):
+                page = await self._answer(
+                    adapter.list(ListRequest(parent=PARENT_A, limit=2, cursor=cursor)),
+                    ListResult,
+                    "list()",
+                )
+                assert len(page.memories) <= 2, "list() returned more than the limit"
+                seen.extend(page.memories)
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+            ids = [memory.id for memory in seen]
+            assert sorted(ids) == sorted(memory.id for memory in seeded), (
+                f"list() must return exactly the stored memories once, got {ids}"
+            )
+            assert all(memory.parent == PARENT_A for memory in seen)
+            stamps = [memory.created_at for memory in seen]
+            assert stamps == sorted(stamps, reverse=True), "list() must be newest first"
+
+    async def test_a_repeated_idempotency_key_stores_once(self, tmp_path: Path) -> None:
+        """The same key in one parent returns the first memory; in another parent it is new."""
+        if not self._declares("remember"):
+            return
+        async with self._opened(tmp_path) as adapter:
+            requests = [
+                RememberRequest(parent=parent, text=text, idempotency_key="key-1")
+                for parent, text in (
+                    (PARENT_A, "first write"),
+                    (PARENT_A, "second write, same key"),
+                    (PARENT_B, "same key, other parent"),
+                )
+            ]
+            first, second, other = [
+                await self._answer(adapter.remember(request), RememberResult, "remember()")
+                for request in requests
+            ]
+            assert first.created, "a new key must store"
+            assert not second.created, "a repeated key must not store again"
+            assert second.memory.id == first.memory.id, "a repeated key returns the first memory"
+            assert second.memory.text == "first write"
+            assert other.created, "an idempotency key in another parent is another memory"
+            assert other.memory.parent == PARENT_B
+            if self._declares("list"):
+                page = await self._answer(
+                    adapter.list(ListRequest(parent=PARENT_A)), ListResult, "list()"
+                )
+                assert len(page.memories) == 1, "a repeated key created a duplicate"
+
+    async def test_links_are_never_fabricated(self, tmp_path: Path) -> None:
+        """`related` returns only links someone made, in both directions, and drops forgotten."""
+        if not self._declares("related"):
+            return
+        seeded = [SeedMemory(f"m-{index}", f"memory number {index}") for index in range(1, 4)]
+        async with self._opened(tmp_path) as adapter:
+            await self._seed(adapter, tmp_path, PARENT_A, seeded)
+            for memory in seeded:
+                found = await self._answer(
+                    adapter.related(RelatedRequest(parent=PARENT_A, id=memory.id)),  # type: ignore[attr-defined]
+                    RelatedResult,
+                    "related()",
+                )
+                assert not found.related, f"related() made up links for unlinked {memory.id}"
+            missing = await self._refusal(
+                adapter.related(RelatedRequest(parent=PARENT_A, id="missing"))  # type: ignore[attr-defined]
+            )
+            assert missing is not None, "related() of a missing memory must raise not_found"
+            assert missing.code == "not_found", f"related() of a missing id: {missing.code!r}"
+            if not self._declares("link"):
+                return
+            made = await self._answer(
+                adapter.link(  # type: ignore[attr-defined]
+                    LinkRequest(parent=PARENT_A, source_id="m-1", target_id="m-2", relation="cites")
+                ),
+                LinkResult,
+                "link()",
+            )
+            assert made.created
+            outgoing = await self._answer(
+                adapter.related(RelatedRequest(parent=PARENT_A, id="m-1")),  # type: ignore[attr-defined]
+                RelatedResult,
+                "related()",
+            )
+            incoming = await self._answer(
+                adapter.related(RelatedRequest(parent=PARENT_A, id="m-2")),  # type: ignore[attr-defined]
+                RelatedResult,
+                "related()",
+            )
+            unlinked = await self._answer(
+                adapter.related(RelatedRequest(parent=PARENT_A, id="m-3")),  # type: ignore[attr-defined]
+                RelatedResult,
+                "related()",
+            )
+            assert [(r.memory.id, r.relation, r.direction) for r in outgoing.related] == [
+                ("m-2", "cites", "outgoing")
+            ]
+            assert [(r.memory.id, r.direction) for r in incoming.related] == [("m-1", "incoming")]
+            assert not unlinked.related, "related() made up a link for m-3"
+            for bad in (("m-1", "missing"), ("m-1", "m-1")):
+                refusal = await self._refusal(
+                    adapter.link(  # type: ignore[attr-defined]
+                        LinkRequest(parent=PARENT_A, source_id=bad[0], target_id=bad[1])
+                    )
+                )
+                assert refusal is not None, f"link{bad} must be refused"
+                assert refusal.code in ("not_found", "invalid_payload"), refusal.code
+            if self._declares("forget"):
+                await self._guard(adapter.forget(ForgetRequest(parent=PARENT_A, id="m-2")))  # type: ignore[attr-defined]
+                after = await self._answer(
+                    adapter.related(RelatedRequest(parent=PARENT_A, id="m-1")),  # type: ignore[attr-defined]
+                    RelatedResult,
+                    "related()",
+                )
+                assert not after.related, "a forgotten memory is still linked"
+
+    async def test_parents_with_the_same_child_ids_are_isolated(self, tmp_path: Path) -> None:
+        """Two parents holding the same memory ids never see or change each other's data."""
+        ours = [
+            SeedMemory("m-1", "alpha apple orchard", entities=("Alice",)),
+            SeedMemory("m-2", "alpha second note"),
+        ]
+        theirs = [
+            SeedMemory("m-1", "bravo banana plantation", entities=("Bob",)),
+            SeedMemory("m-2", "bravo second note"),
+        ]
+        async with self._opened(tmp_path) as adapter:
+            await self._seed(adapter, tmp_path, PARENT_A, ours)
+            await self._seed(adapter, tmp_path, PARENT_B, theirs)
+            if self._declares("search"):
+                leaked = await self._answer(
+                    adapter.search(SearchRequest(parents=(PARENT_A,), query="bravo banana")),
+                    SearchResult,
+                    "search()",
+                )
+                assert not leaked.hits, "search() in parent A found parent B's memories"
+            if self._declares("get"):
+                got = await self._answer(
+                    adapter.get(GetRequest(parent=PARENT_A, id="m-1")),  # type: ignore[attr-defined]
+                    GetResult,
+                    "get()",
+                )
+                assert got.memory is not None, "get() in parent A lost its m-1"
+                assert got.memory.text == "alpha apple orchard", (
+                    "get() in parent A returned another parent's m-1"
+                )
+            if self._declares("list"):
+                page = await self._answer(
+                    adapter.list(ListRequest(parent=PARENT_A)), ListResult, "list()"
+                )
+                assert sorted(memory.text for memory in page.memories) == sorted(
+                    memory.text for memory in ours
+                ), "list() in parent A shows parent B's memories"
+            if self._declares("entity_index"):
+                index = await self._answer(
+                    adapter.entity_index(EntityIndexRequest(parent=PARENT_A)),  # type: ignore[attr-defined]
+                    EntityIndexResult,
+                    "entity_index()",
+                )
+                assert [entity.name for entity in index.entities] == ["Alice"]
+            if self._declares("link") and self._declares("related"):
+                await self._guard(
+                    adapter.link(  # type: ignore[attr-defined]
+                        LinkRequest(parent=PARENT_A, source_id="m-1", target_id="m-2")
+                    )
+                )
+                other = await self._answer(
+                    adapter.related(RelatedRequest(parent=PARENT_B, id="m-1")),  # type: ignore[attr-defined]
+                    RelatedResult,
+                    "related()",
+                )
+                assert not other.related, "a link made in parent A shows in parent B"
+            if self._declares("forget"):
+                gone = await self._answer(
+                    adapter.forget(ForgetRequest(parent=PARENT_A, id="m-1")),  # type: ignore[attr-defined]
+                    ForgetResult,
+                    "forget()",
+                )
+                assert gone.forgotten
+                if self._declares("search"):
+                    kept = await self._answer(
+                        adapter.search(SearchRequest(parents=(PARENT_B,), query="banana")),
+                        SearchResult,
+                        "search()",
+                    )
+                    assert [hit.memory.id for hit in kept.hits] == ["m-1"], (
+                        "forgetting m-1 in parent A removed parent B's m-1"
+                    )
+                if self._declares("get"):
+                    kept_b = await self._answer(
+                        adapter.get(GetRequest(parent=PARENT_B, id="m-1")),  # type: ignore[attr-defined]
+                        GetResult,
+                        "get()",
+                    )
+                    assert kept_b.memory is not None, "forget in parent A deleted parent B's m-1"
+
+    async def test_malformed_upstream_data_is_never_returned(self, tmp_path: Path) -> None:
+        """Malformed rows upstream are skipped or refused with a ProviderError, never passed on."""
+        async with self._opened(tmp_path) as adapter:
+            await self._seed(adapter, tmp_path, PARENT_A, [SeedMemory("m-1", "apple good row")])
+            if not self.corrupt(tmp_path, self._config(tmp_path), PARENT_A):
+                return
+            reads: list[tuple[str, Callable[[], Awaitable[Any]], type[BaseModel]]] = []
+            if self._declares("search"):
+                reads.append(
+                    (
+                        "search",
+                        lambda: adapter.search(SearchRequest(parents=(PARENT_A,), query="apple")),
+                        SearchResult,
+                    )
+                )
+            if self._declares("list"):
+                reads.append(
+                    ("list", lambda: adapter.list(ListRequest(parent=PARENT_A)), ListResult)
+                )
+            if self._declares("entity_index"):
+                reads.append(
+                    (
+                        "entity_index",
+                        lambda: adapter.entity_index(EntityIndexRequest(parent=PARENT_A)),  # type: ignore[attr-defined]
+                        EntityIndexResult,
+                    )
+                )
+            if self._declares("related"):
+                reads.append(
+                    (
+                        "related",
+                        lambda: adapter.related(RelatedRequest(parent=PARENT_A, id="m-1")),  # type: ignore[attr-defined]
+                        RelatedResult,
+                    )
+                )
+            for name, call, model in reads:
+                try:
+                    await self._answer(call(), model, f"{name}() over malformed data")
+                except ProviderError:
+                    continue
+                except AssertionError:
+                    raise
+                except Exception as exc:
+                    raise AssertionError(
+                        f"{name}() over malformed upstream data raised {type(exc).__name__}; "
+                        "it must skip the bad data or raise ProviderError"
+                    ) from exc
+            if self._declares("search"):
+                found = await self._answer(
+                    adapter.search(SearchRequest(parents=(PARENT_A,), query="good")),
+                    SearchResult,
+                    "search()",
+                )
+                assert [hit.memory.id for hit in found.hits] == ["m-1"], (
+                    "malformed upstream data hid the good memory"
+                )
+
+    async def test_a_stalled_upstream_times_out_and_writes_nothing(self, tmp_path: Path) -> None:
+        """A write on a stalled upstream fails in time with a transient code, storing nothing."""
+        if not self._declares("remember"):
+            return
+        async with self._opened(tmp_path) as adapter:
+            await self._seed(adapter, tmp_path, PARENT_A, [SeedMemory("m-1", "before the stall")])
+            stalled = self.stall(tmp_path, self._config(tmp_path))
+            if stalled is None:
+                return
+            marker = f"stalled-{uuid.uuid4().hex[:12]}"
+            with stalled:
+                started = anyio.current_time()
+                refusal: ProviderError | None = None
+                try:
+                    with anyio.fail_after(self.stall_timeout):
+                        await adapter.remember(RememberRequest(parent=PARENT_A, text=marker))
+                except TimeoutError:
+                    raise AssertionError(
+                        f"remember() on a stalled upstream did not fail within "
+                        f"{self.stall_timeout:g} s"
+                    ) from None
+                except ProviderError as exc:
+                    refusal = exc
+                assert refusal is not None, "remember() succeeded while the upstream was stalled"
+                assert refusal.code in TRANSIENT, (
+                    f"a stalled write must fail with a transient code, not {refusal.code!r}"
+                )
+                assert refusal.retryable, "a stalled write's error must be retryable"
+                assert anyio.current_time() - started < self.stall_timeout
+            if self._declares("search"):
+                found = await self._answer(
+                    adapter.search(SearchRequest(parents=(PARENT_A,), query=marker)),
+                    SearchResult,
+                    "search()",
+                )
+                assert not found.hits, "the write that timed out was stored anyway"
+            after = await self._answer(
+                adapter.remember(RememberRequest(parent=PARENT_A, text="after the stall")),
+                RememberResult,
+                "remember()",
+            )
+            assert after.created, "the Provider did not recover after the stall"
+
+    async def test_credentials_never_appear(self, tmp_path: Path) -> None:
+        """Secrets stay out of reprs, results and errors, including refused configuration."""
+        hidden = [*self.secrets.values(), *([self.token] if self.token else [])]
+        if not hidden:
+            return
+        seen: list[str] = []
+        init = self._init(tmp_path)
+        seen += [repr(init), str(init)]
+        async with self._opened(tmp_path) as adapter:
+            seen += [repr(adapter), str(adapter)]
+            await self._seed(adapter, tmp_path, PARENT_A, [SeedMemory("m-1", "a plain memory")])
+            calls: list[Callable[[], Awaitable[Any]]] = [
+                lambda: adapter.status(StatusRequest(parents=(PARENT_A,), count=True)),
+                lambda: adapter.search(SearchRequest(parents=(PARENT_A,), query="plain")),
+                lambda: adapter.list(ListRequest(parent=PARENT_A)),
+                lambda: adapter.list(ListRequest(parent=PARENT_A, cursor="not-a-cursor")),
+            ]
+            for name, request in (
+                ("get", GetRequest(parent=PARENT_A, id="missing")),
+                ("related", RelatedRequest(parent=PARENT_A, id="missing")),
+                ("link", LinkRequest(parent=PARENT_A, source_id="m-1", target_id="missing")),
+                ("forget", ForgetRequest(parent=PARENT_A, id="missing")),
+            ):
+                method = getattr(adapter, name, None)
+                if method is not None:
+                    calls.append(partial(method, request))
+            for call in calls:
+                try:
+                    seen.append(repr(await self._guard(call())))
+                except Exception as exc:
+                    seen += [repr(exc), str(exc), repr(exc.args)]
+        broken = {**self._config(tmp_path), "conformance-unknown-key": True}
+        try:
+            await self.provider.open(
+                ProviderInit(
+                    instance_key="source:conformance",
+                    data_directory=str(tmp_path / "provider-data"),
+                    configuration=broken,
+                    token=self.token,
+                )
+            )
+        except DefinitionError as exc:
+            seen.append(str(exc))
+        else:
+            raise AssertionError("an unknown configuration key must be refused (DefinitionError)")
+        everything = "\n".join(seen)
+        for secret in hidden:
+            assert secret not in everything, "a credential leaked into a repr, result or error"
+
+    async def test_concurrent_writes_lose_nothing(self, tmp_path: Path) -> None:
+        """Many writes at once: every one is stored, under its own id."""
+        if not self._declares("remember"):
+            return
+        markers = [f"concurrent-{index}-{uuid.uuid4().hex[:8]}" for index in range(24)]
+        markers = markers[: self.concurrent_writers]
+        ids: dict[str, str] = {}
+        async with self._opened(tmp_path) as adapter:
+
+            async def write(marker: str) -> None:
+                stored = await self._answer(
+                    adapter.remember(RememberRequest(parent=PARENT_A, text=marker)),
+                    RememberResult,
+                    "remember()",
+                )
+                ids[marker] = stored.memory.id
+
+            async with anyio.create_task_group() as group:
+                for marker in markers:
+                    group.start_soon(write, marker)
+            assert len(set(ids.values())) == len(markers), "two writes got the same id"
+            if self._declares("get"):
+                for marker, memory_id in ids.items():
+                    got = await self._answer(
+                        adapter.get(GetRequest(parent=PARENT_A, id=memory_id)),  # type: ignore[attr-defined]
+                        GetResult,
+                        "get()",
+                    )
+                    assert got.memory is not None, "a write was lost"
+                    assert got.memory.text == marker, "a write came back changed"
+            if self._declares("search"):
+                for marker in markers:
+                    found = await self._answer(
+                        adapter.search(SearchRequest(parents=(PARENT_A,), query=marker)),
+                        SearchResult,
+                        "search()",
+                    )
+                    assert any(hit.memory.text == marker for hit in found.hits), (
+                        f"{marker} was written but search() cannot find it"
+                    )
+
+    async def test_data_survives_reopening(self, tmp_path: Path) -> None:
+        """What was stored is there again after the adapter is disposed and made anew."""
+        async with self._opened(tmp_path) as adapter:
+            await self._seed(adapter, tmp_path, PARENT_A, [SeedMemory("m-1", "durable quartz")])
+        async with self._opened(tmp_path) as adapter:
+            if self._declares("search"):
+                found = await self._answer(
+                    adapter.search(SearchRequest(parents=(PARENT_A,), query="quartz")),
+                    SearchResult,
+                    "search()",
+                )
+                assert [hit.memory.id for hit in found.hits] == ["m-1"], "data did not survive"
+            if self._declares("list"):
+                page = await self._answer(
+                    adapter.list(ListRequest(parent=PARENT_A)), ListResult, "list()"
+                )
+                assert [memory.id for memory in page.memories] == ["m-1"]
+
+    async def test_forget_removes_every_trace(self, tmp_path: Path) -> None:
+        """A forgotten memory is gone from get, search, list and the entity index."""
+        if not self._declares("forget"):
+            return
+        async with self._opened(tmp_path) as adapter:
+            await self._seed(
+                adapter,
+                tmp_path,
+                PARENT_A,
+                [
+                    SeedMemory("m-1", "ephemeral zircon", entities=("Zed",)),
+                    SeedMemory("m-2", "lasting quartz"),
+                ],
+            )
+            first = await self._answer(
+                adapter.forget(ForgetRequest(parent=PARENT_A, id="m-1")),  # type: ignore[attr-defined]
+                ForgetResult,
+                "forget()",
+            )
+            again = await self._answer(
+                adapter.forget(ForgetRequest(parent=PARENT_A, id="m-1")),  # type: ignore[attr-defined]
+                ForgetResult,
+                "forget()",
+            )
+            assert first.forgotten
+            assert not again.forgotten
+            if self._declares("get"):
+                got = await self._answer(
+                    adapter.get(GetRequest(parent=PARENT_A, id="m-1")),  # type: ignore[attr-defined]
+                    GetResult,
+                    "get()",
+                )
+                assert got.memory is None, "get() still returns a forgotten memory"
+            if self._declares("search"):
+                found = await self._answer(
+                    adapter.search(SearchRequest(parents=(PARENT_A,), query="zircon")),
+                    SearchResult,
+                    "search()",
+                )
+                assert not found.hits, "search() still finds a forgotten memory"
+            if self._declares("list"):
+                page = await self._answer(
+                    adapter.list(ListRequest(parent=PARENT_A)), ListResult, "list()"
+                )
+                assert [memory.id for memory in page.memories] == ["m-2"]
+            if self._declares("entity_index"):
+                index = await self._answer(
+                    adapter.entity_index(EntityIndexRequest(parent=PARENT_A)),  # type: ignore[attr-defined]
+                    EntityIndexResult,
+                    "entity_index()",
+                )
+                assert not index.entities, "the entity index still counts a forgotten memory"
+
+    async def test_entity_index_counts_mentions(self, tmp_path: Path) -> None:
+        """Each entity is counted once per memory mentioning it, most mentioned first."""
+        if not self._declares("entity_index"):
+            return
+        async with self._opened(tmp_path) as adapter:
+            await self._seed(
+                adapter,
+                tmp_path,
+                PARENT_A,
+                [
+                    SeedMemory("m-1", "one", entities=("Ada Lovelace", "Analytical Engine")),
+                    SeedMemory("m-2", "two", entities=("Ada Lovelace",)),
+                    SeedMemory("m-3", "three", entities=("Charles Babbage",)),
+                ],
+            )
+            index = await self._answer(
+                adapter.entity_index(EntityIndexRequest(parent=PARENT_A)),  # type: ignore[attr-defined]
+                EntityIndexResult,
+                "entity_index()",
+            )
+            counted = [(entity.name, entity.memories) for entity in index.entities]
+            assert counted[0] == ("Ada Lovelace", 2), f"most mentioned first, got {counted}"
+            assert sorted(counted[1:]) == [("Analytical Engine", 1), ("Charles Babbage", 1)]
+            prefixed = await self._answer(
+                adapter.entity_index(EntityIndexRequest(parent=PARENT_A, prefix="char")),  # type: ignore[attr-defined]
+                EntityIndexResult,
+                "entity_index(prefix)",
+            )
+            assert [entity.name for entity in prefixed.entities] == ["Charles Babbage"]

@@ -1,0 +1,117 @@
+"""Helpers of the spaces Source's tests: a Strategy that selects the Source, and a runner."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import mnemon_source_spaces as spaces
+
+from mnemon import (
+    ActionOffer,
+    ComposeRequest,
+    ExtensionContribution,
+    PluginContext,
+    SourceCandidate,
+    ViewSpec,
+    define_memory_strategy,
+    install_memory,
+)
+from mnemon_testing import MemoryCompositionRunner, RunnerTurn
+
+KEY = "source:spaces"
+RECALL = f"{KEY}/recall"
+RELATED = f"{KEY}/related"
+INSPECT = f"{KEY}/inspect"
+REMEMBER = f"{KEY}/remember"
+LINK = f"{KEY}/link"
+FORGET = f"{KEY}/forget"
+ADA = {"user_id": "ada"}
+BOB = {"user_id": "bob"}
+
+
+def allow(offer: ActionOffer) -> bool:
+    return True
+
+
+class SelectSpaces:
+    """A Strategy plugin: every available Source routed, with all its routes and actions."""
+
+    def apply(self, ctx: PluginContext) -> None:
+        share = int(ctx.configuration.get("max_characters", 2_000))
+
+        def compose(
+            request: ComposeRequest,
+            sources: tuple[SourceCandidate, ...],
+            contributions: tuple[ExtensionContribution, ...],
+        ) -> ViewSpec:
+            selected = [
+                {
+                    "source_key": source.key,
+                    "required": False,
+                    "projection": {"mode": "routed", "max_characters": share},
+                    "route_ids": [route.id for route in source.routes],
+                    "action_ids": [action.id for action in source.actions],
+                }
+                for source in sources
+                if source.facts.availability != "unavailable"
+            ]
+            return ViewSpec.model_validate(
+                {
+                    "strategy_type_id": "select-spaces",
+                    "sources": selected,
+                    "explanation": "every available Source, routed",
+                }
+            )
+
+        strategy = define_memory_strategy(
+            {
+                "type_id": "select-spaces",
+                "package_name": "spaces-tests",
+                "supported_source_roles": ["*"],
+                "max_sources": 8,
+                "max_routes": 64,
+                "max_actions": 64,
+            },
+            compose,
+        )
+        install_memory(ctx, strategies=[strategy])
+
+
+def config(directory: Path, **extra: Any) -> dict[str, Any]:
+    return {"data_dir": str(directory), **extra}
+
+
+async def open_spaces(
+    directory: Path,
+    *,
+    plugin: Any = spaces,
+    runner: MemoryCompositionRunner | None = None,
+    **extra: Any,
+) -> MemoryCompositionRunner:
+    runner = runner or MemoryCompositionRunner()
+    try:
+        await runner.mount(plugin, instance_id="spaces", config=config(directory, **extra))
+        await runner.mount(SelectSpaces(), instance_id="strategy")
+    except BaseException:
+        await runner.dispose()
+        raise
+    return runner
+
+
+async def remember(turn: RunnerTurn, text: str, **fields: Any) -> Any:
+    key = fields.pop("idempotency_key", None)
+    return await turn.execute_action(REMEMBER, {"text": text, **fields}, allow, idempotency_key=key)
+
+
+async def recall(turn: RunnerTurn, query: str, **fields: Any) -> Any:
+    return await turn.execute_route(RECALL, {"query": query, **fields})
+
+
+def texts(evidence: Any) -> list[str]:
+    return [item.text for item in evidence.items]
+
+
+def scope_turn(runner: MemoryCompositionRunner, scope: Mapping[str, Any]) -> Any:
+    return runner.begin_turn({"scope": dict(scope)})

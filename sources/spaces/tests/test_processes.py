@@ -1,0 +1,193 @@
+"""Several OS processes on one SQLite store: nothing lost, nothing torn, even under SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+import mnemon_source_spaces as spaces
+import orjson
+from mnemon_source_spaces import (
+    SQLITE_PROVIDER,
+    ListRequest,
+    ProviderInit,
+    RememberRequest,
+    SearchRequest,
+)
+from spaces_kit import KEY, SelectSpaces
+from spaces_writer import PARENT, entities_of, text_is_whole
+
+from mnemon_testing import MemoryCompositionRunner
+
+WRITER = Path(__file__).with_name("spaces_writer.py")
+PROCESSES = 4
+WRITES = 200
+
+
+def start(*arguments: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(WRITER), *arguments],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def check_store(path: Path) -> list[tuple[Any, ...]]:
+    """Integrity of the file, of the FTS index and of every derived row; returns the memories."""
+    connection = sqlite3.connect(path)
+    try:
+        assert connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        connection.execute(
+            "INSERT INTO memories_fts (memories_fts, rank) VALUES ('integrity-check', 1)"
+        )
+        rows = connection.execute("SELECT seq, parent, id, text, entities FROM memories").fetchall()
+        for seq, _, _, text, entities in rows:
+            assert text_is_whole(text), "a memory's text is torn"
+            names = json.loads(entities)
+            stored = connection.execute(
+                "SELECT count(*) FROM entities WHERE seq = ?", (seq,)
+            ).fetchone()[0]
+            assert stored == len(set(names)), "a memory's entity rows are incomplete"
+        documents = connection.execute(
+            "SELECT documents FROM namespaces WHERE slot = 0"
+        ).fetchone()[0]
+        assert documents == len(rows), "the store's document count disagrees with its rows"
+        indexed = connection.execute("SELECT count(*) FROM memories_fts").fetchone()[0]
+        assert indexed == len(rows)
+        return rows
+    finally:
+        connection.close()
+
+
+async def wait_all(processes: list[subprocess.Popen[str]]) -> list[str]:
+    lines: list[str] = []
+    for process in processes:
+        out, err = await anyio.to_thread.run_sync(process.communicate)
+        assert process.returncode == 0, err[-2_000:]
+        lines += out.split()
+    return lines
+
+
+async def test_four_processes_writing_through_the_source_lose_nothing(tmp_path: Path) -> None:
+    store = tmp_path / "shared.sqlite3"
+    config = {"data_dir": str(tmp_path), "provider": {"type": "sqlite", "path": str(store)}}
+    processes = [
+        start("source", orjson.dumps(config).decode(), f"p{number}", str(WRITES))
+        for number in range(PROCESSES)
+    ]
+    acknowledged = await wait_all(processes)
+    assert len(acknowledged) == PROCESSES * WRITES
+    rows = check_store(store)
+    assert len(rows) == PROCESSES * WRITES, f"{PROCESSES * WRITES - len(rows)} writes were lost"
+    async with MemoryCompositionRunner() as runner:
+        await runner.mount(spaces, instance_id="spaces", config=config)
+        await runner.mount(SelectSpaces(), instance_id="strategy")
+        client = runner.management_client(KEY, {"user_id": "shared"})
+        seen: list[str] = []
+        cursor = None
+        while True:
+            page = await client.read(
+                "list",
+                {"space": "memories", "limit": 100, **({"cursor": cursor} if cursor else {})},
+            )
+            seen += [
+                memory["text"].split(" ", 3)[0] + "-" + memory["text"].split(" ", 3)[2]
+                for memory in page["memories"]
+            ]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert sorted(seen) == sorted(acknowledged), "a committed write is missing from the store"
+        turn = await runner.begin_turn({"scope": {"user_id": "shared"}})
+        found = await turn.execute_route(f"{KEY}/recall", {"query": "p3 entry 199"})
+        assert any(item.text.startswith("p3 entry 199 ") for item in found.items)
+        await turn.release()
+
+
+async def test_a_writer_killed_while_writing_leaves_a_clean_store(tmp_path: Path) -> None:
+    store = tmp_path / "killed.sqlite3"
+    writer = start("provider", str(store), "k", "-1")
+    assert writer.stdout is not None
+    acknowledged = []
+    for line in writer.stdout:
+        acknowledged.append(line.strip())
+        if len(acknowledged) >= 40:
+            break
+    writer.send_signal(signal.SIGKILL)
+    writer.communicate()
+    assert writer.returncode == -signal.SIGKILL
+    rows = check_store(store)
+    ids = {row[2] for row in rows}
+    assert len(rows) >= len(acknowledged), "an acknowledged write was lost"
+    adapter = await SQLITE_PROVIDER.open(
+        ProviderInit(
+            instance_key="k", data_directory=str(tmp_path), configuration={"path": str(store)}
+        )
+    )
+    try:
+        page = await adapter.list(ListRequest(parent=PARENT, limit=100))
+        assert {memory.id for memory in page.memories} <= ids
+        hits = await adapter.search(SearchRequest(parents=(PARENT,), query="k entry 0"))
+        assert hits.hits
+        assert hits.hits[0].memory.entities == entities_of(0)
+        again = await adapter.remember(RememberRequest(parent=PARENT, text="after the kill"))
+        assert again.created, "the store does not accept writes after the kill"
+    finally:
+        await adapter.dispose()
+
+
+async def test_a_write_killed_inside_its_transaction_leaves_no_partial_record(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "torn.sqlite3"
+    adapter = await SQLITE_PROVIDER.open(
+        ProviderInit(
+            instance_key="k", data_directory=str(tmp_path), configuration={"path": str(store)}
+        )
+    )
+    try:
+        await adapter.remember(
+            RememberRequest(parent=PARENT, text="k entry before|x", entities=("Kept",))
+        )
+        writer = start("hang", str(store), "torn")
+        assert writer.stdout is not None
+        assert writer.stdout.readline().strip() == "mid"
+        writer.send_signal(signal.SIGKILL)
+        writer.communicate()
+        connection = sqlite3.connect(store)
+        try:
+            assert connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            connection.execute(
+                "INSERT INTO memories_fts (memories_fts, rank) VALUES ('integrity-check', 1)"
+            )
+            assert (
+                connection.execute("SELECT count(*) FROM memories WHERE id = 'torn'").fetchone()[0]
+                == 0
+            )
+            assert (
+                connection.execute("SELECT count(*) FROM entities WHERE name = 'Torn'").fetchone()[
+                    0
+                ]
+                == 0
+            )
+            assert (
+                connection.execute("SELECT count(*) FROM terms WHERE term = 'torn'").fetchone()[0]
+                == 0
+            )
+            assert (
+                connection.execute("SELECT documents FROM namespaces WHERE slot = 0").fetchone()[0]
+                == 1
+            )
+        finally:
+            connection.close()
+        page = await adapter.list(ListRequest(parent=PARENT))
+        assert [memory.entities for memory in page.memories] == [("Kept",)]
+    finally:
+        await adapter.dispose()

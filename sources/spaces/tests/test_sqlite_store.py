@@ -1,0 +1,293 @@
+"""The SQLite store: pragmas, schema versions and migration, ranking, derived counts."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mnemon_source_spaces import (
+    SQLITE_PROVIDER,
+    ForgetRequest,
+    GetRequest,
+    ListRequest,
+    ProviderInit,
+    RememberRequest,
+    SearchRequest,
+    StatusRequest,
+)
+from mnemon_source_spaces import _sqlite_search as search_module
+
+PARENT = "parent-a"
+OTHER = "parent-b"
+
+# version 1, written out by hand as the first release laid it out
+SCHEMA_V1 = """
+CREATE TABLE memories (
+    parent TEXT NOT NULL,
+    id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    tags TEXT NOT NULL DEFAULT '[]',
+    created_at TEXT NOT NULL,
+    idempotency_key TEXT,
+    PRIMARY KEY (parent, id)
+);
+CREATE UNIQUE INDEX memories_idempotency ON memories (parent, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+CREATE VIRTUAL TABLE memories_fts USING fts5 (text, content = 'memories', tokenize = 'unicode61');
+CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts (rowid, text) VALUES (new.rowid, new.text);
+END;
+CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
+END;
+PRAGMA user_version = 1;
+"""
+
+
+async def open_store(path: Path, **configuration: Any) -> Any:
+    return await SQLITE_PROVIDER.open(
+        ProviderInit(
+            instance_key="k",
+            data_directory=str(path.parent),
+            configuration={"path": str(path), **configuration},
+        )
+    )
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Any]:
+    adapter = await open_store(tmp_path / "store.sqlite3", synchronous="normal")
+    try:
+        yield adapter
+    finally:
+        await adapter.dispose()
+
+
+def query(path: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    connection = sqlite3.connect(path)
+    try:
+        return connection.execute(sql, args).fetchall()
+    finally:
+        connection.close()
+
+
+async def test_the_store_uses_wal_and_records_its_schema_version(
+    tmp_path: Path, store: Any
+) -> None:
+    await store.remember(RememberRequest(parent=PARENT, text="hello"))
+    path = tmp_path / "store.sqlite3"
+    assert query(path, "PRAGMA journal_mode") == [("wal",)]
+    assert query(path, "PRAGMA user_version") == [(2,)]
+
+
+async def test_a_version_1_store_is_migrated_in_place_keeping_its_data(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    connection = sqlite3.connect(path)
+    connection.executescript(SCHEMA_V1)
+    connection.executemany(
+        "INSERT INTO memories (parent, id, text, tags, created_at, idempotency_key) VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            (
+                PARENT,
+                "old-1",
+                "The user prefers espresso",
+                '["drinks"]',
+                "2023-05-01T10:00:00+00:00",
+                "key-1",
+            ),
+            (PARENT, "old-2", "The office is in Lisbon", "[]", "2023-05-02T10:00:00+00:00", None),
+            (
+                OTHER,
+                "old-1",
+                "Another parent's espresso note",
+                "[]",
+                "2023-05-03T10:00:00+00:00",
+                None,
+            ),
+        ],
+    )
+    connection.commit()
+    connection.close()
+    adapter = await open_store(path)
+    try:
+        status = await adapter.status(StatusRequest(parents=(PARENT, OTHER), count=True))
+        assert status.availability == "ready"
+        assert [(n.parent, n.memories) for n in status.namespaces] == [(PARENT, 2), (OTHER, 1)]
+        page = await adapter.list(ListRequest(parent=PARENT))
+        assert [(m.id, m.text, m.tags, m.created_at) for m in page.memories] == [
+            ("old-2", "The office is in Lisbon", (), "2023-05-02T10:00:00+00:00"),
+            ("old-1", "The user prefers espresso", ("drinks",), "2023-05-01T10:00:00+00:00"),
+        ]
+        found = await adapter.search(SearchRequest(parents=(PARENT,), query="espresso"))
+        assert [hit.memory.id for hit in found.hits] == ["old-1"]
+        again = await adapter.remember(
+            RememberRequest(parent=PARENT, text="dup", idempotency_key="key-1")
+        )
+        assert not again.created, "the old idempotency key was lost"
+        assert again.memory.id == "old-1"
+    finally:
+        await adapter.dispose()
+    assert query(path, "PRAGMA user_version") == [(2,)]
+    assert query(path, "PRAGMA integrity_check") == [("ok",)]
+    assert not query(path, "SELECT name FROM sqlite_master WHERE name = 'memories_v1'")
+
+
+@pytest.mark.parametrize(
+    ("prepare", "reason"),
+    [
+        ("PRAGMA user_version = 99", "schema-mismatch"),
+        ("CREATE TABLE unrelated (x)", "schema-mismatch"),
+        (None, "damaged-store"),
+    ],
+    ids=["newer-version", "foreign-tables", "not-a-database"],
+)
+async def test_a_store_this_version_cannot_read_is_unavailable_and_untouched(
+    tmp_path: Path, prepare: str | None, reason: str
+) -> None:
+    path = tmp_path / "odd.sqlite3"
+    if prepare is None:
+        path.write_bytes(b"\x00garbage" * 512)
+    else:
+        connection = sqlite3.connect(path)
+        connection.execute(prepare)
+        connection.commit()
+        connection.close()
+    before = path.read_bytes()
+    adapter = await open_store(path)
+    try:
+        status = await adapter.status(StatusRequest())
+        assert (status.availability, status.reason) == ("unavailable", reason)
+        with pytest.raises(spaces_error()) as failed:
+            await adapter.remember(RememberRequest(parent=PARENT, text="refused"))
+        assert failed.value.code in ("schema_mismatch", "unavailable")
+    finally:
+        await adapter.dispose()
+    if prepare is not None:
+        assert query(path, "SELECT count(*) FROM sqlite_master WHERE name = 'memories'") == [(0,)]
+    else:
+        assert path.read_bytes() == before
+
+
+def spaces_error() -> type[Exception]:
+    from mnemon_source_spaces import ProviderError
+
+    return ProviderError
+
+
+async def test_rare_terms_outrank_common_ones_and_ties_go_to_the_newer(store: Any) -> None:
+    for index in range(30):
+        await store.remember(RememberRequest(parent=PARENT, text=f"meeting notes number {index}"))
+    await store.remember(RememberRequest(parent=PARENT, text="meeting about the zeppelin budget"))
+    await store.remember(RememberRequest(parent=PARENT, text="the zeppelin is grounded"))
+    found = await store.search(SearchRequest(parents=(PARENT,), query="zeppelin meeting", limit=3))
+    assert sorted(hit.memory.text for hit in found.hits[:2]) == [
+        "meeting about the zeppelin budget",
+        "the zeppelin is grounded",
+    ]
+    # the rare term carries the ranking: thirty "meeting" notes trail far behind
+    assert found.hits[0].score >= found.hits[1].score > 0.7 > 0.1 > found.hits[2].score
+    ties = await store.search(SearchRequest(parents=(PARENT,), query="notes", limit=2))
+    assert [hit.memory.text for hit in ties.hits] == [
+        "meeting notes number 29",
+        "meeting notes number 28",
+    ]
+
+
+async def test_when_every_term_is_common_recall_still_finds_the_best_newest(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search_module, "SELECTIVE", 3)
+    monkeypatch.setattr(search_module, "WINDOW", 5)
+    for index in range(12):
+        await store.remember(RememberRequest(parent=PARENT, text=f"coffee order {index}"))
+    await store.remember(
+        RememberRequest(parent=PARENT, text="coffee with oat milk is the usual order")
+    )
+    for index in range(12):
+        await store.remember(RememberRequest(parent=PARENT, text=f"milk delivery {index}"))
+    both = await store.search(SearchRequest(parents=(PARENT,), query="coffee milk", limit=3))
+    assert both.hits[0].memory.text == "coffee with oat milk is the usual order"
+    assert both.hits[0].score == 1.0
+    one = await store.search(SearchRequest(parents=(PARENT,), query="milk", limit=2))
+    assert [hit.memory.text for hit in one.hits] == ["milk delivery 11", "milk delivery 10"]
+
+
+async def test_scores_in_one_parent_do_not_depend_on_another_parent(tmp_path: Path) -> None:
+    async def scores(path: Path, noise: int) -> list[float]:
+        adapter = await open_store(path, synchronous="normal")
+        try:
+            for text in ("the red kite flies", "a red car", "kite surfing lessons"):
+                await adapter.remember(RememberRequest(parent=PARENT, text=text))
+            for index in range(noise):
+                await adapter.remember(
+                    RememberRequest(parent=OTHER, text=f"red red red kite {index}")
+                )
+            found = await adapter.search(SearchRequest(parents=(PARENT,), query="red kite"))
+            return [hit.score for hit in found.hits]
+        finally:
+            await adapter.dispose()
+
+    assert await scores(tmp_path / "quiet.sqlite3", 0) == await scores(
+        tmp_path / "noisy.sqlite3", 40
+    )
+
+
+async def test_forget_keeps_every_derived_count_exact(tmp_path: Path, store: Any) -> None:
+    kept = await store.remember(
+        RememberRequest(parent=PARENT, text="alpha beta", entities=("Ann",))
+    )
+    gone = await store.remember(
+        RememberRequest(parent=PARENT, text="beta gamma", tags=("greek",), entities=("Ann", "Ben"))
+    )
+    await store.forget(ForgetRequest(parent=PARENT, id=gone.memory.id))
+    path = tmp_path / "store.sqlite3"
+    terms = dict(query(path, "SELECT term, documents FROM terms WHERE slot = 1"))
+    assert terms == {"alpha": 1, "beta": 1, "ann": 1}
+    assert query(path, "SELECT name FROM entities") == [("Ann",)]
+    assert query(path, "SELECT documents FROM namespaces ORDER BY slot") == [(1,), (1,)]
+    connection = sqlite3.connect(path)
+    try:
+        connection.execute(
+            "INSERT INTO memories_fts (memories_fts, rank) VALUES ('integrity-check', 1)"
+        )
+    finally:
+        connection.close()
+    assert (await store.get(GetRequest(parent=PARENT, id=kept.memory.id))).memory is not None
+
+
+async def test_memory_ids_and_texts_round_trip_unicode(store: Any) -> None:
+    text = "Café naïve — 日本語のメモ 🙂 with {{template}} and {braces}"
+    stored = await store.remember(RememberRequest(parent=PARENT, text=text, tags=("ünïcode",)))
+    got = await store.get(GetRequest(parent=PARENT, id=stored.memory.id))
+    assert got.memory.text == text
+    found = await store.search(SearchRequest(parents=(PARENT,), query="cafe NAIVE"))
+    assert [hit.memory.id for hit in found.hits] == [stored.memory.id]
+
+
+async def test_a_bad_cursor_is_refused(store: Any) -> None:
+    from mnemon_source_spaces import ProviderError
+
+    with pytest.raises(ProviderError) as refused:
+        await store.list(ListRequest(parent=PARENT, cursor="not-a-cursor"))
+    assert refused.value.code == "invalid_payload"
+
+
+async def test_a_memory_holding_every_term_is_found_even_when_bm25_alone_would_miss_it(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search_module, "SELECTIVE", 50)
+    monkeypatch.setattr(search_module, "MIN_CANDIDATES", 2)
+    target = "the zeppelin carried fresh milk"
+    await store.remember(RememberRequest(parent=PARENT, text=target))
+    # ten shorter zeppelin notes outrank it on "zeppelin" alone, the only selective term
+    for index in range(10):
+        await store.remember(RememberRequest(parent=PARENT, text=f"zeppelin {index}"))
+    for index in range(60):
+        await store.remember(RememberRequest(parent=PARENT, text=f"milk delivery {index}"))
+    for index in range(400):
+        await store.remember(RememberRequest(parent=PARENT, text=f"unrelated filler {index}"))
+    found = await store.search(SearchRequest(parents=(PARENT,), query="zeppelin milk", limit=1))
+    assert [hit.memory.text for hit in found.hits] == [target]

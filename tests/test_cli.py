@@ -1,0 +1,137 @@
+"""The `mnemon` command end to end, in a temporary folder, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+MNEMON = str(Path(sys.executable).parent / "mnemon")
+
+
+def mnemon(
+    cwd: Path, *arguments: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "MNEMON_HOME": str(cwd / "home"), "NO_COLOR": "1"}
+    environment.pop("MNEMON_PROFILE", None)
+    return subprocess.run(
+        [MNEMON, "--no-color", *arguments],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=environment,
+    )
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("project")
+    result = mnemon(folder, "init")
+    assert result.returncode == 0, result.stderr
+    return folder
+
+
+def test_init_writes_a_starter_profile_and_keeps_an_existing_one(project: Path) -> None:
+    text = (project / "mnemon.toml").read_text(encoding="utf-8")
+    for use in ("mnemon_source_runtime", "mnemon_source_documents", "mnemon_source_spaces",
+                "mnemon_strategy_layered", "mnemon_strategy_scoped",
+                "mnemon_strategy_light_context", "mnemon_strategy_auto_capture"):  # fmt: skip
+        assert use in text
+    assert text.count("enabled = false") == 3
+    again = mnemon(project, "init")
+    assert again.returncode == 1
+    assert "exists; use --force" in again.stderr
+
+
+def test_view_prints_the_wake_and_json(project: Path) -> None:
+    shown = mnemon(project, "view", "--user", "ada", "--workspace", "w1")
+    assert shown.returncode == 0, shown.stderr
+    assert "## Memory" in shown.stdout
+    assert "source:spaces/recall" in shown.stdout
+    as_json = mnemon(project, "view", "--user", "ada", "--json")
+    view = json.loads(as_json.stdout)
+    assert view["id"].startswith("view:")
+    assert view["request"]["scope"]["user_id"] == "ada"
+    # without --workspace the documents Source says why it is absent
+    assert any(d["code"] == "source-unavailable" for d in view["diagnostics"])
+
+
+def test_remember_needs_an_explicit_authorization(project: Path) -> None:
+    refused = mnemon(project, "remember", "Ada prefers tea.", "--user", "ada", stdin="n\n")
+    assert refused.returncode == 1
+    assert "not written" in refused.stdout + refused.stderr
+    assert "Ada prefers tea" not in mnemon(project, "recall", "tea", "--user", "ada").stdout
+    written = mnemon(
+        project, "remember", "Ada prefers green tea.", "--user", "ada", "--tag", "drinks", "--yes"
+    )
+    assert written.returncode == 0, written.stderr
+    assert "committed / succeeded" in written.stdout
+    asked = mnemon(project, "remember", "Ada likes rye bread.", "--user", "ada", stdin="y\n")
+    assert asked.returncode == 0, asked.stderr
+    assert "Write this memory through source:spaces/remember?" in asked.stdout
+
+
+def test_recall_finds_only_what_this_identity_remembered(project: Path) -> None:
+    mnemon(project, "remember", "Bob collects stamps.", "--user", "bob", "--yes")
+    mine = mnemon(project, "recall", "stamps", "--user", "bob")
+    assert mine.returncode == 0, mine.stderr
+    assert "Bob collects stamps." in mine.stdout
+    theirs = mnemon(project, "recall", "stamps", "--user", "carol")
+    assert "Bob collects stamps." not in theirs.stdout
+    as_json = json.loads(mnemon(project, "recall", "stamps", "--user", "bob", "--json").stdout)
+    assert as_json["items"][0]["text"] == "Bob collects stamps."
+
+
+def test_view_with_a_query_also_runs_its_reads(project: Path) -> None:
+    mnemon(project, "remember", "Dana plays the cello.", "--user", "dana", "--yes")
+    shown = mnemon(project, "view", "cello", "--user", "dana", "--workspace", "w1")
+    assert shown.returncode == 0, shown.stderr
+    assert "source:spaces/recall: 1 item(s)" in shown.stdout
+    assert "source:documents/search" in shown.stdout
+
+
+def test_inspect_reports_what_serves(project: Path) -> None:
+    shown = mnemon(project, "inspect")
+    assert shown.returncode == 0, shown.stderr
+    assert "state: serving" in shown.stdout
+    assert "strategy:layered" in shown.stdout
+    report = json.loads(mnemon(project, "inspect", "--json").stdout)
+    assert {s["key"] for s in report["serving"]["sources"]} == {
+        "source:runtime",
+        "source:documents",
+        "source:spaces",
+    }
+    assert report["data_dir"] == str(project / ".mnemon")
+
+
+def test_a_bad_profile_is_a_clear_one_line_error(tmp_path: Path) -> None:
+    (tmp_path / "mnemon.toml").write_text('[[entries]]\nid = "a"\nuse = 5\n', encoding="utf-8")
+    result = mnemon(tmp_path, "inspect")
+    assert result.returncode == 1
+    assert "entries[0].use: Input should be a valid string" in result.stderr
+    assert "Traceback" not in result.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    missing = mnemon(empty, "view")
+    assert missing.returncode == 1
+    assert "no profile here (create one with `mnemon init`)" in missing.stderr
+
+
+def test_the_demo_runs_and_is_safe_to_rerun(tmp_path: Path) -> None:
+    for _ in range(2):
+        result = mnemon(tmp_path, "demo")
+        assert result.returncode == 0, result.stderr
+        out = result.stdout
+        assert "seeded 3 working-memory entries, 3 documents and 4 long-term memories" in out
+        assert "## Memory" in out
+        assert "committed / succeeded" in out
+        assert "the new memory is recalled" in out
+        assert "Timings" in out
+    assert (tmp_path / ".mnemon-demo" / "mnemon.toml").exists()
