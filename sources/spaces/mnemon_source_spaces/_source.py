@@ -140,11 +140,9 @@ class SpacesSource:
             described = (
                 f": {configured.description}" if configured and configured.description else ""
             )
-            parts.append(f"{space.name} ({access}){described}")
-        return (
-            "Long-term memory, in spaces: "
-            + "; ".join(parts)
-            + ". Nothing from it is shown here: recall it by query when it may help."
+            parts.append(f"- {space.name} ({access}){described}")
+        return "Long-term memory, recalled by query when it may help, in spaces:\n" + "\n".join(
+            parts
         )
 
     async def project(self, request: ProjectionRequest) -> ViewContribution:

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from mnemon_source_spaces import SQLITE_PROVIDER
-from mnemon_source_spaces.testing import ProviderConformance
+
+from mnemon_testing.providers import ProviderConformance
 
 STORE = "store.sqlite3"
 

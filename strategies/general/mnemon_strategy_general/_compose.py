@@ -55,7 +55,10 @@ def deal_round_robin(offers: Sequence[Sequence[str]], limit: int) -> list[list[s
 def _admitted(
     sources: Sequence[SourceCandidate], resident_keys: Sequence[str] | None
 ) -> tuple[list[SourceCandidate], set[str]]:
-    available = [s for s in sources if s.facts.availability != "unavailable"]
+    # key order, whatever order the facts came in: the View never depends on it
+    available = sorted(
+        (s for s in sources if s.facts.availability != "unavailable"), key=lambda s: s.key
+    )
     if resident_keys is None:
         resident = {s.key for s in available if s.facts.role == "working-context"}
         ordered = [s for s in available if s.key in resident]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import mnemon_strategy_general as general
@@ -9,8 +10,34 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mnemon import InstallError, View
+from mnemon import (
+    ComposeRequest,
+    InstallError,
+    Scope,
+    SourceCandidate,
+    View,
+    ViewBudget,
+    define_memory_strategy,
+    install_memory,
+)
 from mnemon_testing import MemoryCompositionRunner, StubSource
+
+GENERAL_SEEN: list[SourceCandidate] = []
+
+
+class Recording:
+    """The general Strategy, recording the candidates it is shown."""
+
+    memory_plugin = general.memory_plugin
+
+    def apply(self, ctx: Any) -> None:
+        made = general.GENERAL_CONFIGURATION.create(ctx.configuration)
+
+        def compose(request: Any, sources: Any, contributions: Any) -> Any:
+            GENERAL_SEEN[:] = sources
+            return made.compose(request, sources, contributions)
+
+        install_memory(ctx, strategies=[define_memory_strategy(made.manifest, compose)])
 
 
 async def compose(
@@ -19,7 +46,7 @@ async def compose(
     async with MemoryCompositionRunner() as runner:
         for name, plugin in sources.items():
             await runner.mount(plugin, instance_id=name)
-        await runner.mount(general, instance_id="general", config=config)
+        await runner.mount(Recording(), instance_id="general", config=config)
         turn = await runner.begin_turn(request or None)
         view = turn.view
         await turn.release()
@@ -123,3 +150,20 @@ async def test_invalid_configuration_is_refused_at_mount(
         with pytest.raises(InstallError, match=message):
             await runner.mount(general, instance_id="general", config=config)
         assert runner.inspect()["registry_revision"] == 0
+
+
+async def test_the_view_does_not_depend_on_fact_or_installation_order() -> None:
+    made = {
+        "x": StubSource("notes", text="x" * 100, routes=["search"]),
+        "a": StubSource("narrative", text="a" * 100, routes=["recall"], actions=["remember"]),
+        "m": StubSource("working-context", text="m" * 100),
+    }
+    first = await compose(made)
+    second = await compose(dict(reversed(list(made.items()))))
+    assert first.id == second.id
+    specs = set()
+    request = ComposeRequest(scope=Scope(), scenario="t", budget=ViewBudget())
+    candidates = list(GENERAL_SEEN)
+    for order in itertools.permutations(candidates):
+        specs.add(general.compose({}, request, tuple(order), ()).model_dump_json())
+    assert len(specs) == 1

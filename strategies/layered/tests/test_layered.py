@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import mnemon_strategy_auto_capture as auto_capture
@@ -12,7 +13,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mnemon import CompositionRejected, QueryRequest, View
+from mnemon import (
+    ComposeRequest,
+    CompositionRejected,
+    ExtensionContribution,
+    QueryRequest,
+    Scope,
+    SourceAction,
+    SourceCandidate,
+    SourceFacts,
+    SourceRoute,
+    View,
+    ViewBudget,
+)
 from mnemon_testing import MemoryCompositionRunner, RunnerTurn, StubSource
 
 ROLES = ("working-context", "narrative", "durable-evidence")
@@ -312,3 +325,60 @@ async def test_each_turn_has_its_own_envelope() -> None:
             await turn.execute_route("source:documents/search", {"query": "q"})
             await turn.release()
     assert len(documents.queries) == 2
+
+
+# ---------------------------------------------------------------- purity
+
+
+def candidate(
+    key: str, role: str, *, routes: tuple[str, ...] = (), actions: tuple[str, ...] = ()
+) -> SourceCandidate:
+    schema = {"type": "object"}
+    return SourceCandidate(
+        key=key,
+        package_name="mnemon-test",
+        consistency="exact-snapshot",
+        facts=SourceFacts(
+            instance_key=key,
+            type_id="t",
+            role=role,
+            availability="ready",
+            revision="1",
+            capabilities=("project", "search", "recall", "write"),
+            route_ids=routes,
+            action_ids=actions,
+        ),
+        routes=tuple(
+            SourceRoute(source_key=key, id=r, description="d", capability="search",
+                        input_schema=schema, max_calls=1, max_results=None, max_characters=None)
+            for r in routes
+        ),
+        actions=tuple(
+            SourceAction(source_key=key, id=a, description="d", capability="write",
+                         input_schema=schema, authority=None)
+            for a in actions
+        ),
+    )  # fmt: skip
+
+
+def test_compose_is_independent_of_fact_order() -> None:
+    sources = [
+        candidate("source:w", "working-context", actions=("mutate",)),
+        candidate("source:n", "narrative", routes=("search",)),
+        candidate(
+            "source:d", "durable-evidence", routes=("recall", "related"), actions=("remember",)
+        ),
+    ]
+    selection = ExtensionContribution(
+        instance_key="strategy-extension:s",
+        type_id="scoped",
+        slot="selection",
+        value={"source_keys": ["source:d", "source:w"], "writable_source_keys": ["source:d"]},
+    )
+    request = ComposeRequest(scope=Scope(), scenario="t", budget=ViewBudget())
+    for contributions in ((), (selection,)):
+        specs = {
+            layered.compose(request, tuple(order), contributions).model_dump_json()
+            for order in itertools.permutations(sources)
+        }
+        assert len(specs) == 1
