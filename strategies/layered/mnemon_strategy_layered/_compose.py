@@ -33,7 +33,7 @@ SELECTED_WEIGHT = {WORKING: 90}
 OTHER_WEIGHT = 5
 
 ROUTING = (
-    "Memory routes are reads you may request when the resident memory above is not enough. "
+    "Memory routes are reads you may request when the resident memory is not enough. "
     "Search workspace documents at most once per turn with a precise query. Recall long-term "
     "memory in at most two attempts per turn; rephrase rather than repeat. Ask for related "
     "memories only with an id that this turn's recall returned."
