@@ -2,6 +2,7 @@
 
 from ._runner import MemoryCompositionRunner as MemoryCompositionRunner
 from ._runner import RunnerTurn as RunnerTurn
+from ._select import SelectAll as SelectAll
 from ._stubs import StubSource as StubSource
 
-__all__ = ["MemoryCompositionRunner", "RunnerTurn", "StubSource"]
+__all__ = ["MemoryCompositionRunner", "RunnerTurn", "SelectAll", "StubSource"]

@@ -42,8 +42,8 @@ from mnemon import (
     View,
 )
 
-from ._probe import ProbeStrategy
 from ._runner import MemoryCompositionRunner, RunnerTurn
+from ._select import SelectAll
 
 __all__ = ["SourceConformance"]
 
@@ -166,10 +166,9 @@ class SourceConformance:
             for entry in entries:
                 await runner.mount(self.plugin, instance_id=entry, config=self._config(directory))
             key = f"source:{entries[0]}"
-            strategy = ProbeStrategy()
-            await runner.mount(
-                strategy, instance_id="conformance", config={"source_key": key, **probe}
-            )
+            strategy = SelectAll()
+            settings = {"source_keys": [key], "required": True, **probe}
+            await runner.mount(strategy, instance_id="conformance", config=settings)
         except BaseException:
             await runner.dispose()
             raise

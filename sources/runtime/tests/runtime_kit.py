@@ -7,58 +7,15 @@ from typing import Any
 
 import mnemon_source_runtime as runtime
 
-from mnemon import (
-    ComposeRequest,
-    ExtensionContribution,
-    PluginContext,
-    SourceCandidate,
-    ViewSpec,
-    define_memory_strategy,
-    install_memory,
-)
-from mnemon_testing import MemoryCompositionRunner
+from mnemon_testing import MemoryCompositionRunner, SelectAll
 
 KEY = "source:runtime"
 OFFER = f"{KEY}/mutate"
 
 
-class ShowAll:
-    """A Strategy plugin: every available Source, eager within `max_characters`, its actions."""
-
-    def apply(self, ctx: PluginContext) -> None:
-        share = int(ctx.configuration.get("max_characters", 4_000))
-
-        def compose(
-            request: ComposeRequest,
-            sources: tuple[SourceCandidate, ...],
-            contributions: tuple[ExtensionContribution, ...],
-        ) -> ViewSpec:
-            selected = [
-                {
-                    "source_key": source.key,
-                    "required": False,
-                    "projection": {"mode": "eager", "max_characters": share},
-                    "action_ids": [action.id for action in source.actions],
-                }
-                for source in sources
-                if source.facts.availability != "unavailable"
-            ]
-            return ViewSpec.model_validate(
-                {"strategy_type_id": "show-all", "sources": selected, "explanation": "all"}
-            )
-
-        strategy = define_memory_strategy(
-            {
-                "type_id": "show-all",
-                "package_name": "runtime-tests",
-                "supported_source_roles": ["*"],
-                "max_sources": 8,
-                "max_routes": 8,
-                "max_actions": 8,
-            },
-            compose,
-        )
-        install_memory(ctx, strategies=[strategy])
+def ShowAll() -> SelectAll:
+    """Every available Source, eager within 4,000 characters each, with its actions."""
+    return SelectAll(max_characters=4_000)
 
 
 def allow(offer: object) -> bool:

@@ -10,15 +10,8 @@ import mnemon_source_spaces as spaces
 
 from mnemon import (
     ActionOffer,
-    ComposeRequest,
-    ExtensionContribution,
-    PluginContext,
-    SourceCandidate,
-    ViewSpec,
-    define_memory_strategy,
-    install_memory,
 )
-from mnemon_testing import MemoryCompositionRunner, RunnerTurn
+from mnemon_testing import MemoryCompositionRunner, RunnerTurn, SelectAll
 
 KEY = "source:spaces"
 RECALL = f"{KEY}/recall"
@@ -35,48 +28,9 @@ def allow(offer: ActionOffer) -> bool:
     return True
 
 
-class SelectSpaces:
-    """A Strategy plugin: every available Source routed, with all its routes and actions."""
-
-    def apply(self, ctx: PluginContext) -> None:
-        share = int(ctx.configuration.get("max_characters", 2_000))
-
-        def compose(
-            request: ComposeRequest,
-            sources: tuple[SourceCandidate, ...],
-            contributions: tuple[ExtensionContribution, ...],
-        ) -> ViewSpec:
-            selected = [
-                {
-                    "source_key": source.key,
-                    "required": False,
-                    "projection": {"mode": "routed", "max_characters": share},
-                    "route_ids": [route.id for route in source.routes],
-                    "action_ids": [action.id for action in source.actions],
-                }
-                for source in sources
-                if source.facts.availability != "unavailable"
-            ]
-            return ViewSpec.model_validate(
-                {
-                    "strategy_type_id": "select-spaces",
-                    "sources": selected,
-                    "explanation": "every available Source, routed",
-                }
-            )
-
-        strategy = define_memory_strategy(
-            {
-                "type_id": "select-spaces",
-                "package_name": "spaces-tests",
-                "supported_source_roles": ["*"],
-                "max_sources": 8,
-                "max_routes": 64,
-                "max_actions": 64,
-            },
-            compose,
-        )
-        install_memory(ctx, strategies=[strategy])
+def SelectSpaces() -> SelectAll:
+    """Every available Source routed within 2,000 characters, with its routes and actions."""
+    return SelectAll(mode="routed", max_characters=2_000)
 
 
 def config(directory: Path, **extra: Any) -> dict[str, Any]:
