@@ -6,7 +6,12 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ._definitions import PluginDescriptor, SourceDefinition, StrategyDefinition
+from ._definitions import (
+    PluginDescriptor,
+    SourceDefinition,
+    StrategyDefinition,
+    ViewExtensionDefinition,
+)
 from ._errors import InstallError
 
 __all__ = [
@@ -29,7 +34,7 @@ class MemoryContributions:
     plugin: PluginDescriptor | None
     sources: tuple[SourceDefinition, ...]
     strategies: tuple[StrategyDefinition, ...]
-    view_extensions: tuple[Any, ...]
+    view_extensions: tuple[ViewExtensionDefinition, ...]
     instance_id: str | None
 
 
@@ -86,7 +91,7 @@ def install_memory(
     plugin: PluginDescriptor | None = None,
     sources: Iterable[SourceDefinition] = (),
     strategies: Iterable[StrategyDefinition] = (),
-    view_extensions: Iterable[Any] = (),
+    view_extensions: Iterable[ViewExtensionDefinition] = (),
     instance_id: str | None = None,
 ) -> Disposer:
     """Install Sources, Strategies and View extensions for the entry `ctx` belongs to.
@@ -106,7 +111,9 @@ def install_memory(
         plugin=plugin,
         sources=_checked(sources, SourceDefinition, "sources", "define_memory_source"),
         strategies=_checked(strategies, StrategyDefinition, "strategies", "define_memory_strategy"),
-        view_extensions=tuple(view_extensions),
+        view_extensions=_checked(
+            view_extensions, ViewExtensionDefinition, "view_extensions", "define_view_extension"
+        ),
         instance_id=instance_id,
     )
     return ctx.memory.install_contributions(batch)
