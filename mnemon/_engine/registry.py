@@ -19,11 +19,6 @@ _log = logging.getLogger("mnemon.registry")
 _ENTRY_ID = re.compile(ENTRY_ID_PATTERN)
 
 ContributionKind = Literal["source", "strategy", "strategy-extension"]
-_PREFIX: dict[ContributionKind, str] = {
-    "source": "source",
-    "strategy": "strategy",
-    "strategy-extension": "strategy-extension",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +139,7 @@ class Registry:
                     f"role {kind!r}"
                 )
             for definition in definitions:
-                key = f"{_PREFIX[kind]}:{base}"  # type: ignore[index]
+                key = f"{kind}:{base}"  # the instance key names its kind
                 if len(definitions) > 1:
                     key += f"/{definition.type_id}"
                 items.append(

@@ -7,8 +7,9 @@ ascending rowids within a parent are newest first. `terms` keeps exact document 
 per parent (slot) and for the whole store (slot 0) so ranking never scans a posting list.
 
 Version 1 was the first layout: memories keyed by (parent, id) and an FTS5 index over their
-text only (`SCHEMA_V1`). Opening a version 1 store migrates it in place, in one transaction,
-keeping every memory, its id, tags, creation time and idempotency key.
+text only (the migration test writes it out by hand). Opening a version 1 store migrates it
+in place, in one transaction, keeping every memory, its id, tags, creation time and
+idempotency key.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ __all__ = [
     "COUNTER_SPAN",
     "CURRENT_VERSION",
     "MAX_SLOT",
-    "SCHEMA_V1",
     "STORE_SLOT",
     "SchemaMismatch",
     "document_terms",
@@ -39,27 +39,6 @@ MAX_SLOT = (1 << 22) - 1
 STORE_SLOT = 0  # the row of `namespaces` and `terms` that counts the whole store
 TAG_WEIGHT = 0.5
 ENTITY_WEIGHT = 0.75
-
-SCHEMA_V1 = """
-CREATE TABLE memories (
-    parent TEXT NOT NULL,
-    id TEXT NOT NULL,
-    text TEXT NOT NULL,
-    tags TEXT NOT NULL DEFAULT '[]',
-    created_at TEXT NOT NULL,
-    idempotency_key TEXT,
-    PRIMARY KEY (parent, id)
-);
-CREATE UNIQUE INDEX memories_idempotency ON memories (parent, idempotency_key)
-    WHERE idempotency_key IS NOT NULL;
-CREATE VIRTUAL TABLE memories_fts USING fts5 (text, content = 'memories', tokenize = 'unicode61');
-CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
-    INSERT INTO memories_fts (rowid, text) VALUES (new.rowid, new.text);
-END;
-CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
-    INSERT INTO memories_fts (memories_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
-END;
-"""
 
 SCHEMA_V2 = """
 CREATE TABLE namespaces (
