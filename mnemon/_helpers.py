@@ -174,6 +174,8 @@ async def run_blocking(func: Callable[..., _T], *args: Any) -> _T:
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+_SAFE_NAME = re.compile(r"[A-Za-z0-9._-]{1,160}")
+_PREFIX = 80  # with "~" and 64 hex digits, a name stays well under 255 bytes
 
 
 def mnemon_home() -> Path:
@@ -208,13 +210,24 @@ def source_data_directory(init: SourceInit, data_dir: object = None) -> Path:
     else:
         base = Path(data_dir).expanduser()
         if not base.is_absolute():
-            raise DefinitionError(f"configuration.data_dir: {data_dir!r} is not an absolute path")
-    instance = init.instance_key.removeprefix("source:")
-    safe = _UNSAFE.sub("_", instance)
-    if safe != instance or safe in (".", ".."):
-        # distinct keys must never collapse onto one folder
-        safe = f"{safe}-{hashlib.sha256(instance.encode()).hexdigest()[:10]}"
-    return base / "sources" / init.provenance.type_id / safe
+            # never the value: a path may carry a token
+            raise DefinitionError("configuration.data_dir: must be an absolute path")
+    return base / "sources" / init.provenance.type_id / instance_folder_name(init.instance_key)
+
+
+def instance_folder_name(instance_key: str) -> str:
+    """A folder name for one instance key, injective: two keys never share a folder.
+
+    A key made only of letters, digits, `.`, `_` and `-` (short enough) is its own name. Any
+    other key becomes a readable prefix, `~` and the SHA-256 of the whole key: no instance
+    key contains `~`, so such a name can never equal a kept one, and two hashed names differ
+    unless SHA-256 collides.
+    """
+    instance = instance_key.removeprefix("source:")
+    if _SAFE_NAME.fullmatch(instance) and instance not in (".", ".."):
+        return instance
+    prefix = _UNSAFE.sub("_", instance)[:_PREFIX]
+    return f"{prefix}~{hashlib.sha256(instance.encode()).hexdigest()}"
 
 
 def allocate_characters(total: int, weights: Sequence[int]) -> tuple[int, ...]:

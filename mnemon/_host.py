@@ -19,7 +19,7 @@ from ._definitions import PluginDescriptor
 from ._engine.compose import PinnedView
 from ._engine.engine import Engine, EntryMemoryService
 from ._engine.execution import TurnExecution
-from ._engine.generation import HostSettings, Lease
+from ._engine.generation import DEFAULT_MAX_INPUT_BYTES, HostSettings, Lease
 from ._engine.management import current_revision, management_catalog, run_management
 from ._errors import (
     CompositionRejected,
@@ -29,7 +29,7 @@ from ._errors import (
     MnemonError,
 )
 from ._install import MemoryContributions, PluginContext
-from ._json import FrozenDict, freeze_json
+from ._json import FrozenDict, freeze_json, json_size_exceeds
 from ._models import (
     ENTRY_ID_PATTERN,
     SOURCE_CAPABILITIES,
@@ -54,6 +54,8 @@ __all__ = ["ManagementClient", "MemoryHost", "MemoryTurn", "Unmount"]
 _log = logging.getLogger("mnemon.host")
 _ENTRY_ID = re.compile(ENTRY_ID_PATTERN)
 MAX_SOURCE_TIMEOUT = 300.0
+MIN_INPUT_BYTES = 1024
+MAX_INPUT_BYTES = 64 * 1024 * 1024
 
 Unmount = Callable[[], Awaitable[None]]
 
@@ -65,11 +67,21 @@ def _settings(
     source_configuration: Mapping[str, Mapping[str, Any]] | None,
     source_capabilities: Mapping[str, Iterable[str]] | None,
     data_dir: str | PathLike[str] | None,
+    max_input_bytes: int,
 ) -> HostSettings:
     if data_dir is not None:
         data_dir = str(Path(data_dir).expanduser())
         if not Path(data_dir).is_absolute():
-            raise DefinitionError(f"data_dir: {data_dir!r} is not an absolute path")
+            # never the value: a path may carry a token
+            raise DefinitionError("data_dir: must be an absolute path")
+    if (
+        isinstance(max_input_bytes, bool)
+        or not isinstance(max_input_bytes, int)
+        or not MIN_INPUT_BYTES <= max_input_bytes <= MAX_INPUT_BYTES
+    ):
+        raise DefinitionError(
+            f"max_input_bytes: must be an integer from {MIN_INPUT_BYTES} to {MAX_INPUT_BYTES}"
+        )
     if (
         isinstance(source_timeout, bool)
         or not isinstance(source_timeout, int | float)
@@ -102,6 +114,7 @@ def _settings(
             ceilings[key] = frozenset(listed)
     return HostSettings(
         source_timeout=float(source_timeout),
+        max_input_bytes=max_input_bytes,
         strategy_selector=strategy_type_id,
         strategy_fallback=strategy_fallback,  # type: ignore[arg-type]
         source_configuration=configuration,
@@ -215,6 +228,7 @@ class ManagementClient:
         Raises:
             ManagementError: the operation was refused or failed.
         """
+        self._host._check_management_input(input)
         result = await self._host.execute_management(
             ManagementRequest(
                 source_key=self._source_key,
@@ -239,6 +253,7 @@ class ManagementClient:
             ManagementError: unconfirmed, refused or failed.
             RevisionConflict: `expected_revision` is not the Source's current revision.
         """
+        self._host._check_management_input(input)
         return await self._host.execute_management(
             ManagementRequest(
                 source_key=self._source_key,
@@ -284,6 +299,9 @@ class MemoryHost:
             use: a ceiling narrowing what each Source offers.
         data_dir: the absolute folder Sources keep their data under unless their
             configuration names one (default: `$MNEMON_HOME`, else `~/.mnemon`).
+        max_input_bytes: the largest route, action or management input accepted, in bytes
+            of compact JSON (default 256 KiB); a larger one is refused with the code
+            `input-too-large` before it is copied or validated.
 
     Raises:
         DefinitionError: an argument is invalid; the message names it.
@@ -297,6 +315,7 @@ class MemoryHost:
         source_configuration: Mapping[str, Mapping[str, Any]] | None = None,
         source_capabilities: Mapping[str, Iterable[str]] | None = None,
         data_dir: str | PathLike[str] | None = None,
+        max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
     ) -> None:
         self._engine = Engine(
             _settings(
@@ -306,6 +325,7 @@ class MemoryHost:
                 source_configuration,
                 source_capabilities,
                 data_dir,
+                max_input_bytes,
             )
         )
         self._entries: dict[str, _Entry] = {}
@@ -444,6 +464,7 @@ class MemoryHost:
         strategy_fallback: Literal["sole-strategy"] | None = None,
         source_configuration: Mapping[str, Mapping[str, Any]] | None = None,
         source_capabilities: Mapping[str, Iterable[str]] | None = None,
+        max_input_bytes: int | None = None,
     ) -> None:
         """Replace host settings atomically; an identical result reuses the serving generation.
 
@@ -461,6 +482,7 @@ class MemoryHost:
             current.source_configuration if source_configuration is None else source_configuration,
             current.source_capabilities if source_capabilities is None else source_capabilities,
             current.data_dir,
+            current.max_input_bytes if max_input_bytes is None else max_input_bytes,
         )
         await self._engine.change(settings=settings)
 
@@ -543,11 +565,22 @@ class MemoryHost:
             RevisionConflict: the expected revision is stale.
             CompositionUnavailable: nothing serves.
         """
+        if isinstance(request, Mapping):
+            # before pydantic copies it: an oversized input must cost no more than the limit
+            self._check_management_input(request.get("input"))
         checked = validate_model(
             ManagementRequest, request, subject="management request", error=ManagementError
         )
         async with self._engine.leased() as generation:
             return await run_management(generation, checked)
+
+    def _check_management_input(self, value: object) -> None:
+        limit = self._engine.settings.max_input_bytes
+        if json_size_exceeds(value, limit):
+            raise ManagementError(
+                f"management input: larger than {limit} bytes of JSON (the host's max_input_bytes)",
+                code="input-too-large",
+            )
 
     async def _management_revision(self, source_key: str, scope: Scope) -> str | None:
         async with self._engine.leased() as generation:

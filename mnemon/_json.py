@@ -25,6 +25,7 @@ __all__ = [
     "content_hash",
     "digest",
     "freeze_json",
+    "json_size_exceeds",
     "thaw_json",
 ]
 
@@ -162,6 +163,60 @@ def _freeze(value: object, path: str, depth: int, ancestors: set[int]) -> Any:
         finally:
             ancestors.discard(marker)
     _reject(path, f"unsupported type {kind.__name__}")
+
+
+def json_size_exceeds(value: object, limit: int) -> bool:
+    """Whether the compact JSON of `value` would take more than `limit` bytes.
+
+    The walk stops as soon as the count passes `limit`, so its cost is bounded by the limit,
+    not by the value: a list of a million items, or one string shared a million times, is
+    refused after about `limit` bytes of work. Nothing is copied. Strings count their UTF-8
+    length plus quotes (escapes are not counted, so this is a lower bound of the serialized
+    size); values that are not JSON count as one byte and are left for `freeze_json` to name.
+    Nesting beyond the JSON depth limit is not walked: `freeze_json` refuses it.
+    """
+    used = 0
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            used += 2 + (len(item) if item.isascii() else _utf8_length(item, limit - used))
+        elif isinstance(item, dict):
+            used += 1 + max(len(item), 1)  # braces and commas
+            nested = depth < MAX_JSON_DEPTH and used <= limit
+            for key, member in item.items() if nested else ():
+                if isinstance(key, str):
+                    used += 3 + (len(key) if key.isascii() else _utf8_length(key, limit - used))
+                else:
+                    used += 1
+                if used > limit:
+                    return True
+                stack.append((member, depth + 1))
+        elif isinstance(item, list | tuple):
+            used += 1 + max(len(item), 1)  # brackets and commas
+            if depth < MAX_JSON_DEPTH and used <= limit:
+                stack.extend((member, depth + 1) for member in item)
+        elif item is None or item is True:
+            used += 4
+        elif item is False:
+            used += 5
+        elif isinstance(item, int):
+            # exact within the 64-bit range JSON allows; a huge int is only estimated
+            used += len(str(item)) if item.bit_length() <= 64 else item.bit_length() * 3 // 10
+        elif isinstance(item, float):
+            used += len(repr(item))
+        else:
+            used += 1
+        if used > limit:
+            return True
+    return False
+
+
+def _utf8_length(text: str, room: int) -> int:
+    # only a string that may still fit is encoded, so the work stays bounded by the limit
+    if len(text) > room:
+        return len(text)
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def thaw_json(value: Any) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import lru_cache
+from itertools import islice
 from typing import Any
 
 import jsonschema
@@ -11,7 +12,10 @@ from jsonschema import Draft202012Validator
 
 from ._json import canonical_json, thaw_json
 
-__all__ = ["check_input_schema", "input_problems"]
+__all__ = ["MAX_PROBLEMS", "check_input_schema", "input_problems"]
+
+# validation stops here: an input breaking a schema a million times is not checked a million times
+MAX_PROBLEMS = 3
 
 
 def check_input_schema(schema: Mapping[str, Any]) -> None:
@@ -37,10 +41,11 @@ def _validator(canonical: bytes) -> Draft202012Validator:
 
 
 def input_problems(schema: Mapping[str, Any], value: Any) -> list[str]:
-    """Describe how `value` breaks `schema`, one line per problem naming the property."""
+    """Describe how `value` breaks `schema`: the first few problems, each naming the property."""
     validator = _validator(canonical_json(schema))
     problems = []
-    for error in sorted(validator.iter_errors(thaw_json(value)), key=lambda e: list(e.path)):
+    found = islice(validator.iter_errors(thaw_json(value)), MAX_PROBLEMS)
+    for error in sorted(found, key=lambda e: list(e.path)):
         where = "".join(
             f"[{part}]" if isinstance(part, int) else f".{part}" for part in error.absolute_path
         )

@@ -17,6 +17,20 @@ from ._models import Fragment, View
 __all__ = ["render_wake"]
 
 _BACKTICKS = re.compile(r"`+")
+# every character a reader may take as a line break, other than "\n" itself (CR, VT, FF, the
+# file/group/record separators, NEL, LS, PS), and the other C0 and C1 controls and DEL: in
+# memory text they are shown as visible escapes, so one entry can never pose as two
+_UNSAFE_IN_MEMORY = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def neutralized(text: str) -> str:
+    """`text` with line-breaking and control characters (other than newline and tab) escaped."""
+    return _UNSAFE_IN_MEMORY.sub(_escape, text.replace("\r\n", "\n"))
 
 
 def _fence(text: str, info: str = "") -> str:
@@ -37,7 +51,7 @@ def _listing_json(listing: dict[str, list[dict[str, object]]]) -> str:
 
 
 def _fragments(fragments: list[Fragment]) -> list[str]:
-    return [_fence(fragment.text, "text") for fragment in fragments]
+    return [_fence(neutralized(fragment.text), "text") for fragment in fragments]
 
 
 def render_wake(view: View) -> str:

@@ -272,3 +272,54 @@ async def test_a_source_reports_why_it_is_unavailable_only_as_a_code() -> None:
         with pytest.raises(CompositionRejected, match=r"facts\(\)\.reason") as caught:
             await host.begin_turn()
         assert "s3cr3t" not in str(caught.value)
+
+
+async def test_a_failing_sources_exception_is_logged_only_at_debug_on_mnemon_loggers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The logging policy: the author's traceback at DEBUG on `mnemon.*`, nowhere else."""
+
+    def fail(phase: str) -> Any:
+        async def raising(source: FakeSource, request: Any) -> Any:
+            raise ConnectionError(f"{phase} cannot reach {SECRET_URL}")
+
+        return raising
+
+    caplog.set_level(logging.DEBUG)  # the root logger: every logger's records are captured
+    probe = Probe(on_project=fail("project"), on_query=fail("query"), on_mutate=fail("mutate"))
+    broken, _ = fake_source(probe)
+    facts_only, _ = fake_source(Probe(on_facts=fail("facts")))
+    async with MemoryHost() as host:
+        await host.mount(broken, instance_id="broken")
+        await host.mount(facts_only, instance_id="facts")
+        await host.mount(strategy_plugin(required=False), instance_id="strategy")
+        async with host.turn() as turn:
+            assert {d.code for d in turn.view.diagnostics} == {
+                "source-facts-failed",
+                "source-project-failed",
+            }
+    # the route and action need a View in which the Source projected: serve it healthy first
+    probe.on_project = None
+    async with MemoryHost() as host:
+        await host.mount(broken, instance_id="broken")
+        await host.mount(strategy_plugin(), instance_id="strategy")
+        async with host.turn() as turn:
+            with pytest.raises(Exception, match="failed") as route:
+                await turn.execute_route("source:broken/lookup", {"query": "x"})
+            with pytest.raises(Exception, match=r"failed|unknown") as action:
+                await turn.execute_action("source:broken/store", {}, lambda offer: True)
+    for raised in (route.value, action.value):
+        assert "s3cr3t" not in str(raised)
+
+    leaking = [
+        record
+        for record in caplog.records
+        if "s3cr3t" in record.getMessage()
+        or (record.exc_info and "s3cr3t" in str(record.exc_info[1]))
+    ]
+    phases = {str(record.exc_info[1]).split()[0] for record in leaking if record.exc_info}
+    assert phases == {"facts", "project", "query", "mutate"}  # the author can debug each one
+    for record in leaking:
+        assert record.levelno == logging.DEBUG, (record.name, record.levelname)
+        assert record.name.startswith("mnemon."), record.name
+        assert "s3cr3t" not in record.getMessage()  # only the attached exception carries it

@@ -275,12 +275,14 @@ async def test_the_hosts_data_dir_reaches_sources(tmp_path) -> None:  # type: ig
     assert init.data_dir == str(tmp_path)
     folder = source_data_directory(init)
     assert folder.parent == tmp_path / "sources" / "fake"
-    assert folder.name.startswith("work_a_b-")
+    assert folder.name.startswith("work_a_b~")
     assert source_data_directory(init, "/elsewhere").parent == Path("/elsewhere/sources/fake")
-    with pytest.raises(DefinitionError, match="not an absolute path"):
-        source_data_directory(init, "relative")
-    with pytest.raises(DefinitionError, match="data_dir"):
-        MemoryHost(data_dir="relative/place")
+    with pytest.raises(
+        DefinitionError, match=r"^configuration\.data_dir: must be an absolute path$"
+    ):
+        source_data_directory(init, "relative/tok_SECRET123")
+    with pytest.raises(DefinitionError, match=r"^data_dir: must be an absolute path$"):
+        MemoryHost(data_dir="relative/tok_SECRET123")
     source, _ = fake_source()
     async with MemoryHost(data_dir=tmp_path / "other") as host:
         await host.mount(source, instance_id="work:a/b")
@@ -303,3 +305,33 @@ async def test_bad_configuration_fails_at_mount_even_before_a_strategy_exists() 
         # the trial runtime was made and disposed; nothing serves until a Strategy arrives
         assert probe.created == ["source:a"]
         assert probe.disposed == ["source:a"]
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("a/b", "a_b-c14cddc033"),  # the short hash of "a/b" once made these collide
+        ("a/b", "a:b"),
+        ("a/b", "a_b"),
+        ("x" * 200 + "/1", "x" * 200 + "/2"),  # long keys differ past the readable prefix
+        ("x" * 161, "x" * 160),
+    ],
+)
+def test_distinct_entries_never_share_a_data_folder(first: str, second: str) -> None:
+    from mnemon import SourceProvenance, source_data_directory
+
+    def folder(entry: str) -> Path:
+        init = SourceInit(
+            instance_key=f"source:{entry}",
+            provenance=SourceProvenance(entry_id=entry, package_name="p", type_id="fake"),
+            configuration={},
+            data_dir="/data",
+        )
+        path = source_data_directory(init)
+        assert len(path.name.encode()) <= 255
+        assert path.parent == Path("/data/sources/fake")
+        return path
+
+    assert folder(first) != folder(second)
+    assert folder(first) == folder(first)
+    assert folder("work").name == "work"  # plain ids keep their readable folder

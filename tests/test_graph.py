@@ -110,3 +110,19 @@ async def test_removing_a_provider_fails_closed() -> None:
                 "source:notes",
             }
             assert report["draining"][0]["leases"] == 1
+
+
+async def test_without_a_strategy_the_graph_is_still_checked_before_any_factory() -> None:
+    # mounted first, with nothing else installed: no Strategy, so nothing could serve yet
+    source, probe = fake_source(role="notes")
+    source.memory_plugin = descriptor("mnemon-test-needy", ["notes.extra"], ["search.index"])
+    async with MemoryHost() as host:
+        with pytest.raises(
+            InstallError, match=r"dependency unavailable: mnemon-test-needy requires search\.index"
+        ):
+            await host.mount(source, instance_id="needy")
+        assert probe.created == []
+        assert host.inspect()["entries"] == []
+        # the blame stays with the Source: a Strategy mounted afterwards serves nothing wrong
+        await host.mount(strategy_plugin(), instance_id="strategy")
+        assert host.inspect()["state"] == "incomplete"

@@ -19,7 +19,7 @@ from .._errors import (
     SourceError,
     _CodedError,
 )
-from .._json import FrozenDict, JsonValueError, freeze_json
+from .._json import FrozenDict, JsonValueError, freeze_json, json_size_exceeds
 from .._models import (
     ActionOffer,
     Evidence,
@@ -45,13 +45,27 @@ Authorize = Callable[[ActionOffer], "bool | Awaitable[bool]"]
 
 
 def checked_input(
-    schema: Mapping[str, Any], value: object, subject: str, error: type[MnemonError]
+    schema: Mapping[str, Any],
+    value: object,
+    subject: str,
+    error: type[MnemonError],
+    *,
+    max_bytes: int,
 ) -> FrozenDict:
     """Freeze `value` and check it against `schema`; `error` names the property at fault.
 
+    The size is checked first, with a walk bounded by `max_bytes`, so an oversized input is
+    refused before any copy or schema work can stall the event loop.
+
     Raises:
-        MnemonError: of class `error`, for non-JSON, non-object or schema-breaking input.
+        MnemonError: of class `error`, for oversized, non-JSON, non-object or schema-breaking
+            input.
     """
+    if json_size_exceeds(value, max_bytes):
+        raise error(  # type: ignore[call-arg]
+            f"{subject}: larger than {max_bytes} bytes of JSON (the host's max_input_bytes)",
+            code="input-too-large",
+        )
     try:
         frozen = freeze_json({} if value is None else value, what=subject)
     except JsonValueError as exc:
@@ -60,7 +74,7 @@ def checked_input(
         raise error(f"{subject}: must be a JSON object", code="invalid-input")  # type: ignore[call-arg]
     problems = input_problems(schema, frozen)
     if problems:
-        raise error(f"{subject}: {'; '.join(problems[:3])}", code="invalid-input")  # type: ignore[call-arg]
+        raise error(f"{subject}: {'; '.join(problems)}", code="invalid-input")  # type: ignore[call-arg]
     return frozen
 
 
@@ -101,7 +115,11 @@ class _Reader:
         value = self._input
         if input is not None:
             value = checked_input(
-                route.input_schema, input, f"route {route.id!r} input", RouteError
+                route.input_schema,
+                input,
+                f"route {route.id!r} input",
+                RouteError,
+                max_bytes=self._execution._max_input_bytes,
             )
         ceilings = _narrowed(self._ceilings, limits, strict=True)
         return await self._execution._read(route, ceilings, self._grant, value)
@@ -173,6 +191,10 @@ class TurnExecution:
     def _deadline(self) -> float:
         return self._pinned.generation.plan.settings.source_timeout
 
+    @property
+    def _max_input_bytes(self) -> int:
+        return self._pinned.generation.plan.settings.max_input_bytes
+
     def _open(self, error: type[RouteError | ActionError]) -> None:
         if self._released:
             raise error(f"View {self._pinned.view.id} is released", code="released")
@@ -205,7 +227,13 @@ class TurnExecution:
         grant = pinned.grants.get(route.source_key)
         if grant is None:  # the core pins a grant for every selected route
             raise RouteError(f"route {route_id!r} has no pinned grant", code="contract")
-        value = checked_input(route.input_schema, input, f"route {route_id!r} input", RouteError)
+        value = checked_input(
+            route.input_schema,
+            input,
+            f"route {route_id!r} input",
+            RouteError,
+            max_bytes=self._max_input_bytes,
+        )
         ceilings = _narrowed(route, limits, strict=False)
         lease = pinned.generation.lease()
         try:
@@ -298,7 +326,13 @@ class TurnExecution:
         offer = pinned.view.offer(offer_id)
         if offer is None:
             raise ActionError(f"offer {offer_id!r} is not in this View", code="unknown-offer")
-        value = checked_input(offer.input_schema, input, f"offer {offer_id!r} input", ActionError)
+        value = checked_input(
+            offer.input_schema,
+            input,
+            f"offer {offer_id!r} input",
+            ActionError,
+            max_bytes=self._max_input_bytes,
+        )
         if idempotency_key is not None and (
             not isinstance(idempotency_key, str) or not 0 < len(idempotency_key) <= 200
         ):

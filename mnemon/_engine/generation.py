@@ -37,6 +37,8 @@ __all__ = [
 ]
 
 _log = logging.getLogger("mnemon.generation")
+# route, action and management inputs larger than this are refused before any other work
+DEFAULT_MAX_INPUT_BYTES = 256 * 1024
 StrategyFallback = Literal["sole-strategy"]
 
 
@@ -45,6 +47,7 @@ class HostSettings:
     """Host-level inputs of a generation."""
 
     source_timeout: float = 10.0
+    max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
     strategy_selector: str | None = None
     strategy_fallback: StrategyFallback | None = None
     source_configuration: Mapping[str, Mapping[str, Any]] = field(default_factory=FrozenDict)
@@ -222,6 +225,7 @@ def plan_generation(state: RegistryState, settings: HostSettings) -> GenerationP
     identity = {
         "revision": state.revision,
         "source_timeout": settings.source_timeout,
+        "max_input_bytes": settings.max_input_bytes,
         "data_dir": settings.data_dir,
         "strategy": {
             "key": strategy.instance_key,
@@ -410,11 +414,14 @@ async def realize_generation(plan: GenerationPlan) -> Generation:
 async def trial_sources(state: RegistryState, settings: HostSettings) -> None:
     """Create and dispose every Source's runtime: bad configuration fails at mount early.
 
-    It runs while no Strategy is installed yet, so nothing serves.
+    It runs while no Strategy is installed yet, so nothing serves; the activation graph is
+    still checked first, so a requirement nobody provides fails here, before any factory.
 
     Raises:
-        CompositionRejected: a factory failed or returned something that is not a Source.
+        CompositionRejected: the activation graph is invalid, or a factory failed or
+            returned something that is not a Source.
     """
+    check_activation_graph(state)
     slots = await _create_runtimes(_source_plans(state.of_kind("source"), settings), settings)
     await dispose_runtimes(slots, settings.source_timeout)
 

@@ -83,8 +83,15 @@ async def run_management(generation: Generation, request: ManagementRequest) -> 
             code="unknown-operation",
         )
     subject = f"management {key}/{operation.id} input"
-    value = checked_input(operation.input_schema, request.input, subject, ManagementError)
-    deadline = generation.plan.settings.source_timeout
+    settings = generation.plan.settings
+    value = checked_input(
+        operation.input_schema,
+        request.input,
+        subject,
+        ManagementError,
+        max_bytes=settings.max_input_bytes,
+    )
+    deadline = settings.source_timeout
     runtime = slot.runtime
     if operation.kind == "mutate":
         if not request.confirmed:

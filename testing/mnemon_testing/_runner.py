@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from os import PathLike
 from typing import Any, Literal
 
 from mnemon import (
@@ -86,6 +87,8 @@ class MemoryCompositionRunner:
         strategy_fallback: Literal["sole-strategy"] | None = None,
         source_configuration: Mapping[str, Mapping[str, Any]] | None = None,
         source_capabilities: Mapping[str, Iterable[str]] | None = None,
+        data_dir: str | PathLike[str] | None = None,
+        max_input_bytes: int = 256 * 1024,
     ) -> None:
         self._host = MemoryHost(
             source_timeout=source_timeout,
@@ -93,6 +96,8 @@ class MemoryCompositionRunner:
             strategy_fallback=strategy_fallback,
             source_configuration=source_configuration,
             source_capabilities=source_capabilities,
+            data_dir=data_dir,
+            max_input_bytes=max_input_bytes,
         )
 
     async def __aenter__(self) -> MemoryCompositionRunner:

@@ -520,7 +520,7 @@ async def test_management_writes_need_confirmation_and_the_current_revision(
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({"data_dir": "relative/dir"}, "is not an absolute path"),
+        ({"data_dir": "relative/dir"}, "data_dir: must be an absolute path"),
         ({"data_dir": 7}, "must be an absolute path"),
         ({"colour": "red"}, "unknown key 'colour'"),
         ({"memory_limit_bytes": 0}, "memory_limit_bytes"),
