@@ -563,6 +563,20 @@ class ViewRoute(WireModel):
     max_calls: int
     max_results: int
     max_characters: int
+    max_item_characters: int = Field(
+        default=0,
+        description=(
+            "The longest text one evidence item may have; a longer item is omitted whole, so "
+            "a Source returns an excerpt within it (saying so in the item's provenance). "
+            "Never more than max_characters; when not given, it is max_characters."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _item_ceiling(self) -> ViewRoute:
+        if not 0 < self.max_item_characters <= self.max_characters:
+            object.__setattr__(self, "max_item_characters", self.max_characters)
+        return self
 
 
 class ActionOffer(WireModel):
@@ -756,6 +770,7 @@ class EvidenceLimits(WireModel):
 
     max_results: Annotated[StrictInt, Field(ge=1, le=1_000)] | None = None
     max_characters: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = None
+    max_item_characters: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = None
 
 
 class PolicyRequest(WireModel):

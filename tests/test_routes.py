@@ -172,10 +172,39 @@ async def test_a_narrower_budget_reaches_the_source_and_the_view_keeps_its_own(
     assert (pinned.max_results, pinned.max_characters) == (8, 12_000)
 
 
+async def test_a_per_item_ceiling_reaches_the_source_and_longer_items_are_omitted_whole(
+    host: MemoryHost,
+) -> None:
+    def excerpting(source: FakeSource, request: QueryRequest) -> Any:
+        # a Source that owns excerpts: the long memory comes back within the item ceiling
+        ceiling = request.route.max_item_characters
+        return items("s" * 30, ("L" * 8_000)[:ceiling], "u" * 300)(source, request)
+
+    source, probe = fake_source(Probe(on_query=excerpting))
+    turn = await open_turn(host, source)
+    pinned = turn.view.route("source:a/lookup")
+    assert pinned is not None
+    assert pinned.max_item_characters == pinned.max_characters == 12_000
+    evidence = await turn.execute_route("source:a/lookup", {}, limits={"max_item_characters": 200})
+    assert probe.queries[0].route.max_item_characters == 200
+    # the excerpt fits; the 300-character item ignored the ceiling and is omitted whole
+    assert [len(item.text) for item in evidence.items] == [30, 200]
+    assert evidence.truncated
+    # an item ceiling is never wider than the read itself
+    await turn.execute_route("source:a/lookup", {}, limits={"max_characters": 100})
+    assert probe.queries[1].route.max_item_characters == 100
+
+
 @pytest.mark.parametrize(
     "limits",
-    [{"max_results": 0}, {"max_characters": 0}, {"max_results": -1}, {"max_results": 1.5}],
-    ids=["zero-results", "zero-characters", "negative", "fraction"],
+    [
+        {"max_results": 0},
+        {"max_characters": 0},
+        {"max_item_characters": 0},
+        {"max_results": -1},
+        {"max_results": 1.5},
+    ],
+    ids=["zero-results", "zero-characters", "zero-item-characters", "negative", "fraction"],
 )
 async def test_invalid_execution_budgets_are_rejected_before_the_source_runs(
     host: MemoryHost, limits: dict[str, Any]

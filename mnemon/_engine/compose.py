@@ -428,6 +428,10 @@ def _assemble(
         by_route = {route.id: route for route in candidate.routes}
         for route_id in selection.route_ids:
             route = by_route[route_id]
+            characters = min(
+                route.max_characters or budget.max_evidence_characters,
+                budget.max_evidence_characters,
+            )
             routes.append(
                 ViewRoute.model_construct(
                     id=f"{key}/{route_id}",
@@ -441,10 +445,8 @@ def _assemble(
                         route.max_results or budget.max_evidence_results,
                         budget.max_evidence_results,
                     ),
-                    max_characters=min(
-                        route.max_characters or budget.max_evidence_characters,
-                        budget.max_evidence_characters,
-                    ),
+                    max_characters=characters,
+                    max_item_characters=characters,
                 )
             )
         by_action = {action.id: action for action in candidate.actions}

@@ -135,7 +135,7 @@ def _narrowed(
         EvidenceLimits, limits, subject=f"route {route.id!r} limits", error=RouteError
     )
     changes = {}
-    for name in ("max_results", "max_characters"):
+    for name in ("max_results", "max_characters", "max_item_characters"):
         wanted = getattr(checked, name)
         current = getattr(route, name)
         if wanted is None:
@@ -147,6 +147,13 @@ def _narrowed(
             )
         if wanted < current:
             changes[name] = wanted
+    # one item is never longer than the whole read may be
+    items = min(
+        changes.get("max_item_characters", route.max_item_characters),
+        changes.get("max_characters", route.max_characters),
+    )
+    if items != route.max_item_characters:
+        changes["max_item_characters"] = items
     return BaseModel.model_copy(route, update=changes) if changes else route
 
 
@@ -163,6 +170,8 @@ def _normalized(evidence: Any, view_id: str, route: ViewRoute, ceilings: ViewRou
     used = 0
     for item in checked.items:
         size = len(item.text)
+        if size > ceilings.max_item_characters:
+            continue  # omitted whole: the Source owns excerpts, the core never clips
         if len(kept) < ceilings.max_results and used + size <= ceilings.max_characters:
             kept.append(item)
             used += size

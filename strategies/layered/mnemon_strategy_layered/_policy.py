@@ -42,10 +42,7 @@ def not_run(request: PolicyRequest, reason: str) -> Evidence:
 def _within(request: PolicyRequest, limits: dict[str, int]) -> dict[str, int]:
     # a policy may only narrow: never ask for more than the route allows
     route = request.route
-    return {
-        "max_results": min(limits["max_results"], route.max_results),
-        "max_characters": min(limits["max_characters"], route.max_characters),
-    }
+    return {name: min(value, getattr(route, name)) for name, value in limits.items()}
 
 
 class LayeredTurn:
@@ -94,11 +91,13 @@ class LayeredTurn:
             limits = dict(RECALL_FIRST)
         else:
             limits = {"max_results": results, "max_characters": characters}
+        # the Source excerpts a long memory within this ceiling instead of losing it
+        limits["max_item_characters"] = RECALL_ITEM_CHARACTERS
         evidence = await read(limits=_within(request, limits))
         admitted: list[EvidenceItem] = []
         for item in evidence.items:
             digest = _digest(item.text)
-            if len(item.text) > RECALL_ITEM_CHARACTERS or digest in self._recall_digests:
+            if digest in self._recall_digests:
                 continue
             self._recall_digests.add(digest)
             admitted.append(item)
