@@ -567,6 +567,10 @@ async def test_files_are_private_whatever_the_umask_and_loose_ones_are_tightened
             stored.parent.chmod(0o755)
             await write(runner, add("second"))
             tightened = modes(tmp_path / "sources")
+            stored.chmod(0o644)
+            with pytest.raises(ActionError, match="not_found"):  # a refused write tightens too
+                await write(runner, {"target": "user", "operation": "remove", "id": "u9"})
+            after_refused = stored.stat().st_mode & 0o777
     finally:
         os.umask(previous)
     expected = {
@@ -578,6 +582,7 @@ async def test_files_are_private_whatever_the_umask_and_loose_ones_are_tightened
     }
     assert created == expected
     assert tightened == expected
+    assert after_refused == 0o600
 
 
 async def test_a_lock_held_too_long_is_a_timeout_and_nothing_is_written(tmp_path: Path) -> None:
