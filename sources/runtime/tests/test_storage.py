@@ -56,6 +56,30 @@ def test_a_written_document_decodes_to_itself() -> None:
     assert encode(applied.document) == applied.encoded
 
 
+def test_notes_of_several_agents_decode_to_themselves_in_one_order() -> None:
+    document = empty_document(ADA)
+    for number, agent_id in enumerate(("planner", None, "coder", "planner")):
+        change = read_change({"target": "memory", "operation": "add", "text": f"by {agent_id}"})
+        applied = apply_change(
+            document,
+            capped_size(document),
+            change,
+            agent_id=agent_id,
+            now=NOW,
+            limit=1 << 20,
+            records=8,
+            idempotency_key=f"key-{number}",
+        )
+        assert applied.document is not None
+        assert applied.encoded is not None
+        document = applied.document
+    assert decode(applied.encoded, ADA) == document
+    assert [notes.agent_id for notes in document.notes] == [None, "coder", "planner"]
+    assert [entry.id for entry in document.notes_of("planner").entries] == ["m1", "m2"]
+    assert [entry.id for entry in document.notes_of("coder").entries] == ["m1"]
+    assert document.notes_of("nobody").entries == ()
+
+
 def test_the_cap_admits_a_document_of_exactly_the_limit_and_not_one_byte_more() -> None:
     size = len(added("exactly").encoded or b"")
     assert added("exactly", limit=size).document is not None
