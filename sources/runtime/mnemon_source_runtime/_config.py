@@ -8,9 +8,11 @@ from pathlib import Path
 from mnemon import DefinitionError, SourceInit, source_data_directory
 
 __all__ = [
+    "DEFAULT_IDEMPOTENCY_RECORDS",
     "DEFAULT_LOCK_TIMEOUT",
     "DEFAULT_MEMORY_LIMIT_BYTES",
     "DEFAULT_SCOPE_KEYS",
+    "MAX_IDEMPOTENCY_RECORDS",
     "SCOPE_KEYS",
     "RuntimeSettings",
     "read_settings",
@@ -24,7 +26,13 @@ MAX_MEMORY_LIMIT_BYTES = 16 * 1024 * 1024
 DEFAULT_LOCK_TIMEOUT = 5.0
 MIN_LOCK_TIMEOUT = 0.01
 MAX_LOCK_TIMEOUT = 60.0
-_KNOWN = frozenset({"data_dir", "memory_limit_bytes", "scope_keys", "lock_timeout"})
+DEFAULT_IDEMPOTENCY_RECORDS = 256
+MIN_IDEMPOTENCY_RECORDS = 1
+# about 200 bytes a record: a few megabytes at most beside the capped entries
+MAX_IDEMPOTENCY_RECORDS = 10_000
+_KNOWN = frozenset(
+    {"data_dir", "memory_limit_bytes", "scope_keys", "lock_timeout", "idempotency_records"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +43,7 @@ class RuntimeSettings:
     memory_limit_bytes: int
     scope_keys: tuple[str, ...]
     lock_timeout: float
+    idempotency_records: int
 
 
 def read_settings(init: SourceInit) -> RuntimeSettings:
@@ -53,6 +62,9 @@ def read_settings(init: SourceInit) -> RuntimeSettings:
         memory_limit_bytes=_limit(config.get("memory_limit_bytes", DEFAULT_MEMORY_LIMIT_BYTES)),
         scope_keys=_scope_keys(config.get("scope_keys", DEFAULT_SCOPE_KEYS)),
         lock_timeout=_lock_timeout(config.get("lock_timeout", DEFAULT_LOCK_TIMEOUT)),
+        idempotency_records=_idempotency_records(
+            config.get("idempotency_records", DEFAULT_IDEMPOTENCY_RECORDS)
+        ),
     )
 
 
@@ -96,3 +108,16 @@ def _lock_timeout(value: object) -> float:
             f"{MIN_LOCK_TIMEOUT} to {MAX_LOCK_TIMEOUT}"
         )
     return float(value)
+
+
+def _idempotency_records(value: object) -> int:
+    if (
+        not isinstance(value, int)
+        or isinstance(value, bool)
+        or not MIN_IDEMPOTENCY_RECORDS <= value <= MAX_IDEMPOTENCY_RECORDS
+    ):
+        raise DefinitionError(
+            "runtime configuration.idempotency_records: must be an integer from "
+            f"{MIN_IDEMPOTENCY_RECORDS} to {MAX_IDEMPOTENCY_RECORDS}"
+        )
+    return value

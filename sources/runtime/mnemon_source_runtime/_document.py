@@ -3,6 +3,10 @@
 Everything here is pure: decoding checks a file's content against the schema (a file that
 breaks it is `Damaged`, never repaired silently), and `apply_change` computes the next
 document and its exact bytes, refusing a write that would overflow the byte cap.
+
+One document holds the user facts of its partition, shared by every agent, and the notes of
+each agent (or of the scope without an agent) apart, so one lock and one atomic write cover
+a turn's whole snapshot.
 """
 
 from __future__ import annotations
@@ -18,9 +22,12 @@ import orjson
 
 from mnemon import SourceError
 
+from ._config import MAX_IDEMPOTENCY_RECORDS
+
 __all__ = [
     "DEFAULT_IMPORTANCE",
     "FORMAT",
+    "LEGACY_FORMAT",
     "MAX_IMPORTANCE",
     "MAX_TEXT_CHARACTERS",
     "TARGETS",
@@ -29,7 +36,9 @@ __all__ = [
     "Damaged",
     "Document",
     "Entry",
+    "Notes",
     "apply_change",
+    "capped_size",
     "damaged_revision",
     "decode",
     "empty_document",
@@ -39,7 +48,9 @@ __all__ = [
     "revision_of",
 ]
 
-FORMAT = "mnemon-runtime/1"
+FORMAT = "mnemon-runtime/2"
+# the format before tenants and agents split partitions; still read, rewritten as FORMAT
+LEGACY_FORMAT = "mnemon-runtime/1"
 Target = Literal["user", "memory"]
 Operation = Literal["add", "replace", "remove"]
 TARGETS: tuple[Target, ...] = ("user", "memory")
@@ -50,15 +61,19 @@ DEFAULT_IMPORTANCE = 3
 MIN_IMPORTANCE = 1
 MAX_IMPORTANCE = 5
 MAX_TEXT_CHARACTERS = 2_000
-# the idempotency keys of the latest writes; the first thing given up when space runs out
-MAX_RECENT_KEYS = 32
 ENTRY_ID_PATTERN = r"^[um][1-9][0-9]{0,8}$"
 _ENTRY_ID = re.compile(ENTRY_ID_PATTERN)
 # anything but tab and newline below U+0020, and DEL: they would garble the rendered lines
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-_DOCUMENT_KEYS = frozenset({"format", "partition", "sequence", "next", "user", "memory", "recent"})
+# an agent id as the core accepts it in a Scope
+_AGENT_ID = re.compile(r"^[^\x00-\x1f\x7f]{1,300}$")
+_DOCUMENT_KEYS = frozenset({"format", "partition", "sequence", "user", "notes", "recent"})
+_BOOK_KEYS = frozenset({"next", "entries"})
+_NOTES_KEYS = frozenset({"agent_id", "next", "entries"})
+_LEGACY_KEYS = frozenset({"format", "partition", "sequence", "next", "user", "memory", "recent"})
 _ENTRY_KEYS = frozenset({"id", "text", "importance", "created_at", "updated_at"})
-_RECORD_KEYS = frozenset({"key", "fingerprint", "id", "sequence", "committed_at"})
+_RECORD_KEYS = frozenset({"key", "fingerprint", "agent_id", "id", "sequence", "committed_at"})
+_LEGACY_RECORD_KEYS = _RECORD_KEYS - {"agent_id"}
 
 
 class Damaged(Exception):
@@ -86,11 +101,25 @@ class Entry:
 
 
 @dataclass(frozen=True, slots=True)
+class Notes:
+    """The notes of one agent (`agent_id` None: of the scope without an agent)."""
+
+    agent_id: str | None
+    next: int
+    entries: tuple[Entry, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class KeyRecord:
-    """A committed write with an idempotency key, so a retry does not write twice."""
+    """A committed write with an idempotency key, so a retry does not write twice.
+
+    Keys are per agent (`agent_id` of the writer's scope): two agents never replay each
+    other's writes.
+    """
 
     key: str
     fingerprint: str
+    agent_id: str | None
     id: str
     sequence: int
     committed_at: str
@@ -98,24 +127,30 @@ class KeyRecord:
 
 @dataclass(frozen=True, slots=True)
 class Document:
-    """The whole memory of one scope partition."""
+    """The whole memory of one scope partition: shared user facts, and notes per agent."""
 
     partition: tuple[tuple[str, str], ...]
     sequence: int
     next_user: int
-    next_memory: int
     user: tuple[Entry, ...]
-    memory: tuple[Entry, ...]
+    notes: tuple[Notes, ...]
     recent: tuple[KeyRecord, ...]
 
-    def entries(self, target: Target) -> tuple[Entry, ...]:
-        """The entries of one target."""
-        return self.user if target == "user" else self.memory
+    def notes_of(self, agent_id: str | None) -> Notes:
+        """The notes of one agent; empty when it has none yet."""
+        for notes in self.notes:
+            if notes.agent_id == agent_id:
+                return notes
+        return Notes(agent_id, 1, ())
+
+    def entries(self, target: Target, agent_id: str | None) -> tuple[Entry, ...]:
+        """The entries of one target as the scope of `agent_id` sees them."""
+        return self.user if target == "user" else self.notes_of(agent_id).entries
 
 
 def empty_document(partition: tuple[tuple[str, str], ...]) -> Document:
     """The document of a partition nothing was written to yet."""
-    return Document(partition, 0, 1, 1, (), (), ())
+    return Document(partition, 0, 1, (), (), ())
 
 
 def revision_of(raw: bytes | None, sequence: int) -> str:
@@ -133,19 +168,34 @@ def damaged_revision(raw: bytes) -> str:
 # ------------------------------------------------------------------------- encoding
 
 
+def _notes_order(notes: Notes) -> tuple[bool, str]:
+    # the scope without an agent first, then by agent id: one document, one encoding
+    return (notes.agent_id is not None, notes.agent_id or "")
+
+
 def encode(document: Document) -> bytes:
     """The exact bytes stored for `document` (indented, so a human can repair it)."""
     body = {
         "format": FORMAT,
         "partition": dict(document.partition),
         "sequence": document.sequence,
-        "next": {"user": document.next_user, "memory": document.next_memory},
-        "user": [entry_json(entry) for entry in document.user],
-        "memory": [entry_json(entry) for entry in document.memory],
+        "user": {
+            "next": document.next_user,
+            "entries": [entry_json(entry) for entry in document.user],
+        },
+        "notes": [
+            {
+                "agent_id": notes.agent_id,
+                "next": notes.next,
+                "entries": [entry_json(entry) for entry in notes.entries],
+            }
+            for notes in document.notes
+        ],
         "recent": [
             {
                 "key": record.key,
                 "fingerprint": record.fingerprint,
+                "agent_id": record.agent_id,
                 "id": record.id,
                 "sequence": record.sequence,
                 "committed_at": record.committed_at,
@@ -154,6 +204,15 @@ def encode(document: Document) -> bytes:
         ],
     }
     return orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def capped_size(document: Document) -> int:
+    """The bytes `memory_limit_bytes` caps: the stored file without its idempotency records.
+
+    The records are kept apart from the cap so that a write near the cap never has to give
+    up the record that makes its own retry safe.
+    """
+    return len(encode(replace(document, recent=())))
 
 
 def entry_json(entry: Entry) -> dict[str, Any]:
@@ -168,7 +227,7 @@ def entry_json(entry: Entry) -> dict[str, Any]:
 
 
 def decode(raw: bytes, partition: tuple[tuple[str, str], ...]) -> Document:
-    """Check and read a stored file of `partition`.
+    """Check and read a stored file of `partition` (of this format or the legacy one).
 
     Raises:
         Damaged: the bytes are not a runtime document of this partition.
@@ -179,32 +238,59 @@ def decode(raw: bytes, partition: tuple[tuple[str, str], ...]) -> Document:
         raise Damaged("the file is not valid JSON") from None
     if not isinstance(body, dict):
         raise Damaged("the file does not hold a JSON object")
-    keys = set(body)
-    if keys - _DOCUMENT_KEYS or not keys >= _DOCUMENT_KEYS - {"recent"}:
-        raise Damaged(
-            f"the document must have exactly the keys {', '.join(sorted(_DOCUMENT_KEYS))}"
-        )
+    if body.get("format") == LEGACY_FORMAT:
+        return _decode_legacy(body, partition)
+    _exact_keys(body, _DOCUMENT_KEYS, "the document")
     if body["format"] != FORMAT:
-        raise Damaged(f"format: expected {FORMAT!r}")
+        raise Damaged(f"format: expected {FORMAT!r} (or {LEGACY_FORMAT!r})")
     if body["partition"] != dict(partition):
         raise Damaged("partition: the file belongs to another scope")
     sequence = _count(body["sequence"], "sequence", minimum=1)
-    counters = body["next"]
-    if not isinstance(counters, dict) or set(counters) != {"user", "memory"}:
-        raise Damaged("next: expected an object with 'user' and 'memory'")
-    user = _entries(body["user"], "user")
-    memory = _entries(body["memory"], "memory")
-    recent = _records(body.get("recent", []))
+    book = body["user"]
+    if not isinstance(book, dict):
+        raise Damaged("user: expected an object with next and entries")
+    _exact_keys(book, _BOOK_KEYS, "user")
+    user = _entries(book["entries"], "user", "user.entries")
     return Document(
         partition=partition,
         sequence=sequence,
         # an entry added by hand never collides with the next handle
-        next_user=max(_count(counters["user"], "next.user", minimum=1), _after(user)),
-        next_memory=max(_count(counters["memory"], "next.memory", minimum=1), _after(memory)),
+        next_user=max(_count(book["next"], "user.next", minimum=1), _after(user)),
         user=user,
-        memory=memory,
-        recent=recent,
+        notes=_notes(body["notes"]),
+        recent=_records(body["recent"], legacy_owner=None, legacy=False),
     )
+
+
+def _decode_legacy(body: dict[str, Any], partition: tuple[tuple[str, str], ...]) -> Document:
+    # format 1 had one list of notes per partition; they stay with the agent of the
+    # partition (when `scope_keys` named agent_id) or else with the scope without an agent
+    keys = set(body)
+    if keys - _LEGACY_KEYS or not keys >= _LEGACY_KEYS - {"recent"}:
+        raise Damaged(f"the document must have exactly the keys {', '.join(sorted(_LEGACY_KEYS))}")
+    if body["partition"] != dict(partition):
+        raise Damaged("partition: the file belongs to another scope")
+    owner = dict(partition).get("agent_id")
+    sequence = _count(body["sequence"], "sequence", minimum=1)
+    counters = body["next"]
+    if not isinstance(counters, dict) or set(counters) != {"user", "memory"}:
+        raise Damaged("next: expected an object with 'user' and 'memory'")
+    user = _entries(body["user"], "user", "user")
+    memory = _entries(body["memory"], "memory", "memory")
+    next_memory = max(_count(counters["memory"], "next.memory", minimum=1), _after(memory))
+    return Document(
+        partition=partition,
+        sequence=sequence,
+        next_user=max(_count(counters["user"], "next.user", minimum=1), _after(user)),
+        user=user,
+        notes=(Notes(owner, next_memory, memory),) if memory or next_memory > 1 else (),
+        recent=_records(body.get("recent", []), legacy_owner=owner, legacy=True),
+    )
+
+
+def _exact_keys(value: dict[str, Any], keys: frozenset[str], where: str) -> None:
+    if set(value) != keys:
+        raise Damaged(f"{where} must have exactly the keys {', '.join(sorted(keys))}")
 
 
 def _count(value: object, where: str, *, minimum: int = 0) -> int:
@@ -217,13 +303,13 @@ def _after(entries: tuple[Entry, ...]) -> int:
     return max((int(entry.id[1:]) for entry in entries), default=0) + 1
 
 
-def _entries(value: object, target: Target) -> tuple[Entry, ...]:
+def _entries(value: object, target: Target, where_list: str) -> tuple[Entry, ...]:
     if not isinstance(value, list):
-        raise Damaged(f"{target}: expected a list of entries")
+        raise Damaged(f"{where_list}: expected a list of entries")
     entries = []
     seen: set[str] = set()
     for index, item in enumerate(value):
-        where = f"{target}[{index}]"
+        where = f"{where_list}[{index}]"
         if not isinstance(item, dict) or set(item) != _ENTRY_KEYS:
             raise Damaged(f"{where}: expected exactly {', '.join(sorted(_ENTRY_KEYS))}")
         entry_id = item["id"]
@@ -255,23 +341,50 @@ def _entries(value: object, target: Target) -> tuple[Entry, ...]:
     return tuple(entries)
 
 
-def _records(value: object) -> tuple[KeyRecord, ...]:
-    if not isinstance(value, list) or len(value) > MAX_RECENT_KEYS:
-        raise Damaged(f"recent: expected a list of at most {MAX_RECENT_KEYS} records")
+def _notes(value: object) -> tuple[Notes, ...]:
+    if not isinstance(value, list):
+        raise Damaged("notes: expected a list of the notes of each agent")
+    books = []
+    seen: set[str | None] = set()
+    for index, item in enumerate(value):
+        where = f"notes[{index}]"
+        if not isinstance(item, dict):
+            raise Damaged(f"{where}: expected an object")
+        _exact_keys(item, _NOTES_KEYS, where)
+        agent_id = item["agent_id"]
+        if agent_id is not None and not (isinstance(agent_id, str) and _AGENT_ID.match(agent_id)):
+            raise Damaged(f"{where}.agent_id: expected null or an agent id")
+        if agent_id in seen:
+            raise Damaged(f"{where}.agent_id: the notes of one agent appear twice")
+        seen.add(agent_id)
+        entries = _entries(item["entries"], "memory", f"{where}.entries")
+        following = max(_count(item["next"], f"{where}.next", minimum=1), _after(entries))
+        books.append(Notes(agent_id, following, entries))
+    return tuple(sorted(books, key=_notes_order))
+
+
+def _records(value: object, *, legacy_owner: str | None, legacy: bool) -> tuple[KeyRecord, ...]:
+    if not isinstance(value, list) or len(value) > MAX_IDEMPOTENCY_RECORDS:
+        raise Damaged(f"recent: expected a list of at most {MAX_IDEMPOTENCY_RECORDS} records")
+    keys = _LEGACY_RECORD_KEYS if legacy else _RECORD_KEYS
     records = []
     for index, item in enumerate(value):
         where = f"recent[{index}]"
-        if not isinstance(item, dict) or set(item) != _RECORD_KEYS:
-            raise Damaged(f"{where}: expected exactly {', '.join(sorted(_RECORD_KEYS))}")
+        if not isinstance(item, dict) or set(item) != keys:
+            raise Damaged(f"{where}: expected exactly {', '.join(sorted(keys))}")
         texts = (item["key"], item["fingerprint"], item["id"])
         if not all(isinstance(text, str) and text for text in texts):
             raise Damaged(f"{where}: key, fingerprint and id must be non-empty strings")
+        agent_id = legacy_owner if legacy else item["agent_id"]
+        if agent_id is not None and not (isinstance(agent_id, str) and _AGENT_ID.match(agent_id)):
+            raise Damaged(f"{where}.agent_id: expected null or an agent id")
         if not _timestamp(item["committed_at"]):
             raise Damaged(f"{where}.committed_at: expected an ISO 8601 time with a time zone")
         records.append(
             KeyRecord(
                 item["key"],
                 item["fingerprint"],
+                agent_id,
                 item["id"],
                 _count(item["sequence"], f"{where}.sequence", minimum=1),
                 item["committed_at"],
@@ -379,14 +492,18 @@ def apply_change(
     stored_bytes: int,
     change: Change,
     *,
+    agent_id: str | None,
     now: str,
     limit: int,
+    records: int,
     idempotency_key: str | None = None,
 ) -> Applied:
-    """Apply `change` to `document`; `stored_bytes` is the size of the file as it is now.
+    """Apply `change`, made from the scope of `agent_id`, to `document`.
 
-    A write whose result would be larger than `limit` bytes, and larger than the file is
+    `stored_bytes` is the capped size of the document as it is now (`capped_size`). A write
+    whose result would be larger than `limit` capped bytes, and larger than the document is
     now, is refused: a store that is over its cap (the cap was lowered) can still shrink.
+    The idempotency records of the latest `records` writes are kept; an older one is dropped.
 
     Raises:
         SourceError: `not_found` (no such entry), `invalid_payload` (an idempotency key
@@ -395,7 +512,7 @@ def apply_change(
     fingerprint = change.fingerprint()
     if idempotency_key is not None:
         for record in document.recent:
-            if record.key != idempotency_key:
+            if record.key != idempotency_key or record.agent_id != agent_id:
                 continue
             if record.fingerprint != fingerprint:
                 raise SourceError(
@@ -405,10 +522,10 @@ def apply_change(
             return Applied(None, None, record.id, record.committed_at, replayed=True)
 
     target = change.target
-    entries = list(document.entries(target))
-    next_user, next_memory = document.next_user, document.next_memory
+    notes = document.notes_of(agent_id)
+    entries = list(document.entries(target, agent_id))
+    number = document.next_user if target == "user" else notes.next
     if change.operation == "add":
-        number = next_user if target == "user" else next_memory
         entry_id = f"{PREFIX[target]}{number}"
         entries.append(
             Entry(
@@ -419,10 +536,7 @@ def apply_change(
                 updated_at=now,
             )
         )
-        if target == "user":
-            next_user += 1
-        else:
-            next_memory += 1
+        number += 1
     else:
         entry_id = change.id or ""
         index = next((i for i, entry in enumerate(entries) if entry.id == entry_id), None)
@@ -444,30 +558,24 @@ def apply_change(
     sequence = document.sequence + 1
     recent = document.recent
     if idempotency_key is not None:
-        record = KeyRecord(idempotency_key, fingerprint, entry_id, sequence, now)
-        recent = (*recent, record)[-MAX_RECENT_KEYS:]
-    updated = replace(
-        document,
-        sequence=sequence,
-        next_user=next_user,
-        next_memory=next_memory,
-        user=tuple(entries) if target == "user" else document.user,
-        memory=tuple(entries) if target == "memory" else document.memory,
-        recent=recent,
-    )
-    encoded = encode(updated)
-    while _overflows(len(encoded), stored_bytes, limit) and updated.recent:
-        updated = replace(updated, recent=updated.recent[1:])
-        encoded = encode(updated)
-    if _overflows(len(encoded), stored_bytes, limit):
+        recent = (
+            *recent,
+            KeyRecord(idempotency_key, fingerprint, agent_id, entry_id, sequence, now),
+        )
+    if target == "user":
+        updated = replace(document, user=tuple(entries), next_user=number)
+    else:
+        # an agent's notes stay in the file once it has any, so its handles are never reused
+        others = tuple(book for book in document.notes if book.agent_id != agent_id)
+        books = (*others, Notes(agent_id, number, tuple(entries)))
+        updated = replace(document, notes=tuple(sorted(books, key=_notes_order)))
+    updated = replace(updated, sequence=sequence, recent=recent[-records:])
+    size = capped_size(updated)
+    if size > limit and size > stored_bytes:
         raise SourceError(
             "runtime-capacity",
             f"runtime memory is full for this scope: the {change.operation} would make the "
-            f"stored document {len(encoded)} bytes, over memory_limit_bytes={limit} "
+            f"stored document {size} bytes, over memory_limit_bytes={limit} "
             f"({stored_bytes} bytes in use); remove or shorten entries first",
         )
-    return Applied(updated, encoded, entry_id, now, replayed=False)
-
-
-def _overflows(size: int, stored_bytes: int, limit: int) -> bool:
-    return size > limit and size > stored_bytes
+    return Applied(updated, encode(updated), entry_id, now, replayed=False)

@@ -42,10 +42,16 @@ def _priority(item: tuple[Target, Entry]) -> tuple[int, float, int, int]:
 
 
 def render_fragments(
-    document: Document, source_key: str, mode: Mode, max_characters: int
+    document: Document, agent_id: str | None, source_key: str, mode: Mode, max_characters: int
 ) -> tuple[Fragment, ...]:
-    """The fragments of `document` within `max_characters` in total (never a cut entry)."""
-    candidates = [(target, entry) for target in TARGETS for entry in document.entries(target)]
+    """The fragments of `document` within `max_characters` in total (never a cut entry).
+
+    They show the user facts and the notes of `agent_id` (None: the scope without an agent),
+    never another agent's notes.
+    """
+    candidates = [
+        (target, entry) for target in TARGETS for entry in document.entries(target, agent_id)
+    ]
     candidates.sort(key=_priority)
     chosen: dict[Target, list[str]] = {target: [] for target in TARGETS}
     used = 0

@@ -180,6 +180,10 @@ class RuntimeSource:
             if value is None:
                 return None
             values[name] = value
+        # a tenant always splits memory, listed or not: tenants never see each other's data,
+        # and a scope without a tenant is a partition of its own, never a fallback
+        if scope.tenant_id is not None:
+            values["tenant_id"] = scope.tenant_id
         return partition_of(self._settings.directory, values)
 
     def _required_partition(self, scope: Scope) -> Partition:
@@ -216,9 +220,14 @@ class RuntimeSource:
             stripe.release()
 
     def _step(
-        self, change: Change, idempotency_key: str | None, expected_revision: str | None = None
+        self,
+        change: Change,
+        agent_id: str | None,
+        idempotency_key: str | None,
+        expected_revision: str | None = None,
     ) -> Callable[[Snapshot], Applied]:
         limit = self._settings.memory_limit_bytes
+        records = self._settings.idempotency_records
 
         def step(current: Snapshot) -> Applied:
             if expected_revision is not None and current.revision != expected_revision:
@@ -230,8 +239,10 @@ class RuntimeSource:
                 current.document,
                 current.size,
                 change,
+                agent_id=agent_id,
                 now=_now(),
                 limit=limit,
+                records=records,
                 idempotency_key=idempotency_key,
             )
 
@@ -257,6 +268,7 @@ class RuntimeSource:
             return self._unavailable("damaged-file", revision=exc.revision)
         self._remember(partition, snapshot)
         document = snapshot.document
+        notes = document.notes_of(request.scope.agent_id)
         return SourceFacts(
             instance_key=self._key,
             type_id=TYPE_ID,
@@ -266,7 +278,7 @@ class RuntimeSource:
             capabilities=CAPABILITIES,
             action_ids=("mutate",),
             hints={
-                "entries": len(document.user) + len(document.memory),
+                "entries": len(document.user) + len(notes.entries),
                 "used_percent": min(100, snapshot.size * 100 // self._settings.memory_limit_bytes),
             },
         )
@@ -308,7 +320,11 @@ class RuntimeSource:
             if expected is not None and snapshot.revision != expected:
                 raise SourceError("degraded", "the runtime memory changed after facts were read")
         fragments = render_fragments(
-            snapshot.document, self._key, request.mode, request.max_characters
+            snapshot.document,
+            request.scope.agent_id,
+            self._key,
+            request.mode,
+            request.max_characters,
         )
         return ViewContribution(fragments=fragments, revision=snapshot.revision)
 
@@ -317,13 +333,13 @@ class RuntimeSource:
 
         Raises:
             SourceError: `invalid_payload`, `not_found`, `runtime-capacity`,
-                `schema_mismatch` (damaged file) or `timeout` (lock busy); nothing written.
+                `schema_mismatch` (damaged file), `runtime-unsafe-path` (a link planted at
+                the lock file) or `timeout` (lock busy); nothing written.
         """
         partition = self._required_partition(request.view.scope)
         change = read_change(request.input)
-        snapshot, applied = await self._transact(
-            partition, self._step(change, request.idempotency_key)
-        )
+        step = self._step(change, request.view.scope.agent_id, request.idempotency_key)
+        snapshot, applied = await self._transact(partition, step)
         return create_mutation_receipt(
             request,
             completion="committed",
@@ -346,12 +362,12 @@ class RuntimeSource:
         """
         partition = self._required_partition(request.scope)
         operation = request.operation.id
+        agent_id = request.scope.agent_id
         if operation == "read":
-            return await self._read(partition)
+            return await self._read(partition, agent_id)
         change = read_change(request.input)
-        snapshot, applied = await self._transact(
-            partition, self._step(change, None, request.expected_revision)
-        )
+        step = self._step(change, agent_id, None, request.expected_revision)
+        snapshot, applied = await self._transact(partition, step)
         return ManagementResult(
             source_key=self._key,
             operation=operation,
@@ -363,7 +379,7 @@ class RuntimeSource:
             revision=snapshot.revision,
         )
 
-    async def _read(self, partition: Partition) -> ManagementResult:
+    async def _read(self, partition: Partition, agent_id: str | None) -> ManagementResult:
         try:
             snapshot = await run_blocking(load, partition)
         except Damaged as exc:
@@ -387,7 +403,7 @@ class RuntimeSource:
                 "status": "ok",
                 "revision": snapshot.revision,
                 "user": [entry_json(entry) for entry in document.user],
-                "memory": [entry_json(entry) for entry in document.memory],
+                "memory": [entry_json(entry) for entry in document.notes_of(agent_id).entries],
                 "used_bytes": snapshot.size,
                 "limit_bytes": self._settings.memory_limit_bytes,
             },

@@ -42,4 +42,5 @@ class TestRuntimeConformance(SourceConformance):
         return "read", {}
 
     def manage_write(self, marker: str) -> tuple[str, dict[str, Any]]:
-        return "mutate", {"target": "user", "operation": "add", "text": marker}
+        # notes, like write(): agent-private, so the suite's isolation checks apply to both
+        return "mutate", {"target": "memory", "operation": "add", "text": marker}

@@ -266,7 +266,7 @@ async def test_data_lives_under_mnemon_home_by_default(
         await write(runner, add("homed"))
     (stored,) = store_files(tmp_path)
     assert stored.parent == tmp_path / "sources" / "runtime" / "runtime"
-    assert stored.read_bytes().startswith(b'{\n  "format": "mnemon-runtime/1"')
+    assert stored.read_bytes().startswith(b'{\n  "format": "mnemon-runtime/2"')
 
 
 # ------------------------------------------------------------------ capacity
@@ -318,6 +318,64 @@ async def test_a_store_over_a_lowered_cap_can_shrink_but_not_grow(tmp_path: Path
     assert "[u2]" not in shown[0]
 
 
+async def add_if_room(turn: Any, text: str, key: str | None = None) -> Any:
+    """The receipt of adding `text`, or None when the store is too full for it."""
+    try:
+        return await turn.execute_action(OFFER, add(text), allow, idempotency_key=key)
+    except ActionError as exc:
+        if exc.code != "runtime-capacity":
+            raise
+        return None
+
+
+async def test_a_keyed_write_near_the_cap_keeps_its_record_so_a_retry_replays(
+    tmp_path: Path,
+) -> None:
+    async with MemoryCompositionRunner() as runner:
+        await open_runtime(runner, {"data_dir": str(tmp_path), "memory_limit_bytes": 2048})
+        turn = await runner.begin_turn({"scope": ADA})
+        last = None
+        while receipt := await add_if_room(turn, "filler " * 20):
+            last = receipt
+        assert last is not None
+        # room for about one filler: the longest entry that fits leaves no byte for a record
+        removal = {"target": "user", "operation": "remove", "id": last.detail["id"]}
+        await turn.execute_action(OFFER, removal, allow)
+        length = 500
+        while not (first := await add_if_room(turn, "k" * length, "last-one")):
+            length -= 1
+        retry = await turn.execute_action(
+            OFFER, add("k" * length), allow, idempotency_key="last-one"
+        )
+        await turn.release()
+        output = await runner.management_client(KEY, ADA).read("read")
+    assert first.completion == retry.completion == "committed"
+    assert retry.detail["replayed"] is True
+    assert (retry.detail["id"], retry.committed_at) == (first.detail["id"], first.committed_at)
+    assert [entry["text"] for entry in output["user"]].count("k" * length) == 1
+    assert output["limit_bytes"] - 10 < output["used_bytes"] <= output["limit_bytes"] == 2048
+
+
+async def test_only_the_records_of_the_latest_writes_are_kept(tmp_path: Path) -> None:
+    config = {"data_dir": str(tmp_path), "idempotency_records": 2}
+    async with MemoryCompositionRunner() as runner:
+        await open_runtime(runner, config)
+        turn = await runner.begin_turn({"scope": ADA})
+        for key in ("a", "b", "c"):
+            await turn.execute_action(OFFER, add(f"fact {key}"), allow, idempotency_key=key)
+        kept = [
+            await turn.execute_action(OFFER, add(f"fact {key}"), allow, idempotency_key=key)
+            for key in ("b", "c")
+        ]
+        # the third-newest record was dropped: its retry is a new write
+        dropped = await turn.execute_action(OFFER, add("fact a"), allow, idempotency_key="a")
+        await turn.release()
+        output = await runner.management_client(KEY, ADA).read("read")
+    assert [receipt.detail["replayed"] for receipt in kept] == [True, True]
+    assert dropped.detail["replayed"] is False
+    assert [entry["text"] for entry in output["user"]] == ["fact a", "fact b", "fact c", "fact a"]
+
+
 # ------------------------------------------------------------------ damage
 
 
@@ -327,7 +385,9 @@ def corrupt(path: Path, kind: str) -> bytes:
         "invalid-json": b'{"format": "mnemon-runtime/1", "user": [',
         "empty-file": b"",
         "not-an-object": b"[]",
-        "wrong-schema": orjson.dumps({**good, "user": [{**good["user"][0], "importance": "high"}]}),
+        "wrong-schema": orjson.dumps(
+            {**good, "user": {**good["user"], "entries": [{"importance": "high"}]}}
+        ),
         "unknown-format": orjson.dumps({**good, "format": "mnemon-runtime/99"}),
         "another-scope": orjson.dumps({**good, "partition": {"user_id": "eve"}}),
     }[kind]
@@ -406,7 +466,8 @@ async def test_a_hand_fixed_file_is_read_again(tmp_path: Path) -> None:
         stored.write_bytes(good[:-10])
         assert await texts(runner) == []
         body = orjson.loads(good)
-        body["user"].append({**body["user"][0], "id": "u7", "text": "added by hand"})
+        entries = body["user"]["entries"]
+        entries.append({**entries[0], "id": "u7", "text": "added by hand"})
         stored.write_bytes(orjson.dumps(body, option=orjson.OPT_INDENT_2))
         await write(runner, add("added by the model"))
         output = await runner.management_client(KEY, ADA).read("read")
@@ -429,6 +490,99 @@ async def test_a_leftover_temporary_file_is_ignored_and_cleaned_by_the_next_writ
         assert await texts(runner) == ["User facts (runtime memory):\n- [u1] committed"]
         await write(runner, add("next"))
     assert not leftover.exists()
+
+
+async def test_a_link_planted_at_the_lock_file_is_refused_not_followed(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"not the store's")
+    victim.chmod(0o644)
+    async with MemoryCompositionRunner() as runner:
+        await open_runtime(runner, {"data_dir": str(tmp_path / "data")})
+        await write(runner, add("first"))
+        (stored,) = store_files(tmp_path)
+        before = stored.read_bytes()
+        lock = stored.with_suffix(".lock")
+        lock.unlink()
+        lock.symlink_to(victim)
+        with pytest.raises(ActionError) as planted:
+            await write(runner, add("secret second"))
+        lock.unlink()
+        await write(runner, add("third"))
+    assert planted.value.code == "runtime-unsafe-path"
+    assert planted.value.receipt.completion == "failed"
+    message = str(planted.value.__cause__)
+    assert "symbolic link" in message
+    assert "secret" not in message
+    assert b"secret" not in stored.read_bytes()
+    assert before != stored.read_bytes()  # the third write got in, once the link was gone
+    assert victim.read_bytes() == b"not the store's"
+    assert victim.stat().st_mode & 0o777 == 0o644
+
+
+async def test_a_link_planted_at_the_data_file_is_never_followed(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere.json"
+    async with MemoryCompositionRunner() as runner:
+        await open_runtime(runner, {"data_dir": str(tmp_path / "data")})
+        await write(runner, add("kept aside"))
+        (stored,) = store_files(tmp_path / "data")
+        pinned = await runner.begin_turn({"scope": ADA})  # composed before the link
+        elsewhere.write_bytes(stored.read_bytes())
+        stored.unlink()
+        stored.symlink_to(elsewhere)
+        turn = await runner.begin_turn({"scope": ADA})
+        await turn.release()
+        status = await runner.management_client(KEY, ADA).read("read")
+        with pytest.raises(ActionError) as refused:
+            await pinned.execute_action(OFFER, add("through the link?"), allow)
+        await pinned.release()
+    assert [d.message for d in turn.view.diagnostics] == [
+        f"Memory Source {KEY} is unavailable (damaged-file)"
+    ]
+    assert status["status"] == "damaged"
+    assert "symbolic link" in status["problem"]
+    assert refused.value.code == "schema_mismatch"
+    assert stored.is_symlink()
+    assert b"through the link" not in elsewhere.read_bytes()
+
+
+def modes(folder: Path) -> dict[str, int]:
+    return {
+        str(path.relative_to(folder)): path.stat().st_mode & 0o777
+        for path in (folder, *folder.rglob("*"))
+    }
+
+
+async def test_files_are_private_whatever_the_umask_and_loose_ones_are_tightened(
+    tmp_path: Path,
+) -> None:
+    previous = os.umask(0)
+    try:
+        async with MemoryCompositionRunner() as runner:
+            await open_runtime(runner, {"data_dir": str(tmp_path)})
+            await write(runner, add("first"))
+            created = modes(tmp_path / "sources")
+            (stored,) = store_files(tmp_path)
+            stored.chmod(0o644)  # restored from a backup, say
+            stored.with_suffix(".lock").chmod(0o666)
+            stored.parent.chmod(0o755)
+            await write(runner, add("second"))
+            tightened = modes(tmp_path / "sources")
+            stored.chmod(0o644)
+            with pytest.raises(ActionError, match="not_found"):  # a refused write tightens too
+                await write(runner, {"target": "user", "operation": "remove", "id": "u9"})
+            after_refused = stored.stat().st_mode & 0o777
+    finally:
+        os.umask(previous)
+    expected = {
+        ".": 0o700,
+        "runtime": 0o700,
+        "runtime/runtime": 0o700,
+        f"runtime/runtime/{stored.name}": 0o600,
+        f"runtime/runtime/{stored.stem}.lock": 0o600,
+    }
+    assert created == expected
+    assert tightened == expected
+    assert after_refused == 0o600
 
 
 async def test_a_lock_held_too_long_is_a_timeout_and_nothing_is_written(tmp_path: Path) -> None:
@@ -532,6 +686,10 @@ async def test_management_writes_need_confirmation_and_the_current_revision(
         ({"scope_keys": ["user_id", "user_id"]}, "duplicate"),
         ({"lock_timeout": 0}, "lock_timeout"),
         ({"lock_timeout": "soon"}, "lock_timeout"),
+        ({"idempotency_records": 0}, "idempotency_records: must be an integer from 1 to"),
+        ({"idempotency_records": 10_001}, "idempotency_records: must be"),
+        ({"idempotency_records": True}, "idempotency_records: must be"),
+        ({"idempotency_records": "many"}, "idempotency_records: must be"),
     ],
     ids=lambda value: orjson.dumps(value).decode() if isinstance(value, dict) else "",
 )

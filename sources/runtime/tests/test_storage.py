@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import threading
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -12,6 +13,7 @@ from mnemon_source_runtime._document import (
     Change,
     Damaged,
     apply_change,
+    capped_size,
     decode,
     empty_document,
     encode,
@@ -23,11 +25,27 @@ from mnemon import SourceError
 
 ADA = (("user_id", "ada"),)
 NOW = "2026-01-02T03:04:05.000006+00:00"
+NOTES = {"agent_id": "planner", "next": 1, "entries": []}
+
+
+def user_entries(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The user facts of a stored document's JSON."""
+    entries: list[dict[str, Any]] = body["user"]["entries"]
+    return entries
 
 
 def added(text: str, key: str | None = None, limit: int = 1 << 20):  # type: ignore[no-untyped-def]
     change = read_change({"target": "user", "operation": "add", "text": text})
-    return apply_change(empty_document(ADA), 0, change, now=NOW, limit=limit, idempotency_key=key)
+    return apply_change(
+        empty_document(ADA),
+        0,
+        change,
+        agent_id=None,
+        now=NOW,
+        limit=limit,
+        records=256,
+        idempotency_key=key,
+    )
 
 
 def test_a_written_document_decodes_to_itself() -> None:
@@ -36,6 +54,30 @@ def test_a_written_document_decodes_to_itself() -> None:
     assert applied.encoded is not None
     assert decode(applied.encoded, ADA) == applied.document
     assert encode(applied.document) == applied.encoded
+
+
+def test_notes_of_several_agents_decode_to_themselves_in_one_order() -> None:
+    document = empty_document(ADA)
+    for number, agent_id in enumerate(("planner", None, "coder", "planner")):
+        change = read_change({"target": "memory", "operation": "add", "text": f"by {agent_id}"})
+        applied = apply_change(
+            document,
+            capped_size(document),
+            change,
+            agent_id=agent_id,
+            now=NOW,
+            limit=1 << 20,
+            records=8,
+            idempotency_key=f"key-{number}",
+        )
+        assert applied.document is not None
+        assert applied.encoded is not None
+        document = applied.document
+    assert decode(applied.encoded, ADA) == document
+    assert [notes.agent_id for notes in document.notes] == [None, "coder", "planner"]
+    assert [entry.id for entry in document.notes_of("planner").entries] == ["m1", "m2"]
+    assert [entry.id for entry in document.notes_of("coder").entries] == ["m1"]
+    assert document.notes_of("nobody").entries == ()
 
 
 def test_the_cap_admits_a_document_of_exactly_the_limit_and_not_one_byte_more() -> None:
@@ -47,25 +89,33 @@ def test_the_cap_admits_a_document_of_exactly_the_limit_and_not_one_byte_more() 
     assert f"{size} bytes, over memory_limit_bytes={size - 1}" in str(full.value)
 
 
-def test_recent_idempotency_keys_give_way_before_a_write_is_refused() -> None:
+def test_the_cap_counts_the_file_without_its_idempotency_records() -> None:
+    plain = added("exactly")
+    keyed = added("exactly", key="k-1")
+    assert keyed.encoded is not None
+    assert plain.encoded is not None
+    assert len(keyed.encoded) > len(plain.encoded)
+    # a cap the plain document fits exactly admits the keyed write, record and all
+    assert added("exactly", key="k-1", limit=len(plain.encoded)).document is not None
+
+
+def test_only_the_latest_records_are_kept_and_the_oldest_goes_first() -> None:
     document = empty_document(ADA)
-    size = 0
-    for number in range(32):
+    for number in range(5):
         change = read_change({"target": "memory", "operation": "add", "text": f"n{number}"})
         applied = apply_change(
-            document, size, change, now=NOW, limit=1 << 20, idempotency_key=f"key-{number:03}"
+            document,
+            capped_size(document),
+            change,
+            agent_id=None,
+            now=NOW,
+            limit=1 << 20,
+            records=3,
+            idempotency_key=f"key-{number}",
         )
         assert applied.document is not None
-        assert applied.encoded is not None
-        document, size = applied.document, len(applied.encoded)
-    assert len(document.recent) == 32
-    change = read_change({"target": "memory", "operation": "add", "text": "one more"})
-    applied = apply_change(document, size, change, now=NOW, limit=size + 50)
-    assert applied.document is not None
-    assert applied.encoded is not None
-    assert len(applied.encoded) <= size + 50
-    assert 0 < len(applied.document.recent) < 32
-    assert applied.document.recent[-1].key == "key-031"  # the oldest went first
+        document = applied.document
+    assert [record.key for record in document.recent] == ["key-2", "key-3", "key-4"]
 
 
 @pytest.mark.parametrize(
@@ -107,15 +157,21 @@ def test_text_is_trimmed_and_the_fingerprint_follows_what_is_asked() -> None:
 @pytest.mark.parametrize(
     ("mutate", "problem"),
     [
-        (lambda body: body.pop("next"), "exactly the keys"),
+        (lambda body: body.pop("notes"), "exactly the keys"),
         (lambda body: body.update(extra=1), "exactly the keys"),
         (lambda body: body.update(sequence=0), "sequence"),
-        (lambda body: body["user"].append(dict(body["user"][0])), "appears twice"),
-        (lambda body: body["user"][0].update(id="m1"), "user[0].id"),
-        (lambda body: body["user"][0].update(text=" padded"), "whitespace"),
-        (lambda body: body["user"][0].update(updated_at="yesterday"), "updated_at"),
-        (lambda body: body["user"][0].update(created_at="2026-01-02T03:04:05"), "time zone"),
+        (lambda body: user_entries(body).append(dict(user_entries(body)[0])), "appears twice"),
+        (lambda body: user_entries(body)[0].update(id="m1"), "user.entries[0].id"),
+        (lambda body: user_entries(body)[0].update(text=" padded"), "whitespace"),
+        (lambda body: user_entries(body)[0].update(updated_at="yesterday"), "updated_at"),
+        (lambda body: user_entries(body)[0].update(created_at="2026-01-02T03:04:05"), "time zone"),
         (lambda body: body.update(recent=[{"key": "k"}]), "recent[0]"),
+        (lambda body: body.update(notes=[NOTES, NOTES]), "appear twice"),
+        (lambda body: body.update(notes=[{**NOTES, "agent_id": ""}]), "notes[0].agent_id"),
+        (
+            lambda body: body.update(notes=[{**NOTES, "entries": [user_entries(body)[0]]}]),
+            "notes[0]",
+        ),
     ],
     ids=[
         "missing-key",
@@ -127,6 +183,9 @@ def test_text_is_trimmed_and_the_fingerprint_follows_what_is_asked() -> None:
         "bad-time",
         "naive-time",
         "bad-record",
+        "notes-twice",
+        "blank-agent",
+        "user-entry-in-notes",
     ],
 )
 def test_a_document_breaking_the_schema_is_damaged(mutate, problem: str) -> None:  # type: ignore[no-untyped-def]
@@ -145,6 +204,18 @@ def test_partition_files_are_named_by_a_digest_of_the_scope_values(tmp_path: Pat
     assert hostile.name != plain.name
     assert partition_of(tmp_path, {"user_id": "ada"}) == plain
     assert partition_of(tmp_path, {"user_id": "ada", "agent_id": "a"}).name != plain.name
+    # which ids are present, and under which key, counts: no two of these share a file
+    names = {
+        partition_of(tmp_path, values).name
+        for values in (
+            {"user_id": "ada"},
+            {"tenant_id": "acme", "user_id": "ada"},
+            {"tenant_id": "ada", "user_id": "acme"},
+            {"tenant_id": "ada"},
+            {"user_id": "ada", "workspace": "acme"},
+        )
+    }
+    assert len(names) == 5
 
 
 def test_a_transaction_on_a_damaged_file_writes_nothing(tmp_path: Path) -> None:
@@ -156,7 +227,15 @@ def test_a_transaction_on_a_damaged_file_writes_nothing(tmp_path: Path) -> None:
 
     def step(snapshot):  # type: ignore[no-untyped-def]
         steps.append(snapshot)
-        return apply_change(snapshot.document, snapshot.size, change, now=NOW, limit=1 << 20)
+        return apply_change(
+            snapshot.document,
+            snapshot.size,
+            change,
+            agent_id=None,
+            now=NOW,
+            limit=1 << 20,
+            records=8,
+        )
 
     with pytest.raises(SourceError) as damaged:
         transact(partition, step, 1.0, threading.Event())
