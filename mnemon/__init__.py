@@ -40,12 +40,15 @@ from ._helpers import truncate_text as truncate_text
 from ._host import ManagementClient as ManagementClient
 from ._host import MemoryHost as MemoryHost
 from ._host import MemoryTurn as MemoryTurn
+from ._host import Unmount as Unmount
 from ._install import MemoryContributions as MemoryContributions
 from ._install import PluginContext as PluginContext
 from ._install import install_memory as install_memory
 from ._json import configuration_digest as configuration_digest
 from ._models import ActionDescriptor as ActionDescriptor
 from ._models import ActionOffer as ActionOffer
+from ._models import Authorize as Authorize
+from ._models import CaptureSlotValue as CaptureSlotValue
 from ._models import ComposeRequest as ComposeRequest
 from ._models import CompositionRequest as CompositionRequest
 from ._models import Diagnostic as Diagnostic
@@ -53,9 +56,12 @@ from ._models import Evidence as Evidence
 from ._models import EvidenceItem as EvidenceItem
 from ._models import EvidenceLimits as EvidenceLimits
 from ._models import ExtensionContribution as ExtensionContribution
+from ._models import ExtensionRecord as ExtensionRecord
 from ._models import FactsRequest as FactsRequest
 from ._models import Fragment as Fragment
+from ._models import GrantRecord as GrantRecord
 from ._models import Guidance as Guidance
+from ._models import InstalledContribution as InstalledContribution
 from ._models import ManagementDescriptor as ManagementDescriptor
 from ._models import ManagementEntry as ManagementEntry
 from ._models import ManagementField as ManagementField
@@ -67,6 +73,7 @@ from ._models import MutationReceipt as MutationReceipt
 from ._models import MutationRequest as MutationRequest
 from ._models import PolicyRequest as PolicyRequest
 from ._models import ProjectionRequest as ProjectionRequest
+from ._models import ProjectionSlotValue as ProjectionSlotValue
 from ._models import ProjectionSpec as ProjectionSpec
 from ._models import QueryRequest as QueryRequest
 from ._models import ReadGrant as ReadGrant
@@ -74,8 +81,10 @@ from ._models import RegistrySnapshot as RegistrySnapshot
 from ._models import Reminders as Reminders
 from ._models import RouteDescriptor as RouteDescriptor
 from ._models import Scope as Scope
+from ._models import SelectionSlotValue as SelectionSlotValue
 from ._models import SourceAction as SourceAction
 from ._models import SourceCandidate as SourceCandidate
+from ._models import SourceConsistency as SourceConsistency
 from ._models import SourceFacts as SourceFacts
 from ._models import SourceInit as SourceInit
 from ._models import SourceManifest as SourceManifest
@@ -97,10 +106,28 @@ from ._wake import render_wake as render_wake
 # a library never configures logging; hosts attach their own handlers to "mnemon"
 _logging.getLogger("mnemon").addHandler(_logging.NullHandler())
 
+# tracebacks and reprs name the public module, where callers import these from
+for _error in (
+    ActionError,
+    CompositionRejected,
+    CompositionUnavailable,
+    DefinitionError,
+    InstallError,
+    ManagementError,
+    MnemonError,
+    RevisionConflict,
+    RouteError,
+    SourceError,
+):
+    _error.__module__ = __name__
+del _error
+
 __all__ = [
     "ActionDescriptor",
     "ActionError",
     "ActionOffer",
+    "Authorize",
+    "CaptureSlotValue",
     "ComposeRequest",
     "CompositionRejected",
     "CompositionRequest",
@@ -112,11 +139,14 @@ __all__ = [
     "EvidenceItem",
     "EvidenceLimits",
     "ExtensionContribution",
+    "ExtensionRecord",
     "ExtensionRequest",
     "FactsRequest",
     "Fragment",
+    "GrantRecord",
     "Guidance",
     "InstallError",
+    "InstalledContribution",
     "ManageRequest",
     "ManagementClient",
     "ManagementDescriptor",
@@ -139,6 +169,7 @@ __all__ = [
     "Profile",
     "ProfileEntry",
     "ProjectionRequest",
+    "ProjectionSlotValue",
     "ProjectionSpec",
     "ProvidedCapability",
     "QueryRequest",
@@ -150,8 +181,10 @@ __all__ = [
     "RouteError",
     "RouteReader",
     "Scope",
+    "SelectionSlotValue",
     "SourceAction",
     "SourceCandidate",
+    "SourceConsistency",
     "SourceDefinition",
     "SourceError",
     "SourceFacts",
@@ -164,6 +197,7 @@ __all__ = [
     "StrategyDefinition",
     "StrategyManifest",
     "StrategyTurn",
+    "Unmount",
     "View",
     "ViewBudget",
     "ViewContribution",

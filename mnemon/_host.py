@@ -11,16 +11,23 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 
 from ._definitions import PluginDescriptor
-from ._engine.compose import PinnedView
-from ._engine.engine import Engine, EntryMemoryService
-from ._engine.execution import TurnExecution
-from ._engine.generation import DEFAULT_MAX_INPUT_BYTES, HostSettings, Lease
-from ._engine.management import current_revision, management_catalog, run_management
+from ._engine import (
+    DEFAULT_MAX_INPUT_BYTES,
+    Engine,
+    EntryMemoryService,
+    HostSettings,
+    Lease,
+    PinnedView,
+    TurnExecution,
+    current_revision,
+    management_catalog,
+    run_management,
+)
 from ._errors import (
     CompositionRejected,
     DefinitionError,
@@ -33,7 +40,7 @@ from ._json import FrozenDict, freeze_json, json_size_exceeds
 from ._models import (
     ENTRY_ID_PATTERN,
     SOURCE_CAPABILITIES,
-    ActionOffer,
+    Authorize,
     CompositionRequest,
     Evidence,
     EvidenceLimits,
@@ -57,7 +64,13 @@ MAX_SOURCE_TIMEOUT = 300.0
 MIN_INPUT_BYTES = 1024
 MAX_INPUT_BYTES = 64 * 1024 * 1024
 
-Unmount = Callable[[], Awaitable[None]]
+
+class Unmount(Protocol):
+    """What `MemoryHost.mount` returns: awaiting it unmounts the entry (idempotent)."""
+
+    def __call__(self) -> Awaitable[None]:
+        """Remove exactly what the entry installed; a second call does nothing."""
+        ...
 
 
 def _settings(
@@ -171,7 +184,7 @@ class MemoryTurn:
         self,
         offer_id: str,
         input: Mapping[str, Any] | None,
-        authorize: Callable[[ActionOffer], bool | Awaitable[bool]],
+        authorize: Authorize,
         *,
         idempotency_key: str | None = None,
     ) -> MutationReceipt:
@@ -197,6 +210,23 @@ class MemoryTurn:
         self._execution.close()
         with anyio.CancelScope(shield=True):
             await self._lease.release()
+
+    async def aclose(self) -> None:
+        """End the turn (the same as `release()`); works with `contextlib.aclosing`."""
+        await self.release()
+
+    async def __aenter__(self) -> MemoryTurn:
+        """Use a turn from `begin_turn()` in `async with`; it is released on exit.
+
+        Raises:
+            RuntimeError: the turn has already ended.
+        """
+        if self._released:
+            raise RuntimeError("this turn has ended and cannot be entered again")
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.release()
 
 
 class ManagementClient:
@@ -331,10 +361,26 @@ class MemoryHost:
         self._entries: dict[str, _Entry] = {}
 
     async def __aenter__(self) -> MemoryHost:
+        """Use the host in `async with`; it is closed on exit.
+
+        Raises:
+            RuntimeError: the host is already closed; make a new one.
+        """
+        if self._engine.disposed:
+            raise RuntimeError("this MemoryHost is closed and cannot be entered again")
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.dispose()
+
+    async def aclose(self) -> None:
+        """Close the host (the same as `dispose()`); works with `contextlib.aclosing`."""
+        await self.dispose()
+
+    @property
+    def closed(self) -> bool:
+        """Whether the host was closed; a closed host serves no turn and mounts nothing."""
+        return self._engine.disposed
 
     # ------------------------------------------------------------------ plugins
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import anyio
@@ -131,3 +132,26 @@ async def test_the_evidence_budget_is_captured_at_begin_turn() -> None:
         await turn.release()
     assert len(evidence.items) == 2
     assert evidence.truncated
+
+
+async def test_the_host_and_its_turns_follow_anyios_resource_conventions() -> None:
+    source, probe = fake_source()
+    async with contextlib.aclosing(MemoryHost()) as host:
+        await host.mount(source, instance_id="a")
+        await host.mount(strategy_plugin(), instance_id="strategy")
+        async with contextlib.AsyncExitStack() as stack:
+            turn = await stack.enter_async_context(await host.begin_turn())
+            assert not turn.released
+        assert turn.released
+        with pytest.raises(RuntimeError, match="turn has ended"):
+            await turn.__aenter__()
+        async with contextlib.aclosing(await host.begin_turn()) as closing:
+            assert host.inspect()["serving"]["leases"] == 1
+        assert closing.released
+        assert not host.closed
+    assert host.closed
+    assert probe.disposed == ["source:a", "source:a"]  # the mount-time trial, then serving
+    with pytest.raises(RuntimeError, match="MemoryHost is closed"):
+        async with host:
+            pass
+    await host.aclose()  # idempotent

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import typing
 
 import pydantic
 import pytest
@@ -15,6 +16,8 @@ EXPECTED_ALL = [
     "ActionDescriptor",
     "ActionError",
     "ActionOffer",
+    "Authorize",
+    "CaptureSlotValue",
     "ComposeRequest",
     "CompositionRejected",
     "CompositionRequest",
@@ -26,11 +29,14 @@ EXPECTED_ALL = [
     "EvidenceItem",
     "EvidenceLimits",
     "ExtensionContribution",
+    "ExtensionRecord",
     "ExtensionRequest",
     "FactsRequest",
     "Fragment",
+    "GrantRecord",
     "Guidance",
     "InstallError",
+    "InstalledContribution",
     "ManageRequest",
     "ManagementClient",
     "ManagementDescriptor",
@@ -53,6 +59,7 @@ EXPECTED_ALL = [
     "Profile",
     "ProfileEntry",
     "ProjectionRequest",
+    "ProjectionSlotValue",
     "ProjectionSpec",
     "ProvidedCapability",
     "QueryRequest",
@@ -64,8 +71,10 @@ EXPECTED_ALL = [
     "RouteError",
     "RouteReader",
     "Scope",
+    "SelectionSlotValue",
     "SourceAction",
     "SourceCandidate",
+    "SourceConsistency",
     "SourceDefinition",
     "SourceError",
     "SourceFacts",
@@ -78,6 +87,7 @@ EXPECTED_ALL = [
     "StrategyDefinition",
     "StrategyManifest",
     "StrategyTurn",
+    "Unmount",
     "View",
     "ViewBudget",
     "ViewContribution",
@@ -207,3 +217,39 @@ def test_library_does_not_configure_logging() -> None:
     handlers = logging.getLogger("mnemon").handlers
     assert any(isinstance(handler, logging.NullHandler) for handler in handlers)
     assert logging.getLogger("mnemon").level == logging.NOTSET
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        name
+        for name in EXPECTED_ALL
+        if inspect.isclass(getattr(mnemon, name))
+        and issubclass(getattr(mnemon, name), BaseException)
+    ],
+)
+def test_public_errors_show_their_public_module(name: str) -> None:
+    error = getattr(mnemon, name)
+    assert error.__module__ == "mnemon"
+    assert f"mnemon.{name}" in repr(error)
+
+
+def _models_in(annotation: object) -> set[type]:
+    found: set[type] = set()
+    if inspect.isclass(annotation) and issubclass(annotation, pydantic.BaseModel):
+        found.add(annotation)
+    for argument in typing.get_args(annotation):
+        found |= _models_in(argument)
+    return found
+
+
+def test_every_model_reachable_from_a_public_model_is_public() -> None:
+    public = {getattr(mnemon, name) for name in EXPECTED_ALL}
+    missing = set()
+    for name in EXPECTED_ALL:
+        model = getattr(mnemon, name)
+        if not (inspect.isclass(model) and issubclass(model, pydantic.BaseModel)):
+            continue
+        for field in model.model_fields.values():
+            missing |= {found.__name__ for found in _models_in(field.annotation) - public}
+    assert missing == set()

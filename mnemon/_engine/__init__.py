@@ -1,1 +1,24 @@
-"""The composition engine: registry, activation graph, generations, composition."""
+"""The composition engine: registry, activation graph, generations, composition, execution.
+
+This module is the engine's facade: the host uses the engine only through the names below,
+and an import-linter contract keeps it so.
+"""
+
+from .compose import PinnedView
+from .engine import Engine, EntryMemoryService
+from .execution import TurnExecution
+from .generation import DEFAULT_MAX_INPUT_BYTES, HostSettings, Lease
+from .management import current_revision, management_catalog, run_management
+
+__all__ = [
+    "DEFAULT_MAX_INPUT_BYTES",
+    "Engine",
+    "EntryMemoryService",
+    "HostSettings",
+    "Lease",
+    "PinnedView",
+    "TurnExecution",
+    "current_revision",
+    "management_catalog",
+    "run_management",
+]

@@ -25,7 +25,8 @@ from .generation import (
     realize_generation,
     trial_sources,
 )
-from .registry import Registry, RegistryState
+from .installed import RegistryState
+from .registry import Registry
 
 __all__ = ["Engine", "EngineState", "EntryMemoryService"]
 

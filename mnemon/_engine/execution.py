@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, NoReturn
 
 import anyio
@@ -22,6 +22,7 @@ from .._errors import (
 from .._json import FrozenDict, JsonValueError, freeze_json, json_size_exceeds
 from .._models import (
     ActionOffer,
+    Authorize,
     Evidence,
     EvidenceItem,
     EvidenceLimits,
@@ -38,10 +39,9 @@ from .._schema import input_problems
 from .compose import PinnedView
 from .reads import call_source
 
-__all__ = ["Authorize", "TurnExecution", "checked_input", "source_failure"]
+__all__ = ["TurnExecution", "checked_input", "source_failure"]
 
 _log = logging.getLogger("mnemon.execution")
-Authorize = Callable[[ActionOffer], "bool | Awaitable[bool]"]
 
 
 def checked_input(

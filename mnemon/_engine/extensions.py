@@ -3,26 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
-from pydantic import Field, Strict, StringConstraints, ValidationError, model_validator
+from pydantic import Strict, StringConstraints, ValidationError
 
 from .._definitions import STANDARD_SLOTS, ExtensionRequest, ViewExtensionDefinition
 from .._errors import CompositionRejected, InstallError
-from .._json import JsonValueError, canonical_json, digest, freeze_json, unique
+from .._json import JsonValueError, canonical_json, digest, freeze_json
 from .._models import (
-    MAX_PROJECTION_CHARACTERS,
+    CaptureSlotValue,
     ComposeRequest,
     ExtensionContribution,
     ExtensionRecord,
-    Id,
+    ProjectionSlotValue,
+    SelectionSlotValue,
     SourceCandidate,
     WireModel,
     describe_validation_error,
 )
-
-if TYPE_CHECKING:
-    from .registry import Installed
+from .installed import Installed
 
 __all__ = ["CONTRIBUTION_LIMIT", "check_slot_ownership", "collect_contributions"]
 
@@ -61,36 +60,10 @@ def check_slot_ownership(installed: Sequence[Installed], batch: Sequence[Install
                 )
 
 
-class _SelectionValue(WireModel):
-    source_keys: tuple[_Key, ...] = Field(max_length=32)
-    writable_source_keys: tuple[_Key, ...] = ()
-
-    @model_validator(mode="after")
-    def _check(self) -> _SelectionValue:
-        if not unique(self.source_keys):
-            raise ValueError("source_keys: must be unique")
-        if not unique(self.writable_source_keys):
-            raise ValueError("writable_source_keys: must be unique")
-        outside = [key for key in self.writable_source_keys if key not in self.source_keys]
-        if outside:
-            raise ValueError(f"writable_source_keys: {outside[0]!r} is not in source_keys")
-        return self
-
-
-class _ProjectionValue(WireModel):
-    max_projection_characters: Annotated[int, Strict(), Field(ge=1, le=MAX_PROJECTION_CHARACTERS)]
-
-
-class _CaptureValue(WireModel):
-    instruction: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=4_000)]
-    action_ids: tuple[Id, ...] = Field(min_length=1, max_length=32)
-    source_keys: tuple[_Key, ...] | None = Field(default=None, max_length=32)
-
-
 _SLOT_VALUES: dict[str, type[WireModel]] = {
-    "selection": _SelectionValue,
-    "projection": _ProjectionValue,
-    "capture": _CaptureValue,
+    "selection": SelectionSlotValue,
+    "projection": ProjectionSlotValue,
+    "capture": CaptureSlotValue,
 }
 assert set(_SLOT_VALUES) == set(STANDARD_SLOTS)
 

@@ -22,7 +22,7 @@ from .._models import (
     SourceRoute,
 )
 from .graph import check_activation_graph
-from .registry import Installed, RegistryState
+from .installed import Installed, RegistryState
 
 __all__ = [
     "Generation",

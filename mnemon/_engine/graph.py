@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from .._definitions import SourceDefinition
 from .._errors import CompositionRejected
-from .registry import RegistryState
+from .installed import RegistryState
 
 __all__ = ["check_activation_graph"]
 

@@ -6,68 +6,19 @@ import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from .._definitions import PluginDescriptor
 from .._errors import InstallError
 from .._install import Disposer, MemoryContributions
-from .._models import ENTRY_ID_PATTERN, InstalledContribution, RegistrySnapshot
+from .._models import ENTRY_ID_PATTERN, RegistrySnapshot
+from .extensions import check_slot_ownership
+from .installed import Installed, RegistryState
 
-__all__ = ["Installed", "Registry", "RegistryState"]
+__all__ = ["Registry"]
 
 _log = logging.getLogger("mnemon.registry")
 _ENTRY_ID = re.compile(ENTRY_ID_PATTERN)
-
-ContributionKind = Literal["source", "strategy", "strategy-extension"]
-
-
-@dataclass(frozen=True, slots=True)
-class Installed:
-    """One installed contribution, bound to the entry and install batch that made it."""
-
-    instance_key: str
-    kind: ContributionKind
-    entry_id: str
-    batch: int
-    definition: Any
-    descriptor: PluginDescriptor | None
-    configuration: Mapping[str, Any]
-
-    @property
-    def type_id(self) -> str:
-        return str(self.definition.type_id)
-
-    @property
-    def package_name(self) -> str:
-        if self.descriptor is not None:
-            return self.descriptor.package_name
-        return str(self.definition.package_name)
-
-
-@dataclass(frozen=True, slots=True)
-class RegistryState:
-    """An immutable state of the registry; generations are built from one of these."""
-
-    revision: int
-    installed: tuple[Installed, ...] = ()
-
-    def of_kind(self, kind: ContributionKind) -> tuple[Installed, ...]:
-        return tuple(item for item in self.installed if item.kind == kind)
-
-    def snapshot(self) -> RegistrySnapshot:
-        return RegistrySnapshot(
-            revision=self.revision,
-            contributions=tuple(
-                InstalledContribution(
-                    instance_key=item.instance_key,
-                    kind=item.kind,
-                    type_id=item.type_id,
-                    entry_id=item.entry_id,
-                    package_name=item.package_name,
-                )
-                for item in self.installed
-            ),
-        )
 
 
 @dataclass(slots=True)
@@ -182,8 +133,6 @@ class Registry:
         return True
 
     def _check_batch(self, current: tuple[Installed, ...], items: list[Installed]) -> None:
-        from .extensions import check_slot_ownership
-
         check_slot_ownership(
             [item for item in current if item.kind == "strategy-extension"],
             [item for item in items if item.kind == "strategy-extension"],

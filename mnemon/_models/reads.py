@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Protocol
 
 from pydantic import Field, Strict, StringConstraints, field_validator, model_validator
 
@@ -127,3 +128,15 @@ class PolicyRequest(WireModel):
     view: ViewRef
     route: ViewRoute
     input: JsonObject
+
+
+class Authorize(Protocol):
+    """The host's decision on one write, asked again on every execution of an offer.
+
+    A plain function or lambda taking the `ActionOffer` fits; it may be async. A falsy answer
+    refuses the write (`ActionError` with code `not-authorized`) and nothing is written.
+    """
+
+    def __call__(self, offer: ActionOffer, /) -> bool | Awaitable[bool]:
+        """Whether `offer` may write now."""
+        ...

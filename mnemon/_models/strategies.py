@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, Strict, StringConstraints
+from pydantic import Field, Strict, StringConstraints, model_validator
 
+from .._json import unique
 from .base import (
     GUIDANCE_LIMIT,
     MAX_PROJECTION_CHARACTERS,
@@ -120,3 +121,52 @@ class ComposeRequest(WireModel):
     scope: Scope
     scenario: str
     budget: ViewBudget
+
+
+# ------------------------------------------------------------------------- standard slot values
+
+_SlotKey = Annotated[str, Strict(), StringConstraints(min_length=1, max_length=400)]
+
+
+class SelectionSlotValue(WireModel):
+    """The value of the standard `selection` slot: which Sources the View should use."""
+
+    source_keys: tuple[_SlotKey, ...] = Field(
+        max_length=32, description="Exact Source instance keys, highest priority first."
+    )
+    writable_source_keys: tuple[_SlotKey, ...] = Field(
+        default=(), description="The subset of source_keys whose write offers may be shown."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> SelectionSlotValue:
+        if not unique(self.source_keys):
+            raise ValueError("source_keys: must be unique")
+        if not unique(self.writable_source_keys):
+            raise ValueError("writable_source_keys: must be unique")
+        outside = [key for key in self.writable_source_keys if key not in self.source_keys]
+        if outside:
+            raise ValueError(f"writable_source_keys: {outside[0]!r} is not in source_keys")
+        return self
+
+
+class ProjectionSlotValue(WireModel):
+    """The value of the standard `projection` slot: a cap on the View's projected text."""
+
+    max_projection_characters: Annotated[
+        int, Strict(), Field(ge=1, le=MAX_PROJECTION_CHARACTERS)
+    ] = Field(description="The most characters of memory text the View may project.")
+
+
+class CaptureSlotValue(WireModel):
+    """The value of the standard `capture` slot: guidance for recording memories."""
+
+    instruction: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=4_000)] = (
+        Field(description="What the model is asked to capture, shown as trusted guidance.")
+    )
+    action_ids: tuple[Id, ...] = Field(
+        min_length=1, max_length=32, description="The action ids that record a memory."
+    )
+    source_keys: tuple[_SlotKey, ...] | None = Field(
+        default=None, max_length=32, description="The Sources to capture into (default: any)."
+    )

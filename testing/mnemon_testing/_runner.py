@@ -71,6 +71,22 @@ class RunnerTurn:
         """End the turn (idempotent); later executions raise `released`."""
         await self._turn.release()
 
+    async def aclose(self) -> None:
+        """End the turn (the same as `release()`); works with `contextlib.aclosing`."""
+        await self._turn.release()
+
+    async def __aenter__(self) -> RunnerTurn:
+        """Use the turn in `async with`; it is released on exit.
+
+        Raises:
+            RuntimeError: the turn has already ended.
+        """
+        await self._turn.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._turn.release()
+
 
 class MemoryCompositionRunner:
     """Drive real compositions the way a host does, without exposing the engine.
@@ -101,6 +117,12 @@ class MemoryCompositionRunner:
         )
 
     async def __aenter__(self) -> MemoryCompositionRunner:
+        """Use the runner in `async with`; it is disposed on exit.
+
+        Raises:
+            RuntimeError: the runner is already disposed; make a new one.
+        """
+        await self._host.__aenter__()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -140,4 +162,8 @@ class MemoryCompositionRunner:
 
     async def dispose(self) -> None:
         """Abort pending compositions and retire everything (idempotent)."""
+        await self._host.dispose()
+
+    async def aclose(self) -> None:
+        """Dispose the runner (the same as `dispose()`); works with `contextlib.aclosing`."""
         await self._host.dispose()

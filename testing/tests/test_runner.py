@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import anyio
@@ -106,13 +107,44 @@ async def test_runner_turns_expose_only_their_narrow_surface() -> None:
         await runner.mount(TinyPlugin(), instance_id="tiny")
         turn = await runner.begin_turn()
         public = {name for name in dir(turn) if not name.startswith("_")}
-        assert public == {"view", "execute_route", "execute_action", "release"}
+        assert public == {"view", "execute_route", "execute_action", "release", "aclose"}
         assert isinstance(turn, RunnerTurn)
         await turn.release()
         await turn.release()
         assert runner.inspect()["serving"]["leases"] == 0
     runner_public = {name for name in dir(runner) if not name.startswith("_")}
-    assert runner_public == {"mount", "begin_turn", "inspect", "management_client", "dispose"}
+    assert runner_public == {
+        "mount",
+        "begin_turn",
+        "inspect",
+        "management_client",
+        "dispose",
+        "aclose",
+    }
+
+
+async def test_runners_and_their_turns_follow_anyios_resource_conventions() -> None:
+    async with contextlib.AsyncExitStack() as stack:
+        runner = await stack.enter_async_context(MemoryCompositionRunner())
+        await runner.mount(TinyPlugin(), instance_id="tiny")
+        async with await runner.begin_turn() as turn:
+            assert turn.view.id.startswith("view:")
+            assert runner.inspect()["serving"]["leases"] == 1
+        assert runner.inspect()["serving"]["leases"] == 0
+        with pytest.raises(RuntimeError, match="turn has ended"):
+            async with turn:
+                pass
+        async with contextlib.aclosing(await runner.begin_turn()):
+            assert runner.inspect()["serving"]["leases"] == 1
+        assert runner.inspect()["serving"]["leases"] == 0
+    assert runner.inspect()["state"] == "disposed"
+    with pytest.raises(RuntimeError, match="closed and cannot be entered again"):
+        async with runner:
+            pass
+    async with contextlib.aclosing(MemoryCompositionRunner()) as other:
+        await other.mount(TinyPlugin(), instance_id="tiny")
+    with pytest.raises(RuntimeError, match="closed"):
+        await other.__aenter__()
 
 
 async def test_dispose_is_idempotent_and_rejects_a_pending_composition() -> None:
