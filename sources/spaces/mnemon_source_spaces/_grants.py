@@ -1,7 +1,9 @@
 """Namespaces, revisions, grants and memory handles: what a View may read and name.
 
-- A *partition* is the scope ids named by `scope_keys`; a *parent* is a digest of partition
-  and space name, so a Provider never sees scope ids and two scopes never share a parent.
+- A *partition* is the scope ids named by `scope_keys` (required), plus the tenant and the
+  space's `partition_by` ids whenever the scope carries them; a *parent* is a digest of
+  partition and space name, so a Provider never sees scope ids and two scopes never share a
+  parent.
 - The *revision* names the namespace set (Provider type, visible spaces, their parents and
   writability), not the contents: reads inside the pinned namespaces are live.
 - A *handle* is the id a View hands the model for a memory: `<memory id>~<mac>`, where mac is
@@ -22,7 +24,7 @@ import orjson
 
 from mnemon import ReadGrant, Scope, SourceError
 
-from ._config import SpacesSettings
+from ._config import ALWAYS_PARTITIONS, SpacesSettings
 
 __all__ = [
     "HANDLE_SEPARATOR",
@@ -55,14 +57,24 @@ def _canonical(value: Any) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
-def partition_of(scope: Scope, keys: Sequence[str]) -> bytes | None:
-    """The canonical partition of `scope` by `keys`, or None when an id is missing."""
+def partition_of(scope: Scope, keys: Sequence[str], optional: Sequence[str] = ()) -> bytes | None:
+    """The canonical partition of `scope`, or None when an id of `keys` is missing.
+
+    `keys` are required; the tenant and `optional` ids join the partition when the scope
+    carries them and are left out when it does not. The encoding is sorted JSON of the ids
+    present, so it is injective: an absent id and any value of it never meet, and a scope
+    without a tenant keeps the partition it had before tenants were part of it.
+    """
     values = {}
     for key in keys:
         value = getattr(scope, key)
         if value is None:
             return None
         values[key] = value
+    for key in (*ALWAYS_PARTITIONS, *optional):
+        value = getattr(scope, key)
+        if value is not None:
+            values[key] = value
     return _canonical(values)
 
 
@@ -126,13 +138,13 @@ class Namespaces:
 
     def pinned(self, scope: Scope) -> tuple[PinnedSpace, ...] | None:
         """The spaces `scope` sees, or None when it lacks an id of `scope_keys`."""
-        partition = partition_of(scope, self._settings.scope_keys)
-        if partition is None:
-            return None
-        return tuple(
-            PinnedSpace(space.name, parent_of(partition, space.name), space.writable)
-            for space in self._settings.spaces
-        )
+        pinned = []
+        for space in self._settings.spaces:
+            partition = partition_of(scope, self._settings.scope_keys, space.partition_by)
+            if partition is None:
+                return None
+            pinned.append(PinnedSpace(space.name, parent_of(partition, space.name), space.writable))
+        return tuple(pinned)
 
     def required(self, scope: Scope) -> tuple[PinnedSpace, ...]:
         """The spaces `scope` sees.
