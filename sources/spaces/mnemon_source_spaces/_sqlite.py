@@ -2,7 +2,8 @@
 
 One database file holds every parent. Writes are `BEGIN IMMEDIATE` transactions, so several
 threads and several OS processes can share the file; a write is durable (with the default
-`synchronous = full`) before `remember` returns.
+`synchronous = full`) before `remember` returns. Under `synchronous = normal` a committed
+transaction may be lost on power loss, so every write result then says `durable=False`.
 """
 
 from __future__ import annotations
@@ -160,6 +161,11 @@ class SqliteProvider:
     def path(self) -> Path:
         """The database file."""
         return self._settings.path
+
+    @property
+    def _durable(self) -> bool:
+        # only a full sync makes a committed transaction survive power loss
+        return self._settings.synchronous == "full"
 
     async def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         return await run_blocking(self._guarded, work)
@@ -327,7 +333,7 @@ class SqliteProvider:
             existing = self._existing(connection, request, digest)
             if existing is not None:
                 connection.execute("ROLLBACK")
-                return RememberResult(memory=existing, created=False)
+                return RememberResult(memory=existing, created=False, durable=self._durable)
             memory_id = request.memory_id or self._new_id(connection, request.parent)
             created_at = _now()
             insert_memory(
@@ -349,7 +355,7 @@ class SqliteProvider:
             entities=entities,
             created_at=created_at,
         )
-        return RememberResult(memory=memory, created=True)
+        return RememberResult(memory=memory, created=True, durable=self._durable)
 
     def _new_id(self, connection: sqlite3.Connection, parent: str) -> str:
         while True:
@@ -369,7 +375,7 @@ class SqliteProvider:
             connection.execute("BEGIN IMMEDIATE")
             forgotten = delete_memory(connection, request.parent, request.id)
             connection.execute("COMMIT" if forgotten else "ROLLBACK")
-        return ForgetResult(forgotten=forgotten)
+        return ForgetResult(forgotten=forgotten, durable=self._durable)
 
     async def link(self, request: LinkRequest) -> LinkResult:
         """Link two memories of one parent (both must exist)."""
@@ -394,7 +400,7 @@ class SqliteProvider:
             )
             created = cursor.rowcount == 1
             connection.execute("COMMIT")
-        return LinkResult(created=created)
+        return LinkResult(created=created, durable=self._durable)
 
     async def dispose(self) -> None:
         """Close every connection (lent ones close when they come back)."""
