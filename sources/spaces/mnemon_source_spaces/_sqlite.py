@@ -90,14 +90,21 @@ MANIFEST = {
 class SqliteSettings:
     """The SQLite Provider's validated configuration."""
 
-    __slots__ = ("busy_timeout_ms", "path", "synchronous")
+    __slots__ = ("busy_timeout_ms", "own_folder", "path", "synchronous")
 
     def __init__(
-        self, path: Path, busy_timeout_ms: int, synchronous: Literal["full", "normal"]
+        self,
+        path: Path,
+        busy_timeout_ms: int,
+        synchronous: Literal["full", "normal"],
+        *,
+        own_folder: bool = False,
     ) -> None:
         self.path = path
         self.busy_timeout_ms = busy_timeout_ms
         self.synchronous = synchronous
+        # the Source's own data folder (the default path) is narrowed; an operator's is not
+        self.own_folder = own_folder
 
     @classmethod
     def parse(cls, init: ProviderInit) -> SqliteSettings:
@@ -130,7 +137,7 @@ class SqliteSettings:
         token = config.get("token")
         if token is not None and not isinstance(token, str):
             raise DefinitionError("token: must be a string (SQLite does not use it)")
-        return cls(path, busy, synchronous)
+        return cls(path, busy, synchronous, own_folder=raw_path is None)
 
 
 def _now() -> str:
@@ -152,6 +159,7 @@ class SqliteProvider:
             settings.path,
             busy_timeout_ms=settings.busy_timeout_ms,
             synchronous=settings.synchronous,
+            own_folder=settings.own_folder,
         )
 
     def __repr__(self) -> str:
