@@ -103,6 +103,8 @@ async def _write_then_probe(
         )
         assert gone.output["forgotten"] is False
         assert (await _counts(runner, scope))[space] == 1
+        directory = await client.read("inspect")
+        assert {item["name"]: item["memories"] for item in directory["spaces"]}[space] == 1
     assert await _listed(runner, owner, space) == ["zanzibar budget", "zanzibar launch plan"]
     turn = await scope_turn(runner, owner)
     linked = await turn.execute_route(RELATED, {"id": raw})
