@@ -367,7 +367,7 @@ class SpaceProvider(Protocol):
         ...
 
     async def remember(self, request: RememberRequest) -> RememberResult:
-        """Store one memory durably before returning."""
+        """Store one memory; `durable=False` in the result if it may not survive power loss."""
         ...
 
 
