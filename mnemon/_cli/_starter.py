@@ -33,10 +33,19 @@ id = "spaces"
 use = "mnemon_source_spaces"
 [entries.config]
 default_space = "personal"
-spaces = [
-  {{ name = "personal", writable = true, description = "What the user shared about themselves." }},
-  {{ name = "project", writable = true, description = "Decisions and facts about the work." }},
-]
+
+[[entries.config.spaces]]
+name = "personal"
+writable = true
+description = "What the user shared about themselves."
+
+# decisions of one workspace stay in that workspace (when the scope names one)
+[[entries.config.spaces]]
+name = "project"
+writable = true
+partition_by = ["workspace"]
+description = "Decisions and facts about the work."
+
 [entries.config.provider]
 type = "sqlite"
 

@@ -13,10 +13,19 @@ from mnemon import DefinitionError
 
 from ._wire import SPACE_PATTERN, check_json
 
-__all__ = ["SCOPE_KEYS", "SpaceSettings", "SpacesSettings", "parse_configuration"]
+__all__ = [
+    "ALWAYS_PARTITIONS",
+    "SCOPE_KEYS",
+    "SpaceSettings",
+    "SpacesSettings",
+    "parse_configuration",
+]
 
 SUBJECT = "spaces configuration"
 SCOPE_KEYS = ("tenant_id", "user_id", "agent_id", "session_id", "workspace")
+#: scope ids that partition every space whenever the scope carries them, with no setting
+ALWAYS_PARTITIONS = ("tenant_id",)
+SPACE_KEYS = ("name", "writable", "description", "partition_by")
 TOP_LEVEL_KEYS = (
     "data_dir",
     "provider",
@@ -41,6 +50,8 @@ class SpaceSettings:
     name: str
     writable: bool
     description: str | None = None
+    #: scope ids that split this space further whenever the scope carries them
+    partition_by: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +76,25 @@ def _fail(path: str, problem: str) -> DefinitionError:
     return DefinitionError(f"{SUBJECT}.{path}: {problem}" if path else f"{SUBJECT}: {problem}")
 
 
-def _spaces(raw: Any) -> tuple[SpaceSettings, ...]:
+def _partition_by(raw: Any, where: str, scope_keys: tuple[str, ...]) -> tuple[str, ...]:
+    if not isinstance(raw, list | tuple):
+        raise _fail(where, "must be a list of scope ids")
+    keys: list[str] = []
+    for index, key in enumerate(raw):
+        at = f"{where}[{index}]"
+        if key in ALWAYS_PARTITIONS:
+            raise _fail(at, "tenant_id partitions every space whenever the scope has one")
+        if key not in SCOPE_KEYS:
+            raise _fail(at, f"must be one of {', '.join(SCOPE_KEYS[1:])}")
+        if key in scope_keys:
+            raise _fail(at, "already required by scope_keys")
+        if key in keys:
+            raise _fail(at, "duplicate scope id")
+        keys.append(key)
+    return tuple(keys)
+
+
+def _spaces(raw: Any, scope_keys: tuple[str, ...]) -> tuple[SpaceSettings, ...]:
     if not isinstance(raw, list | tuple) or not raw:
         raise _fail("spaces", "must be a non-empty list of spaces")
     if len(raw) > MAX_SPACES:
@@ -75,7 +104,7 @@ def _spaces(raw: Any) -> tuple[SpaceSettings, ...]:
         where = f"spaces[{index}]"
         if not isinstance(item, Mapping):
             raise _fail(where, "must be an object with name and writable")
-        unknown = sorted(set(item) - {"name", "writable", "description"})
+        unknown = sorted(set(item) - set(SPACE_KEYS))
         if unknown:
             raise _fail(f"{where}.{unknown[0]}", "unknown key")
         name = item.get("name")
@@ -95,7 +124,10 @@ def _spaces(raw: Any) -> tuple[SpaceSettings, ...]:
             raise _fail(
                 f"{where}.description", f"must be text of 1 to {MAX_DESCRIPTION} characters"
             )
-        spaces.append(SpaceSettings(name, writable, description))
+        partition_by = _partition_by(
+            item.get("partition_by", ()), f"{where}.partition_by", scope_keys
+        )
+        spaces.append(SpaceSettings(name, writable, description, partition_by))
     return tuple(spaces)
 
 
@@ -140,8 +172,8 @@ def parse_configuration(raw: Mapping[str, Any]) -> SpacesSettings:
     if data_dir is not None and (not isinstance(data_dir, str) or not Path(data_dir).is_absolute()):
         raise _fail("data_dir", "must be an absolute path")
     kind, provider = _provider(raw.get("provider", {"type": "sqlite"}))
-    spaces = _spaces(raw.get("spaces", list(DEFAULT_SPACES)))
     scope_keys = _scope_keys(raw.get("scope_keys", ["user_id"]))
+    spaces = _spaces(raw.get("spaces", list(DEFAULT_SPACES)), scope_keys)
     default = raw.get("default_space")
     if default is not None:
         chosen = next((space for space in spaces if space.name == default), None)

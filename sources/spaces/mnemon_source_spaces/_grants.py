@@ -1,19 +1,23 @@
 """Namespaces, revisions, grants and memory handles: what a View may read and name.
 
-- A *partition* is the scope ids named by `scope_keys`; a *parent* is a digest of partition
-  and space name, so a Provider never sees scope ids and two scopes never share a parent.
+- A *partition* is the scope ids named by `scope_keys` (required), plus the tenant and the
+  space's `partition_by` ids whenever the scope carries them; a *parent* is a digest of
+  partition and space name, so a Provider never sees scope ids and two scopes never share a
+  parent.
 - The *revision* names the namespace set (Provider type, visible spaces, their parents and
   writability), not the contents: reads inside the pinned namespaces are live.
 - A *handle* is the id a View hands the model for a memory: `<memory id>~<mac>`, where mac is
-  an HMAC over the View id, the parent and the memory id with a key made when the Source
-  instance was created. Only this instance can mint one, so a handle that verifies was
-  returned by this very View; no per-View state is kept on the server side.
+  an HMAC over the View id, the grant's nonce, the parent and the memory id with a key made
+  when the Source instance was created. Only this instance can mint one, and every
+  projection draws a fresh nonce (two turns composing identical Views still differ), so a
+  handle that verifies was returned by this very View; no per-View state is kept.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +26,7 @@ import orjson
 
 from mnemon import ReadGrant, Scope, SourceError
 
-from ._config import SpacesSettings
+from ._config import ALWAYS_PARTITIONS, SpacesSettings
 
 __all__ = [
     "HANDLE_SEPARATOR",
@@ -30,6 +34,7 @@ __all__ = [
     "Namespaces",
     "PinnedSpace",
     "grant_value",
+    "handle_binding",
     "memory_id_of",
     "namespace_revision",
     "parent_of",
@@ -55,14 +60,24 @@ def _canonical(value: Any) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
-def partition_of(scope: Scope, keys: Sequence[str]) -> bytes | None:
-    """The canonical partition of `scope` by `keys`, or None when an id is missing."""
+def partition_of(scope: Scope, keys: Sequence[str], optional: Sequence[str] = ()) -> bytes | None:
+    """The canonical partition of `scope`, or None when an id of `keys` is missing.
+
+    `keys` are required; the tenant and `optional` ids join the partition when the scope
+    carries them and are left out when it does not. The encoding is sorted JSON of the ids
+    present, so it is injective: an absent id and any value of it never meet, and a scope
+    without a tenant keeps the partition it had before tenants were part of it.
+    """
     values = {}
     for key in keys:
         value = getattr(scope, key)
         if value is None:
             return None
         values[key] = value
+    for key in (*ALWAYS_PARTITIONS, *optional):
+        value = getattr(scope, key)
+        if value is not None:
+            values[key] = value
     return _canonical(values)
 
 
@@ -84,15 +99,24 @@ def namespace_revision(provider_type: str, spaces: Sequence[PinnedSpace]) -> str
 
 
 def grant_value(revision: str, spaces: Sequence[PinnedSpace]) -> dict[str, Any]:
-    """The opaque, host-side grant value pinning a View's spaces."""
+    """The opaque, host-side grant value pinning a View's spaces, with a fresh nonce."""
     return {
         "v": GRANT_VERSION,
+        "nonce": secrets.token_hex(16),
         "revision": revision,
         "spaces": [
             {"name": space.name, "parent": space.parent, "writable": space.writable}
             for space in spaces
         ],
     }
+
+
+def handle_binding(view_id: str, grant: ReadGrant | None) -> str:
+    """What a handle is bound to: the View id and the nonce its grant drew."""
+    nonce = (
+        grant.value.get("nonce") if grant is not None and isinstance(grant.value, Mapping) else None
+    )
+    return f"{view_id}\x00{nonce if isinstance(nonce, str) else ''}"
 
 
 def pinned_from_grant(value: Any) -> tuple[PinnedSpace, ...] | None:
@@ -126,13 +150,13 @@ class Namespaces:
 
     def pinned(self, scope: Scope) -> tuple[PinnedSpace, ...] | None:
         """The spaces `scope` sees, or None when it lacks an id of `scope_keys`."""
-        partition = partition_of(scope, self._settings.scope_keys)
-        if partition is None:
-            return None
-        return tuple(
-            PinnedSpace(space.name, parent_of(partition, space.name), space.writable)
-            for space in self._settings.spaces
-        )
+        pinned = []
+        for space in self._settings.spaces:
+            partition = partition_of(scope, self._settings.scope_keys, space.partition_by)
+            if partition is None:
+                return None
+            pinned.append(PinnedSpace(space.name, parent_of(partition, space.name), space.writable))
+        return tuple(pinned)
 
     def required(self, scope: Scope) -> tuple[PinnedSpace, ...]:
         """The spaces `scope` sees.
@@ -175,23 +199,23 @@ class Handles:
     def __repr__(self) -> str:
         return "Handles()"
 
-    def _mac(self, view_id: str, parent: str, memory_id: str) -> str:
-        message = "\x00".join((view_id, parent, memory_id)).encode()
+    def _mac(self, binding: str, parent: str, memory_id: str) -> str:
+        message = "\x00".join((binding, parent, memory_id)).encode()
         return hmac.new(self._key, message, hashlib.sha256).hexdigest()[:MAC_CHARACTERS]
 
-    def issue(self, view_id: str, parent: str, memory_id: str) -> str:
-        """The handle naming `memory_id` of `parent` in the View `view_id`."""
-        return f"{memory_id}{HANDLE_SEPARATOR}{self._mac(view_id, parent, memory_id)}"
+    def issue(self, binding: str, parent: str, memory_id: str) -> str:
+        """The handle naming `memory_id` of `parent` in the View `binding` names."""
+        return f"{memory_id}{HANDLE_SEPARATOR}{self._mac(binding, parent, memory_id)}"
 
     def verify(
-        self, view_id: str, handle: str, spaces: Sequence[PinnedSpace]
+        self, binding: str, handle: str, spaces: Sequence[PinnedSpace]
     ) -> tuple[PinnedSpace, str] | None:
-        """The space and memory id a handle of this View names, or None."""
+        """The space and memory id a handle of this View (`handle_binding`) names, or None."""
         memory_id, separator, mac = handle.rpartition(HANDLE_SEPARATOR)
         if not separator or not memory_id or len(mac) != MAC_CHARACTERS:
             return None
         for space in spaces:
-            if hmac.compare_digest(mac, self._mac(view_id, space.parent, memory_id)):
+            if hmac.compare_digest(mac, self._mac(binding, space.parent, memory_id)):
                 return space, memory_id
         return None
 

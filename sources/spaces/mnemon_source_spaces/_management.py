@@ -126,7 +126,12 @@ class SpacesManagement:
                 RememberResult,
             )
             check_parents((stored.memory,), (space.parent,))
-            return {"space": space.name, "id": stored.memory.id, "duplicate": not stored.created}
+            return {
+                "space": space.name,
+                "id": stored.memory.id,
+                "duplicate": not stored.created,
+                "durable": stored.durable,
+            }
         self._calls.require("forget")
         memory_id = memory_id_of(str(payload["id"]))  # a handle names its memory id too
         if not is_memory_id(memory_id):
@@ -134,4 +139,9 @@ class SpacesManagement:
         result = await self._calls.call(
             "forget", ForgetRequest(parent=space.parent, id=memory_id), ForgetResult
         )
-        return {"space": space.name, "id": memory_id, "forgotten": result.forgotten}
+        return {
+            "space": space.name,
+            "id": memory_id,
+            "forgotten": result.forgotten,
+            "durable": result.durable,
+        }

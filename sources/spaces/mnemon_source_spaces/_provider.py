@@ -241,10 +241,16 @@ class RememberRequest(FrozenModel):
 
 
 class RememberResult(FrozenModel):
-    """The stored memory; `created` is False when an existing one was returned."""
+    """The stored memory; `created` is False when an existing one was returned.
+
+    `durable` says whether the write is known to survive power loss when this returns; a
+    Provider that only guarantees less (a crash-safe but unsynced write, an asynchronous
+    replica) says False, and the Source's receipt then says `accepted`, not `committed`.
+    """
 
     memory: Memory
     created: Annotated[bool, Strict()]
+    durable: Annotated[bool, Strict()] = True
 
 
 class GetRequest(FrozenModel):
@@ -268,9 +274,10 @@ class ForgetRequest(FrozenModel):
 
 
 class ForgetResult(FrozenModel):
-    """Whether a memory was deleted (False: there was none)."""
+    """Whether a memory was deleted (False: there was none); `durable` as for remember."""
 
     forgotten: Annotated[bool, Strict()]
+    durable: Annotated[bool, Strict()] = True
 
 
 class LinkRequest(FrozenModel):
@@ -283,9 +290,10 @@ class LinkRequest(FrozenModel):
 
 
 class LinkResult(FrozenModel):
-    """Whether a new link was stored (False: it existed already)."""
+    """Whether a new link was stored (False: it existed already); `durable` as for remember."""
 
     created: Annotated[bool, Strict()]
+    durable: Annotated[bool, Strict()] = True
 
 
 class RelatedRequest(FrozenModel):
@@ -359,7 +367,7 @@ class SpaceProvider(Protocol):
         ...
 
     async def remember(self, request: RememberRequest) -> RememberResult:
-        """Store one memory durably before returning."""
+        """Store one memory; `durable=False` in the result if it may not survive power loss."""
         ...
 
 

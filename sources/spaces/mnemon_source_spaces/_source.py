@@ -7,6 +7,7 @@ how a Provider is called, `_grants` for namespaces and handles).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -33,7 +34,14 @@ from mnemon import (
 from ._calls import ProviderCalls, check_parents
 from ._config import SpacesSettings
 from ._evidence import directory_item, fit_texts, read_directory, tier
-from ._grants import Handles, Namespaces, PinnedSpace, grant_value, memory_id_of
+from ._grants import (
+    HANDLE_SEPARATOR,
+    Handles,
+    Namespaces,
+    PinnedSpace,
+    grant_value,
+    handle_binding,
+)
 from ._inputs import checked_labels, checked_text, is_memory_id
 from ._management import SpacesManagement
 from ._manifest import MAX_RECALL_LIMIT, ROLE, TYPE_ID
@@ -68,6 +76,25 @@ WRITES = (
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def keyed_memory_id(key: str) -> str:
+    """The memory id a write with idempotency key `key` stores under, in any space."""
+    return (
+        "k"
+        + hashlib.sha256(
+            b"mnemon-spaces/idempotency\x00" + key.encode("utf-8", "surrogatepass")
+        ).hexdigest()[:31]
+    )
+
+
+def _conflict() -> SourceError:
+    return SourceError(
+        "idempotency-conflict",
+        "this idempotency key was already used for a different memory: nothing was written",
+        kind="terminal",
+        nothing_written=True,
+    )
 
 
 class SpacesSource:
@@ -188,13 +215,13 @@ class SpacesSource:
 
     def _item(
         self,
-        view_id: str,
+        binding: str,
         names: Mapping[str, str],
         memory: Memory,
         text: str,
         provenance: dict[str, Any],
     ) -> EvidenceItem:
-        handle = self._handles.issue(view_id, memory.parent, memory.id)
+        handle = self._handles.issue(binding, memory.parent, memory.id)
         return EvidenceItem(
             id=handle,
             text=text,
@@ -235,7 +262,7 @@ class SpacesSource:
         )
         items = [
             self._item(
-                request.view.id,
+                handle_binding(request.view.id, request.grant),
                 spaces,
                 hit.memory,
                 text,
@@ -248,7 +275,12 @@ class SpacesSource:
 
     async def _related(self, request: QueryRequest, pinned: Sequence[PinnedSpace]) -> Evidence:
         self._calls.require("related")
-        space, memory_id = await self._resolve(request.view.id, str(request.input["id"]), pinned)
+        space, memory_id = await self._resolve(
+            handle_binding(request.view.id, request.grant),
+            str(request.input["id"]),
+            pinned,
+            bare_ids=True,
+        )
         limit = self._limit(request)
         result = await self._calls.call(
             "related",
@@ -260,7 +292,7 @@ class SpacesSource:
         texts = fit_texts([item.memory.text for item in related], (), request.route.max_characters)
         items = [
             self._item(
-                request.view.id,
+                handle_binding(request.view.id, request.grant),
                 {space.parent: space.name},
                 item.memory,
                 text,
@@ -272,20 +304,35 @@ class SpacesSource:
         return self._evidence(request, items, len(items) < len(related))
 
     async def _resolve(
-        self, view_id: str, handle: str, pinned: Sequence[PinnedSpace]
+        self,
+        binding: str,
+        handle: str,
+        pinned: Sequence[PinnedSpace],
+        *,
+        bare_ids: bool = False,
     ) -> tuple[PinnedSpace, str]:
-        """The space and memory an id names: a handle this View issued, or via `get`.
+        """The space and memory an id names: a handle minted for this View, or via `get`.
+
+        A handle (`<memory id>~<mac>`) must verify for this View and one of its spaces. A
+        bare memory id is looked up with `get` only where `bare_ids` allows it (`related`),
+        and only when exactly one visible space holds it; writes need a handle.
 
         Raises:
-            SourceError: `forbidden` (not issued by this View and no `get`), `not_found`, or
-                `invalid_payload` (the id is held by several visible spaces).
+            SourceError: `not_found` (a foreign, stale or tampered handle, a bare id where a
+                handle is needed, or no visible memory), `forbidden` (a bare id and the
+                Provider has no `get`), or `invalid_payload` (several visible spaces hold it).
         """
-        verified = self._handles.verify(view_id, handle, pinned)
-        if verified is not None:
+        if HANDLE_SEPARATOR in handle:
+            verified = self._handles.verify(binding, handle, pinned)
+            if verified is None:
+                # another View's, another instance's or an altered handle names nothing here
+                raise SourceError("not_found", "no memory of this View has this id")
             return verified
+        if not bare_ids:
+            raise SourceError("not_found", "use an id this View returned for this memory")
         if not self._calls.supports("get"):
             raise SourceError("forbidden", "only ids this View returned as evidence are accepted")
-        memory_id = memory_id_of(handle)
+        memory_id = handle
         if not is_memory_id(memory_id):
             raise SourceError("not_found", "no visible memory has this id")
         holders = []
@@ -328,9 +375,18 @@ class SpacesSource:
         request: MutationRequest,
         pinned: Sequence[PinnedSpace],
         detail: dict[str, Any],
+        *,
+        durable: bool,
         committed_at: str | None = None,
     ) -> MutationReceipt:
-        # called only once the Provider returned: the write is committed and durable
+        # called only once the Provider returned; committed only when it says it is durable
+        if not durable:
+            return create_mutation_receipt(
+                request,
+                completion="accepted",
+                revision=self._namespaces.revision(pinned),
+                detail=detail,
+            )
         return create_mutation_receipt(
             request,
             completion="committed",
@@ -359,6 +415,10 @@ class SpacesSource:
             raise SourceError(
                 "invalid_payload", "the input and the call carry different idempotency keys"
             )
+        key = given or request.idempotency_key
+        memory_id = None if key is None else keyed_memory_id(key)
+        if memory_id is not None:
+            await self._refuse_key_used_elsewhere(memory_id, space, pinned)
         stored = await self._calls.call(
             "remember",
             RememberRequest(
@@ -366,31 +426,65 @@ class SpacesSource:
                 text=text,
                 tags=tags,
                 entities=entities,
-                idempotency_key=given or request.idempotency_key,
+                idempotency_key=key,
+                memory_id=memory_id,
             ),
             RememberResult,
         )
         check_parents((stored.memory,), (space.parent,))
         memory = stored.memory
+        if not stored.created and (memory.text, memory.tags, memory.entities) != (
+            text,
+            tags,
+            entities,
+        ):
+            raise _conflict()
+        replayed = not stored.created
         return self._receipt(
             request,
             pinned,
             {
-                "memory": self._handles.issue(request.view.id, space.parent, memory.id),
+                "memory": self._handles.issue(
+                    handle_binding(request.view.id, request.grant), space.parent, memory.id
+                ),
                 "space": space.name,
-                "duplicate": not stored.created,
+                "replayed": replayed,
+                "duplicate": replayed,
             },
-            # a duplicate was committed when the memory it points at was
-            committed_at=None if stored.created else memory.created_at,
+            durable=stored.durable,
+            # a replay was committed when the memory it points at was
+            committed_at=memory.created_at if replayed else None,
         )
+
+    async def _refuse_key_used_elsewhere(
+        self, memory_id: str, space: PinnedSpace, pinned: Sequence[PinnedSpace]
+    ) -> None:
+        """Refuse a key another visible space already stored a memory under.
+
+        A Provider keeps idempotency keys per parent; a keyed memory's id is derived from the
+        key, so with `get` the other spaces of the View can be asked for it.
+
+        Raises:
+            SourceError: `idempotency-conflict`.
+        """
+        if not self._calls.supports("get"):
+            return
+        for other in pinned:
+            if other.parent == space.parent:
+                continue
+            found = await self._calls.call(
+                "get", GetRequest(parent=other.parent, id=memory_id), GetResult
+            )
+            if found.memory is not None:
+                raise _conflict()
 
     async def _link(
         self, request: MutationRequest, pinned: Sequence[PinnedSpace]
     ) -> MutationReceipt:
         self._calls.require("link")
-        view_id = request.view.id
-        source, source_id = await self._resolve(view_id, str(request.input["from"]), pinned)
-        target, target_id = await self._resolve(view_id, str(request.input["to"]), pinned)
+        binding = handle_binding(request.view.id, request.grant)
+        source, source_id = await self._resolve(binding, str(request.input["from"]), pinned)
+        target, target_id = await self._resolve(binding, str(request.input["to"]), pinned)
         if source != target:
             raise SourceError("invalid_payload", "only memories of one space can be linked")
         self._writable(source)
@@ -406,18 +500,35 @@ class SpacesSource:
             ),
             LinkResult,
         )
-        return self._receipt(request, pinned, {"space": source.name, "created": linked.created})
+        return self._receipt(
+            request,
+            pinned,
+            {
+                "space": source.name,
+                "from": request.input["from"],
+                "to": request.input["to"],
+                "created": linked.created,
+            },
+            durable=linked.durable,
+        )
 
     async def _forget(
         self, request: MutationRequest, pinned: Sequence[PinnedSpace]
     ) -> MutationReceipt:
         self._calls.require("forget")
-        space, memory_id = await self._resolve(request.view.id, str(request.input["id"]), pinned)
+        space, memory_id = await self._resolve(
+            handle_binding(request.view.id, request.grant), str(request.input["id"]), pinned
+        )
         self._writable(space)
         result = await self._calls.call(
             "forget", ForgetRequest(parent=space.parent, id=memory_id), ForgetResult
         )
-        return self._receipt(request, pinned, {"space": space.name, "forgotten": result.forgotten})
+        return self._receipt(
+            request,
+            pinned,
+            {"space": space.name, "memory": request.input["id"], "forgotten": result.forgotten},
+            durable=result.durable,
+        )
 
     # ------------------------------------------------------------------ management, lifetime
 

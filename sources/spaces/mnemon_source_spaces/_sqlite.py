@@ -2,7 +2,8 @@
 
 One database file holds every parent. Writes are `BEGIN IMMEDIATE` transactions, so several
 threads and several OS processes can share the file; a write is durable (with the default
-`synchronous = full`) before `remember` returns.
+`synchronous = full`) before `remember` returns. Under `synchronous = normal` a committed
+transaction may be lost on power loss, so every write result then says `durable=False`.
 """
 
 from __future__ import annotations
@@ -89,14 +90,21 @@ MANIFEST = {
 class SqliteSettings:
     """The SQLite Provider's validated configuration."""
 
-    __slots__ = ("busy_timeout_ms", "path", "synchronous")
+    __slots__ = ("busy_timeout_ms", "own_folder", "path", "synchronous")
 
     def __init__(
-        self, path: Path, busy_timeout_ms: int, synchronous: Literal["full", "normal"]
+        self,
+        path: Path,
+        busy_timeout_ms: int,
+        synchronous: Literal["full", "normal"],
+        *,
+        own_folder: bool = False,
     ) -> None:
         self.path = path
         self.busy_timeout_ms = busy_timeout_ms
         self.synchronous = synchronous
+        # the Source's own data folder (the default path) is narrowed; an operator's is not
+        self.own_folder = own_folder
 
     @classmethod
     def parse(cls, init: ProviderInit) -> SqliteSettings:
@@ -129,7 +137,7 @@ class SqliteSettings:
         token = config.get("token")
         if token is not None and not isinstance(token, str):
             raise DefinitionError("token: must be a string (SQLite does not use it)")
-        return cls(path, busy, synchronous)
+        return cls(path, busy, synchronous, own_folder=raw_path is None)
 
 
 def _now() -> str:
@@ -151,6 +159,7 @@ class SqliteProvider:
             settings.path,
             busy_timeout_ms=settings.busy_timeout_ms,
             synchronous=settings.synchronous,
+            own_folder=settings.own_folder,
         )
 
     def __repr__(self) -> str:
@@ -160,6 +169,11 @@ class SqliteProvider:
     def path(self) -> Path:
         """The database file."""
         return self._settings.path
+
+    @property
+    def _durable(self) -> bool:
+        # only a full sync makes a committed transaction survive power loss
+        return self._settings.synchronous == "full"
 
     async def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         return await run_blocking(self._guarded, work)
@@ -327,7 +341,7 @@ class SqliteProvider:
             existing = self._existing(connection, request, digest)
             if existing is not None:
                 connection.execute("ROLLBACK")
-                return RememberResult(memory=existing, created=False)
+                return RememberResult(memory=existing, created=False, durable=self._durable)
             memory_id = request.memory_id or self._new_id(connection, request.parent)
             created_at = _now()
             insert_memory(
@@ -349,7 +363,7 @@ class SqliteProvider:
             entities=entities,
             created_at=created_at,
         )
-        return RememberResult(memory=memory, created=True)
+        return RememberResult(memory=memory, created=True, durable=self._durable)
 
     def _new_id(self, connection: sqlite3.Connection, parent: str) -> str:
         while True:
@@ -369,7 +383,7 @@ class SqliteProvider:
             connection.execute("BEGIN IMMEDIATE")
             forgotten = delete_memory(connection, request.parent, request.id)
             connection.execute("COMMIT" if forgotten else "ROLLBACK")
-        return ForgetResult(forgotten=forgotten)
+        return ForgetResult(forgotten=forgotten, durable=self._durable)
 
     async def link(self, request: LinkRequest) -> LinkResult:
         """Link two memories of one parent (both must exist)."""
@@ -394,7 +408,7 @@ class SqliteProvider:
             )
             created = cursor.rowcount == 1
             connection.execute("COMMIT")
-        return LinkResult(created=created)
+        return LinkResult(created=created, durable=self._durable)
 
     async def dispose(self) -> None:
         """Close every connection (lent ones close when they come back)."""

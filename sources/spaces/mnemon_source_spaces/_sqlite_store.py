@@ -4,11 +4,17 @@ Connections are made lazily in worker threads and handed to one thread at a time
 one is kept (so its page cache stays warm) up to `MAX_IDLE`, and every one is closed by
 `close()` or when it is given back after `close()`. Writers of one process take turns on a
 lock first, so only writers of different processes meet SQLite's busy handler.
+
+Memories are private: the store file (and SQLite's `-wal` and `-shm` beside it, which take
+its mode) is 0600 and the folders made for it are 0700, whatever the umask; an existing
+store with wider modes is tightened the first time it is opened.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -18,9 +24,12 @@ from typing import Literal
 from ._provider import ProviderError
 from ._sqlite_schema import CURRENT_VERSION, SchemaMismatch, ensure_schema
 
-__all__ = ["StoreConnections", "store_error", "store_reason"]
+__all__ = ["StoreConnections", "make_private", "store_error", "store_reason"]
 
 MAX_IDLE = 4
+FILE_MODE = 0o600
+FOLDER_MODE = 0o700
+STORE_SUFFIXES = ("", "-wal", "-shm", "-journal")
 _FILE_LOCKS: dict[str, tuple[threading.Lock, threading.Lock]] = {}
 _FILE_LOCKS_GUARD = threading.Lock()
 
@@ -36,6 +45,67 @@ def _file_locks(path: Path) -> tuple[threading.Lock, threading.Lock]:
         if key not in _FILE_LOCKS:
             _FILE_LOCKS[key] = (threading.Lock(), threading.Lock())
         return _FILE_LOCKS[key]
+
+
+def _private_folder(folder: Path, *, tighten: bool) -> None:
+    """Create `folder` and its missing parents 0700; with `tighten`, narrow it if it exists."""
+    missing = []
+    current = folder
+    while not os.path.lexists(current):
+        missing.append(current)
+        current = current.parent
+    for made in reversed(missing):
+        try:
+            os.mkdir(made, FOLDER_MODE)
+        except FileExistsError:
+            continue  # made by someone else meanwhile: not ours to change
+        os.chmod(made, FOLDER_MODE)  # mkdir's mode is narrowed by the umask, never widened
+    if tighten and not missing and stat.S_IMODE(os.stat(folder).st_mode) != FOLDER_MODE:
+        os.chmod(folder, FOLDER_MODE)
+
+
+def _private_file(path: Path) -> None:
+    """Narrow an existing file of the store to 0600 (a symlink is left alone)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except (FileNotFoundError, IsADirectoryError):
+        return
+    except OSError:
+        if os.path.islink(path):
+            return  # the operator's link: its target is theirs to secure
+        raise
+    try:
+        if stat.S_IMODE(os.fstat(descriptor).st_mode) & 0o077:
+            os.fchmod(descriptor, FILE_MODE)
+    finally:
+        os.close(descriptor)
+
+
+def make_private(path: Path, *, own_folder: bool) -> None:
+    """Make the store at `path` private: 0600 files, 0700 folders made for it.
+
+    The file is created 0600 before SQLite opens it, so SQLite's `-wal` and `-shm` (which
+    copy the database file's mode) are 0600 too. `own_folder` says the folder is this
+    Source's own data folder, which is narrowed to 0700 when it already exists; a folder an
+    operator chose for a configured `path` is only created, never changed.
+
+    Raises:
+        OSError: the folder or file cannot be created or changed.
+    """
+    _private_folder(path.parent, tighten=own_folder)
+    try:
+        descriptor = os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE
+        )
+    except FileExistsError:
+        pass
+    else:
+        try:
+            os.fchmod(descriptor, FILE_MODE)
+        finally:
+            os.close(descriptor)
+    for suffix in STORE_SUFFIXES:
+        _private_file(path.with_name(path.name + suffix))
 
 
 def store_error(exc: BaseException) -> ProviderError:
@@ -77,9 +147,16 @@ class StoreConnections:
     """A pool of connections to one store file, made and migrated on first use."""
 
     def __init__(
-        self, path: Path, *, busy_timeout_ms: int, synchronous: Literal["full", "normal"]
+        self,
+        path: Path,
+        *,
+        busy_timeout_ms: int,
+        synchronous: Literal["full", "normal"],
+        own_folder: bool = False,
     ) -> None:
         self.path = path
+        self._own_folder = own_folder
+        self._private = False
         self._busy_timeout_ms = busy_timeout_ms
         self._synchronous = synchronous.upper()
         self._idle: list[sqlite3.Connection] = []
@@ -93,7 +170,9 @@ class StoreConnections:
         return f"StoreConnections(closed={self._closed})"
 
     def _open(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not self._private:
+            make_private(self.path, own_folder=self._own_folder)
+            self._private = True
         connection = sqlite3.connect(
             self.path,
             timeout=self._busy_timeout_ms / 1000,

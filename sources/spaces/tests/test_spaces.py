@@ -411,7 +411,7 @@ async def test_an_id_from_another_scope_is_refused_everywhere(tmp_path: Path) ->
         assert await count_memories(runner, ADA, "memories") == 1
 
 
-async def test_without_get_only_ids_this_view_returned_are_accepted(tmp_path: Path) -> None:
+async def test_without_get_only_handles_of_this_view_are_accepted(tmp_path: Path) -> None:
     no_get = memory_provider(["search", "remember", "forget", "link", "related"], type_id="no-get")
     async with await open_spaces(
         tmp_path, plugin=WithProviders(no_get), provider={"type": "no-get"}
@@ -426,14 +426,19 @@ async def test_without_get_only_ids_this_view_returned_are_accepted(tmp_path: Pa
         for refused_id in (old, found.split("~")[0], tampered):
             with pytest.raises(ActionError) as refused:
                 await turn.execute_action(FORGET, {"id": refused_id}, allow)
-            assert refused.value.code == "forbidden"
+            assert refused.value.code == "not_found"
             assert refused.value.receipt.completion == "failed"
+        with pytest.raises(RouteError) as bare:
+            await turn.execute_route(RELATED, {"id": found.split("~")[0]})
+        assert bare.value.code == "forbidden", "a bare id needs get to be looked up"
         done = await turn.execute_action(FORGET, {"id": found}, allow)
         assert done.detail["forgotten"] is True
         await turn.release()
 
 
-async def test_with_get_a_raw_id_held_by_exactly_one_space_is_accepted(tmp_path: Path) -> None:
+async def test_with_get_related_accepts_a_raw_id_held_by_exactly_one_space(
+    tmp_path: Path,
+) -> None:
     provider = memory_provider()
     layout = [{"name": "a", "writable": True}, {"name": "b", "writable": True}]
     async with await open_spaces(
@@ -451,8 +456,11 @@ async def test_with_get_a_raw_id_held_by_exactly_one_space_is_accepted(tmp_path:
         turn = await scope_turn(runner, ADA)
         related = await turn.execute_route(RELATED, {"id": raw})
         assert related.items == ()
-        assert (await turn.execute_action(FORGET, {"id": raw}, allow)).detail["space"] == "a"
+        with pytest.raises(ActionError) as refused:
+            await turn.execute_action(FORGET, {"id": raw}, allow)
+        assert refused.value.code == "not_found", "a write needs a handle of this View"
         await turn.release()
+        assert await count_memories(runner, ADA, "a") == 1
 
 
 async def test_an_id_held_by_two_visible_spaces_is_ambiguous(tmp_path: Path) -> None:
@@ -489,8 +497,8 @@ async def test_an_id_held_by_two_visible_spaces_is_ambiguous(tmp_path: Path) -> 
                 )
         finally:
             await adapter.dispose()
-        with pytest.raises(ActionError) as refused:
-            await turn.execute_action(FORGET, {"id": "twin-1"}, allow)
+        with pytest.raises(RouteError) as refused:
+            await turn.execute_route(RELATED, {"id": "twin-1"})
         assert refused.value.code == "invalid_payload"
         handles = [item.id for item in (await recall(turn, "twin")).items]
         assert len(handles) == 2, "each twin has its own handle"
