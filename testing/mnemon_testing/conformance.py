@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 import anyio
 import orjson
+import pytest
 
 from mnemon import (
     ActionError,
@@ -137,6 +138,14 @@ class SourceConformance:
         """(management operation, input) that stores `marker`, revision-fenced, or None."""
         return None
 
+    def write_for_agent(self, marker: str) -> Call | None:
+        """(action id, input) storing `marker` as the agent's own data, or None if it has none.
+
+        Data described to an agent as its own (notes, scratch memory) is partitioned by
+        `agent_id` when the scope has one; return None when the Source keeps no such data.
+        """
+        return None
+
     # ------------------------------------------------------------------ machinery
 
     def _config(self, directory: Path) -> dict[str, Any]:
@@ -185,6 +194,41 @@ class SourceConformance:
         assert receipt.status == "succeeded", (
             f"writing a marker through {action!r} did not succeed: {receipt.completion}"
         )
+
+    async def _write_as(
+        self, harness: _Harness, scope: Mapping[str, Any], marker: str, call: Call | None = None
+    ) -> None:
+        action, payload = call or self.write(marker)
+        turn = await harness.begin_turn(scope)
+        try:
+            key = _source_key(turn.view)
+            receipt = await turn.execute_action(f"{key}/{action}", payload, _allow)
+        finally:
+            await turn.release()
+        assert receipt.status == "succeeded", (
+            f"writing a marker through {action!r} in scope {dict(scope)} did not succeed: "
+            f"{receipt.completion}"
+        )
+
+    async def _partitions_are_separate(
+        self,
+        harness: _Harness,
+        first: Mapping[str, Any],
+        second: Mapping[str, Any],
+        call: Any = None,
+    ) -> None:
+        """Each of two scopes sees its own write, never the other's, on any path."""
+        for writer, reader in ((first, second), (second, first)):
+            marker = _marker()
+            await self._write_as(harness, writer, marker, call(marker) if call else None)
+            assert await self._visible(harness, writer, marker), (
+                f"a marker written in scope {dict(writer)} must be findable in that scope"
+            )
+            leaked = await self._visible(harness, reader, marker)
+            assert not leaked, (
+                f"the Source must keep scope {dict(writer)} and scope {dict(reader)} apart, "
+                f"but a marker written in the first shows in the second via {leaked}"
+            )
 
     async def _visible(
         self,
@@ -296,6 +340,35 @@ class SourceConformance:
                 )
                 leaked = await self._visible(runner, first, marker)
                 assert not leaked, f"a management write under {second} shows under {first}"
+
+    async def test_the_same_user_in_two_tenants_is_two_partitions(self, tmp_path: Path) -> None:
+        """The tenant is always part of the partition when the scope carries one."""
+        base = {key: value for key, value in self.scopes[0].items() if key != "tenant_id"}
+        async with await self._runner(tmp_path) as runner:
+            await self._partitions_are_separate(
+                runner,
+                {**base, "tenant_id": "conformance-acme"},
+                {**base, "tenant_id": "conformance-globex"},
+            )
+
+    async def test_no_tenant_and_a_tenant_are_two_partitions(self, tmp_path: Path) -> None:
+        """A scope without a tenant never falls back to, or shows, a tenant's data."""
+        base = {key: value for key, value in self.scopes[0].items() if key != "tenant_id"}
+        async with await self._runner(tmp_path) as runner:
+            await self._partitions_are_separate(
+                runner, base, {**base, "tenant_id": "conformance-acme"}
+            )
+
+    async def test_agent_private_data_is_partitioned_by_agent(self, tmp_path: Path) -> None:
+        """Data an agent is told is its own is never another agent's, nor agent-less."""
+        if self.write_for_agent(_marker()) is None:
+            pytest.skip("the Source keeps no agent-private data (write_for_agent is None)")
+        base = {key: value for key, value in self.scopes[0].items() if key != "agent_id"}
+        planner = {**base, "agent_id": "conformance-planner"}
+        coder = {**base, "agent_id": "conformance-coder"}
+        async with await self._runner(tmp_path) as runner:
+            for first, second in ((planner, coder), (planner, base)):
+                await self._partitions_are_separate(runner, first, second, self.write_for_agent)
 
     async def test_a_scope_missing_its_ids_is_unavailable(self, tmp_path: Path) -> None:
         """Without the scope ids it needs, the Source says `unavailable` and never widens."""

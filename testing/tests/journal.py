@@ -35,7 +35,17 @@ from mnemon import (
     source_data_directory,
 )
 
-DEFECTS = ("leak_scope", "shared_files", "leak_secret", "volatile", "lax_input", "racy", "overflow")
+DEFECTS = (
+    "leak_scope",
+    "shared_files",
+    "leak_secret",
+    "volatile",
+    "lax_input",
+    "racy",
+    "overflow",
+    "ignore_tenant",
+    "shared_notes",
+)
 TEXT = {
     "type": "object",
     "properties": {"text": {"type": "string", "minLength": 1, "maxLength": 500}},
@@ -65,7 +75,13 @@ MANIFEST = {
         }
     ],
     "actions": [
-        {"id": "add", "description": "Add an entry.", "capability": "write", "input_schema": TEXT}
+        {"id": "add", "description": "Add an entry.", "capability": "write", "input_schema": TEXT},
+        {
+            "id": "note",
+            "description": "Add one of your own notes.",
+            "capability": "write",
+            "input_schema": TEXT,
+        },
     ],
     "management": {
         "label": "Journal",
@@ -76,11 +92,20 @@ MANIFEST = {
         ],
     },
 }
-LAX = {**MANIFEST, "actions": [{**MANIFEST["actions"][0], "input_schema": {"type": "object"}}]}  # type: ignore[dict-item]
+LAX = {
+    **MANIFEST,
+    "actions": [
+        {**MANIFEST["actions"][0], "input_schema": {"type": "object"}},  # type: ignore[index]
+        MANIFEST["actions"][1],  # type: ignore[index]
+    ],
+}
 
 
 class Journal:
-    """Entries per user, in one JSON file per user under the instance's folder."""
+    """Entries per (tenant, user) and the agent's own notes per (tenant, user, agent).
+
+    Each partition is one JSON file under the instance's folder.
+    """
 
     def __init__(self, init: SourceInit) -> None:
         config = dict(init.configuration)
@@ -96,7 +121,20 @@ class Journal:
         self.lock = anyio.Lock()
 
     def _user(self, scope: Scope) -> str | None:
-        return "everyone" if "leak_scope" in self.defects else scope.user_id
+        if "leak_scope" in self.defects:
+            return "everyone"
+        if scope.user_id is None:
+            return None
+        tenant = None if "ignore_tenant" in self.defects else scope.tenant_id
+        return json.dumps(["user", tenant, scope.user_id])
+
+    def _notes(self, scope: Scope) -> str:
+        user = self._user(scope)
+        agent = None if "shared_notes" in self.defects else scope.agent_id
+        return json.dumps(["notes", user, agent])
+
+    def _everything(self, scope: Scope) -> list[str]:
+        return self._load(str(self._user(scope))) + self._load(self._notes(scope))
 
     def _file(self, user: str) -> Path:
         return self.folder / f"{hashlib.sha256(user.encode()).hexdigest()[:16]}.json"
@@ -151,17 +189,16 @@ class Journal:
             type_id="journal",
             role="notes",
             availability="ready",
-            revision=self._revision(self._load(user)),
+            revision=self._revision(self._everything(request.scope)),
             capabilities=("project", "search", "write"),
             route_ids=("find",),
-            action_ids=("add",),
+            action_ids=("add", "note"),
             hints=hints,
         )
 
     async def project(self, request: ProjectionRequest) -> ViewContribution:
-        user = self._user(request.scope)
-        assert user is not None
-        entries = self._load(user)
+        assert self._user(request.scope) is not None
+        entries = self._everything(request.scope)
         text = "\n".join(entries)
         if "overflow" not in self.defects:
             text = text[: request.max_characters]
@@ -185,7 +222,9 @@ class Journal:
     async def mutate(self, request: MutationRequest) -> MutationReceipt:
         user = self._user(request.view.scope)
         assert user is not None
-        revision = await self._append(user, str(request.input.get("text", "")))
+        partition = self._notes(request.view.scope) if request.offer.action_id == "note" else user
+        await self._append(partition, str(request.input.get("text", "")))
+        revision = self._revision(self._everything(request.view.scope))
         return create_mutation_receipt(
             request,
             completion="committed",
@@ -197,13 +236,15 @@ class Journal:
         user = self._user(request.scope)
         assert user is not None
         if request.operation.id == "list":
+            entries = self._everything(request.scope)
             return ManagementResult(
-                source_key=self.key, operation="list", output={"entries": self._load(user)}
+                source_key=self.key, operation="list", output={"entries": entries}
             )
         async with self.lock:
-            if self._revision(self._load(user)) != request.expected_revision:
+            if self._revision(self._everything(request.scope)) != request.expected_revision:
                 raise RevisionConflict("revision conflict")
-        revision = await self._append(user, request.input["text"])
+        await self._append(user, request.input["text"])
+        revision = self._revision(self._everything(request.scope))
         return ManagementResult(source_key=self.key, operation="add", revision=revision)
 
 

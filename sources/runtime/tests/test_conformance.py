@@ -44,3 +44,7 @@ class TestRuntimeConformance(SourceConformance):
     def manage_write(self, marker: str) -> tuple[str, dict[str, Any]]:
         # notes, like write(): agent-private, so the suite's isolation checks apply to both
         return "mutate", {"target": "memory", "operation": "add", "text": marker}
+
+    def write_for_agent(self, marker: str) -> tuple[str, dict[str, Any]]:
+        # the agent's own notes: never another agent's, never an agent-less scope's
+        return "mutate", {"target": "memory", "operation": "add", "text": marker}
