@@ -44,17 +44,20 @@ def tier(score: float) -> str:
     return "weak"
 
 
-def fit_texts(texts: Sequence[str], terms: Sequence[str], budget: int) -> list[str | None]:
+def fit_texts(
+    texts: Sequence[str], terms: Sequence[str], budget: int, item_limit: int
+) -> list[str | None]:
     """Fit texts into `budget` characters: whole when they fit, else excerpts, else None.
 
-    Shares are filled shortest first (a short memory is never cut to give a long one room);
-    a text whose share is below `MIN_EXCERPT` is left out (None) rather than mangled.
+    Shares are filled shortest first (a short memory is never cut to give a long one room),
+    and no share is longer than `item_limit`, the route's per-item ceiling; a text whose
+    share is below `MIN_EXCERPT` is left out (None) rather than mangled.
     """
     count = len(texts)
     shares = [0] * count
     remaining = budget
     for done, index in enumerate(sorted(range(count), key=lambda i: len(texts[i]))):
-        share = min(len(texts[index]), remaining // (count - done))
+        share = min(len(texts[index]), remaining // (count - done), item_limit)
         shares[index] = share
         remaining -= share
     fitted: list[str | None] = []

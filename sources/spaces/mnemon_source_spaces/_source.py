@@ -222,6 +222,10 @@ class SpacesSource:
         provenance: dict[str, Any],
     ) -> EvidenceItem:
         handle = self._handles.issue(binding, memory.parent, memory.id)
+        excerpted = text != memory.text
+        if excerpted:
+            # the whole memory is longer than this read allows: say so, and how long it is
+            provenance = {**provenance, "excerpt": {"characters": len(memory.text)}}
         return EvidenceItem(
             id=handle,
             text=text,
@@ -232,7 +236,7 @@ class SpacesSource:
                 "created_at": memory.created_at,
                 **provenance,
             },
-            metadata={"entities": list(memory.entities), "excerpt": text != memory.text},
+            metadata={"entities": list(memory.entities), "excerpt": excerpted},
         )
 
     def _limit(self, request: QueryRequest) -> int:
@@ -257,8 +261,12 @@ class SpacesSource:
         hits = result.hits[:limit]
         check_parents((hit.memory for hit in hits), parents)
         spaces = {space.parent: space.name for space in pinned}
+        route = request.route
         texts = fit_texts(
-            [hit.memory.text for hit in hits], query_terms(query), request.route.max_characters
+            [hit.memory.text for hit in hits],
+            query_terms(query),
+            route.max_characters,
+            route.max_item_characters,
         )
         items = [
             self._item(
@@ -289,7 +297,13 @@ class SpacesSource:
         )
         related = result.related[:limit]
         check_parents((item.memory for item in related), (space.parent,))
-        texts = fit_texts([item.memory.text for item in related], (), request.route.max_characters)
+        route = request.route
+        texts = fit_texts(
+            [item.memory.text for item in related],
+            (),
+            route.max_characters,
+            route.max_item_characters,
+        )
         items = [
             self._item(
                 handle_binding(request.view.id, request.grant),
