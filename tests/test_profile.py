@@ -154,3 +154,10 @@ def test_path_errors_name_the_key_never_the_path(tmp_path: Path, text: str, mess
     with pytest.raises(DefinitionError, match=message) as caught:
         load_profile(write(folder, text))
     assert "tok_SECRET" not in str(caught.value)
+
+
+def test_a_folder_given_as_the_profile_is_a_clear_error(tmp_path: Path) -> None:
+    folder = tmp_path / "mnemon.toml"
+    folder.mkdir()
+    with pytest.raises(DefinitionError, match=r"^mnemon\.toml: is a folder, not a profile file"):
+        load_profile(folder)
