@@ -132,6 +132,15 @@ def test_a_bad_profile_is_a_clear_one_line_error(tmp_path: Path) -> None:
 
 
 def test_the_demo_runs_and_is_safe_to_rerun(tmp_path: Path) -> None:
+    # a folder an earlier demo made, before it marked its folders, is still the demo's
+    earlier = tmp_path / ".mnemon-demo"
+    assert mnemon(tmp_path, "--profile", str(earlier / "mnemon.toml"), "init").returncode == 0
+    profile = earlier / "mnemon.toml"
+    profile.write_text(
+        profile.read_text(encoding="utf-8").replace('data_dir = ".mnemon"', 'data_dir = "data"'),
+        encoding="utf-8",
+    )
+    (earlier / "data").mkdir()
     for _ in range(2):
         result = mnemon(tmp_path, "demo")
         assert result.returncode == 0, result.stderr

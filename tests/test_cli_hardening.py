@@ -24,8 +24,8 @@ import anyio
 
 from mnemon import (
     Evidence, FactsRequest, MutationReceipt, MutationRequest, PluginContext,
-    ProjectionRequest, QueryRequest, ReadGrant, SourceFacts, SourceInit, ViewContribution,
-    define_memory_source, install_memory,
+    ProjectionRequest, QueryRequest, ReadGrant, SourceError, SourceFacts, SourceInit,
+    ViewContribution, define_memory_source, install_memory,
 )
 from mnemon_testing import SelectAll, StubSource
 
@@ -38,11 +38,12 @@ accepting = StubSource(routes=["recall"], actions=["remember"])
 MANIFEST = StubSource(type_id="blocking", actions=["remember"]).manifest
 
 
-class _Blocking:
-    """Writes never finish; $MNEMON_TEST_WRITING is created when one starts."""
+class _Writer:
+    """Writes never finish (block), or are refused as a reused idempotency key (conflict)."""
 
-    def __init__(self, key):
+    def __init__(self, key, behaviour):
         self.key = key
+        self.behaviour = behaviour
 
     async def facts(self, request):
         return SourceFacts.model_validate({
@@ -59,16 +60,25 @@ class _Blocking:
         raise AssertionError("no routes")
 
     async def mutate(self, request):
-        Path(os.environ["MNEMON_TEST_WRITING"]).touch()
+        if self.behaviour == "conflict":
+            raise SourceError("idempotency-conflict", "key used for another memory",
+                              nothing_written=True)
+        Path(os.environ["MNEMON_TEST_WRITING"]).touch()  # the write has started
         await anyio.sleep_forever()
 
 
-class blocking:
-    definition = define_memory_source(MANIFEST, lambda init: _Blocking(init.instance_key))
+class _Plugin:
+    def __init__(self, behaviour):
+        self.definition = define_memory_source(
+            MANIFEST, lambda init: _Writer(init.instance_key, behaviour)
+        )
 
-    @staticmethod
-    def apply(ctx):
-        install_memory(ctx, sources=[blocking.definition])
+    def apply(self, ctx):
+        install_memory(ctx, sources=[self.definition])
+
+
+blocking = _Plugin("block")
+conflicting = _Plugin("conflict")
 '''
 
 
@@ -123,6 +133,16 @@ def test_a_refused_write_says_nothing_was_stored(project: Path) -> None:
     assert "stored:" not in refused.stdout
     assert "invalid_payload" in refused.stderr or "invalid-input" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def test_a_refusal_shows_its_code_and_failed_receipt(tmp_path: Path) -> None:
+    folder = plugin_profile(tmp_path, "conflicting")
+    result = with_plugins(folder, "remember", "x", "--key", "k-1", "--yes")
+    assert result.returncode == 1
+    assert "refused: nothing was stored" in result.stdout
+    assert "failed / failed" in result.stdout
+    assert result.stderr.startswith("Error: idempotency-conflict: ")
+    assert "key used for another memory" not in result.stderr  # the Source's own text
 
 
 def test_an_accepted_write_is_not_called_durable(tmp_path: Path) -> None:
@@ -270,6 +290,16 @@ def test_a_bad_identity_flag_is_a_one_line_usage_error(
 
 
 # ------------------------------------------------------------------ the demo's folder
+
+
+def test_the_demo_refuses_its_default_folder_holding_a_profile_of_yours(tmp_path: Path) -> None:
+    folder = tmp_path / ".mnemon-demo"
+    assert mnemon(tmp_path, "--profile", str(folder / "mnemon.toml"), "init").returncode == 0
+    (folder / "data").mkdir()
+    refused = mnemon(tmp_path, "demo")
+    assert refused.returncode == 1
+    assert "./.mnemon-demo is not empty and was not created by `mnemon demo`" in refused.stderr
+    assert 'data_dir = ".mnemon"' in (folder / "mnemon.toml").read_text(encoding="utf-8")
 
 
 def test_the_demo_refuses_a_folder_it_did_not_create(tmp_path: Path) -> None:

@@ -397,7 +397,7 @@ def inspect(ctx: click.Context, as_json: bool) -> None:
 @click.option(
     "--directory",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path(".mnemon-demo"),
+    default=Path(".mnemon-demo"),  # the demo's DEFAULT_DIRECTORY (imported only when it runs)
     show_default=True,
     help="Where the demo keeps its profile and data (rebuilt on every run).",
 )

@@ -17,7 +17,7 @@ from ._paths import shown_path
 from ._render import Printer
 from ._starter import starter_profile
 
-__all__ = ["MARKER", "prepare_demo", "run_demo"]
+__all__ = ["DEFAULT_DIRECTORY", "MARKER", "prepare_demo", "run_demo"]
 
 _T = TypeVar("_T")
 
@@ -55,7 +55,9 @@ MEMORIES = (
      ["deadline", "reporting"], ["billing-port"]),
 )  # fmt: skip
 NEW_MEMORY = "The invoice deadline moved to Monday, December 7th, after the fraud review."
+DEFAULT_DIRECTORY = ".mnemon-demo"
 MARKER = ".mnemon-demo-folder"
+_STARTER_HEADER = starter_profile("data").splitlines()[0]
 MARKER_TEXT = (
     "This folder was created by `mnemon demo`, which replaces mnemon.toml and data/ here "
     "on every run.\n"
@@ -111,6 +113,25 @@ async def _write(
     await turn.execute_action(f"source:{offer}", payload, _allow, idempotency_key=key)
 
 
+def _made_by_demo(directory: Path) -> bool:
+    """Whether the demo may rebuild `directory`: empty, marked, or an unmarked earlier demo."""
+    if (directory / MARKER).is_file():
+        return True
+    names = {path.name for path in directory.iterdir()}
+    if not names:
+        return True
+    if (
+        directory.name != DEFAULT_DIRECTORY
+        or not names <= {PROFILE_FILE, "data"}
+        or not (directory / PROFILE_FILE).is_file()
+    ):
+        return False
+    # the demo wrote no marker before it refused other folders: its default folder, holding
+    # nothing but the demo's profile and data, was made by an earlier demo
+    text = (directory / PROFILE_FILE).read_text(encoding="utf-8", errors="replace")
+    return text.startswith(_STARTER_HEADER) and '\ndata_dir = "data"\n' in text
+
+
 def prepare_demo(directory: Path, *, force: bool = False) -> Path:
     """Write the demo's profile under `directory`, clearing its previous data; its path.
 
@@ -121,7 +142,7 @@ def prepare_demo(directory: Path, *, force: bool = False) -> Path:
         click.ClickException: the folder holds something the demo did not create.
     """
     marker = directory / MARKER
-    if not force and directory.is_dir() and not marker.is_file() and any(directory.iterdir()):
+    if not force and directory.is_dir() and not _made_by_demo(directory):
         raise click.ClickException(
             f"{shown_path(directory, name_if_outside=True)} is not empty and was not created "
             "by `mnemon demo`, which would replace its mnemon.toml and delete its data/; "
