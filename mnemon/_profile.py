@@ -58,7 +58,7 @@ class ProfileEntry:
             DefinitionError: the import failed or the object has no `apply(ctx)`.
         """
         module_name, _, attribute = self.use.partition(":")
-        where = f"{profile}: entry {self.id!r} use"
+        where = f"{profile.name}: entry {self.id!r} use"
         try:
             plugin: Any = importlib.import_module(module_name)
             if attribute:
@@ -84,10 +84,16 @@ class Profile:
     entries: tuple[ProfileEntry, ...]
 
     def entry_config(self, entry: ProfileEntry) -> dict[str, Any]:
-        """The entry's configuration as mounted (a relative `data_dir` from the profile's)."""
+        """The entry's configuration as mounted (a relative `data_dir` from the profile's).
+
+        Raises:
+            DefinitionError: the entry's `data_dir` is not a usable path (names the key).
+        """
         config: dict[str, Any] = thaw_json(entry.config)
         if isinstance(config.get("data_dir"), str):
-            config["data_dir"] = str(_resolved(self.path, config["data_dir"]))
+            index = self.entries.index(entry) if entry in self.entries else None
+            key = f"entries[{index}].config.data_dir" if index is not None else "config.data_dir"
+            config["data_dir"] = str(_resolved(self.path, config["data_dir"], key))
         return config
 
     @asynccontextmanager
@@ -116,10 +122,23 @@ class Profile:
             yield memory
 
 
-def _resolved(profile: Path, value: str) -> Path:
-    """`value` as a path; a relative one is taken from the profile's folder."""
-    path = Path(value).expanduser()
-    return path if path.is_absolute() else (profile.parent / path).resolve()
+def _resolved(profile: Path, value: str, key: str) -> Path:
+    """`value` as a path; a relative one is taken from the profile's folder.
+
+    Raises:
+        DefinitionError: naming `key`, never the value (a path can carry a secret).
+    """
+    where = f"{profile.name}: {key}"
+    if "\x00" in value:
+        raise DefinitionError(f"{where}: a path cannot contain a NUL character")
+    try:
+        path = Path(value).expanduser()
+    except RuntimeError:
+        raise DefinitionError(f"{where}: cannot expand '~' (no such user or home)") from None
+    try:
+        return path if path.is_absolute() else (profile.parent / path).resolve()
+    except (RuntimeError, OSError):
+        raise DefinitionError(f"{where}: cannot be resolved (a symbolic link loop?)") from None
 
 
 def load_profile(path: str | Path) -> Profile:
@@ -127,31 +146,40 @@ def load_profile(path: str | Path) -> Profile:
 
     Raises:
         DefinitionError: the file is missing, is not TOML, or a key is invalid; the message
-            names the file and the exact key at fault.
+            names the file (by its name: its folder can carry a secret) and the exact key at
+            fault, never the value of a path setting.
     """
     path = Path(path).expanduser().resolve()
+    name = path.name
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise DefinitionError(f"{path}: no profile here (create one with `mnemon init`)") from None
+        raise DefinitionError(f"{name}: no profile here (create one with `mnemon init`)") from None
+    except IsADirectoryError:
+        raise DefinitionError(f"{name}: is a folder, not a profile file") from None
+    except PermissionError:
+        raise DefinitionError(f"{name}: the profile cannot be read (permission denied)") from None
     except UnicodeDecodeError:
-        raise DefinitionError(f"{path}: a profile must be UTF-8 text") from None
+        raise DefinitionError(f"{name}: a profile must be UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
-        raise DefinitionError(f"{path}: invalid TOML: {exc}") from None
-    model = validate_model(_ProfileModel, raw, subject=str(path), error=DefinitionError)
+        raise DefinitionError(f"{name}: invalid TOML: {exc}") from None
+    model = validate_model(_ProfileModel, raw, subject=name, error=DefinitionError)
     seen: set[str] = set()
     entries = []
     for index, entry in enumerate(model.entries):
         if entry.id in seen:
-            raise DefinitionError(f"{path}.entries[{index}].id: duplicate entry id {entry.id!r}")
+            raise DefinitionError(f"{name}.entries[{index}].id: duplicate entry id {entry.id!r}")
         seen.add(entry.id)
         config = freeze_json(
-            entry.config, what=f"{path}.entries[{index}].config", error=DefinitionError
+            entry.config, what=f"{name}.entries[{index}].config", error=DefinitionError
         )
+        if isinstance(entry.config.get("data_dir"), str):
+            # checked now, so a bad path fails the load rather than the first mount
+            _resolved(path, entry.config["data_dir"], f"entries[{index}].config.data_dir")
         entries.append(ProfileEntry(entry.id, entry.use, entry.enabled, config))
     return Profile(
         path=path,
-        data_dir=_resolved(path, model.data_dir),
+        data_dir=_resolved(path, model.data_dir, "data_dir"),
         source_timeout=model.source_timeout,
         strategy=model.strategy.use,
         strategy_fallback=model.strategy.fallback,

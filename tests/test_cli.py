@@ -13,11 +13,17 @@ import pytest
 MNEMON = str(Path(sys.executable).parent / "mnemon")
 
 
+def environment(cwd: Path, **extra: str) -> dict[str, str]:
+    """The environment `mnemon` runs in: its home under `cwd`, no colors, no outside profile."""
+    variables = {**os.environ, "MNEMON_HOME": str(cwd / "home"), "NO_COLOR": "1", **extra}
+    variables.pop("MNEMON_PROFILE", None)
+    return variables
+
+
 def mnemon(
-    cwd: Path, *arguments: str, stdin: str | None = None
+    cwd: Path, *arguments: str | bytes, stdin: str | None = None, **extra: str
 ) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "MNEMON_HOME": str(cwd / "home"), "NO_COLOR": "1"}
-    environment.pop("MNEMON_PROFILE", None)
+    """Run `mnemon --no-color ARGUMENTS` in `cwd`; `extra` adds environment variables."""
     return subprocess.run(
         [MNEMON, "--no-color", *arguments],
         cwd=cwd,
@@ -26,7 +32,7 @@ def mnemon(
         text=True,
         timeout=120,
         check=False,
-        env=environment,
+        env=environment(cwd, **extra),
     )
 
 
@@ -108,7 +114,8 @@ def test_inspect_reports_what_serves(project: Path) -> None:
         "source:documents",
         "source:spaces",
     }
-    assert report["data_dir"] == str(project / ".mnemon")
+    # shown relative to the profile's folder: an absolute path can carry a secret
+    assert report["data_dir"] == ".mnemon"
 
 
 def test_a_bad_profile_is_a_clear_one_line_error(tmp_path: Path) -> None:
@@ -125,6 +132,15 @@ def test_a_bad_profile_is_a_clear_one_line_error(tmp_path: Path) -> None:
 
 
 def test_the_demo_runs_and_is_safe_to_rerun(tmp_path: Path) -> None:
+    # a folder an earlier demo made, before it marked its folders, is still the demo's
+    earlier = tmp_path / ".mnemon-demo"
+    assert mnemon(tmp_path, "--profile", str(earlier / "mnemon.toml"), "init").returncode == 0
+    profile = earlier / "mnemon.toml"
+    profile.write_text(
+        profile.read_text(encoding="utf-8").replace('data_dir = ".mnemon"', 'data_dir = "data"'),
+        encoding="utf-8",
+    )
+    (earlier / "data").mkdir()
     for _ in range(2):
         result = mnemon(tmp_path, "demo")
         assert result.returncode == 0, result.stderr

@@ -135,3 +135,29 @@ async def test_a_bad_entry_configuration_fails_the_whole_profile(tmp_path: Path)
     with pytest.raises(InstallError, match="must be an absolute path"):
         async with profile.open_host():
             pass
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('data_dir = "~no_such_user_tok_SECRET/data"', r"^mnemon\.toml: data_dir: cannot expand"),
+        ('data_dir = "tok_SECRET\\u0000"', r"^mnemon\.toml: data_dir: a path cannot contain a NUL"),
+        ('[[entries]]\nid = "a"\nuse = "x"\n[entries.config]\ndata_dir = "~no_such_user_tok_SECRET"',
+         r"^mnemon\.toml: entries\[0\]\.config\.data_dir: cannot expand"),
+        ("surprise = 1", r"^mnemon\.toml\.surprise: Extra inputs"),
+    ],
+    ids=["home-of-no-user", "nul", "entry-data-dir", "other-errors"],
+)  # fmt: skip
+def test_path_errors_name_the_key_never_the_path(tmp_path: Path, text: str, message: str) -> None:
+    folder = tmp_path / "tok_SECRET_folder"
+    folder.mkdir()
+    with pytest.raises(DefinitionError, match=message) as caught:
+        load_profile(write(folder, text))
+    assert "tok_SECRET" not in str(caught.value)
+
+
+def test_a_folder_given_as_the_profile_is_a_clear_error(tmp_path: Path) -> None:
+    folder = tmp_path / "mnemon.toml"
+    folder.mkdir()
+    with pytest.raises(DefinitionError, match=r"^mnemon\.toml: is a folder, not a profile file"):
+        load_profile(folder)

@@ -4,17 +4,31 @@ from __future__ import annotations
 
 import functools
 import json
+import signal
+import sys
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import anyio
 import click
+from pydantic import ValidationError
 
-from .._errors import MnemonError
+from .._errors import ActionError, MnemonError
 from .._host import MemoryTurn
-from .._models import ActionOffer, Evidence, MutationReceipt, Scope, View, ViewRoute
+from .._models import (
+    ActionOffer,
+    Evidence,
+    MutationReceipt,
+    Scope,
+    View,
+    ViewRoute,
+    describe_validation_error,
+)
 from .._profile import PROFILE_FILE, load_profile
+from .._text import escape_for_terminal, escape_json_for_terminal
+from ._paths import shown_path
 from ._render import Printer
 from ._starter import STARTER_PROFILE
 
@@ -29,18 +43,58 @@ IDENTITY = (
 )
 
 
+MAX_IDENTITY = 300
+INTERRUPTED = 130  # the shell's status for a command ended by SIGINT (128 + 2)
+
+
+class FlagError(click.ClickException):
+    """A bad flag value: one line naming the flag and the rule, exit status 2 like click's."""
+
+    exit_code = 2
+
+
+def _check_identity(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    # the rules of a scope value, checked here so the message names the flag, never the value
+    if value is None:
+        return None
+    flag = f"--{param.name}"
+    if any("\ud800" <= character <= "\udfff" for character in value):
+        raise FlagError(f"{flag}: must be valid UTF-8 text")  # undecodable bytes in argv
+    if not value:
+        raise FlagError(f"{flag}: must not be empty")
+    if len(value) > MAX_IDENTITY:
+        raise FlagError(f"{flag}: must be at most {MAX_IDENTITY} characters")
+    if any(character < " " or character == "\x7f" for character in value):
+        raise FlagError(f"{flag}: must not contain control characters (tab, newline, DEL, ...)")
+    return value
+
+
 def identity(command: Callable[..., Any]) -> Callable[..., Any]:
     """Add `--user`, `--agent`, `--session`, `--workspace`, `--tenant`: they fill the scope."""
     for flag, _, text in reversed(IDENTITY):
-        command = click.option(f"--{flag}", default=None, help=text)(command)
+        command = click.option(f"--{flag}", default=None, help=text, callback=_check_identity)(
+            command
+        )
     return command
 
 
 def scope_of(options: Mapping[str, Any]) -> Scope:
-    """The scope the identity flags describe."""
-    return Scope.model_validate(
-        {field: options[flag] for flag, field, _ in IDENTITY if options.get(flag)}
-    )
+    """The scope the identity flags describe.
+
+    Raises:
+        FlagError: a flag breaks a rule of `Scope` the flag checks did not catch.
+    """
+    fields = {field: options[flag] for flag, field, _ in IDENTITY if options.get(flag) is not None}
+    try:
+        return Scope.model_validate(fields)
+    except ValidationError as exc:
+        raise FlagError(describe_validation_error(exc, "identity")) from None
+
+
+def interrupted(message: str = "interrupted") -> NoReturn:
+    """Say on stderr what an interruption (Ctrl-C) left behind; exit with status 130."""
+    click.echo(message, err=True)
+    sys.exit(INTERRUPTED)
 
 
 def run(job: Callable[[], Awaitable[_T]]) -> _T:
@@ -48,7 +102,14 @@ def run(job: Callable[[], Awaitable[_T]]) -> _T:
     try:
         return anyio.run(job)
     except MnemonError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(escape_for_terminal(str(exc), keep_newlines=False)) from None
+    except KeyboardInterrupt:
+        interrupted()
+
+
+def echo_json(document: str) -> None:
+    """Print a JSON document with control and bidi characters as JSON escapes."""
+    click.echo(escape_json_for_terminal(document))
 
 
 def profile_path(ctx: click.Context) -> Path:
@@ -84,11 +145,12 @@ def init(ctx: click.Context, force: bool) -> None:
     """Write a starter profile: runtime, documents and spaces on SQLite, layered."""
     path = profile_path(ctx)
     printer: Printer = ctx.obj["printer"]
+    shown = shown_path(path, name_if_outside=True)
     if path.exists() and not force:
-        raise click.ClickException(f"{path} exists; use --force to overwrite it")
+        raise click.ClickException(f"{shown} exists; use --force to overwrite it")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(STARTER_PROFILE, encoding="utf-8")
-    printer.ok(f"wrote {path}")
+    printer.ok(f"wrote {shown}")
     printer.line("next: mnemon view --user you --workspace project")
 
 
@@ -124,10 +186,10 @@ def view(ctx: click.Context, /, query: str | None, as_json: bool, **options: Any
         functools.partial(_view, profile_path(ctx), scope_of(options), query)
     )
     if as_json:
-        click.echo(composed.model_dump_json(indent=2))
+        echo_json(composed.model_dump_json(indent=2))
         return
     printer.heading(f"View {composed.id[:17]}…")
-    click.echo(wake)
+    printer.line(wake)
     for item in evidence:
         printer.evidence(item)
 
@@ -176,12 +238,43 @@ def recall(
         payload["spaces"] = list(spaces)
     found = run(functools.partial(_recall, profile_path(ctx), scope_of(options), payload))
     if as_json:
-        click.echo(found.model_dump_json(indent=2))
+        echo_json(found.model_dump_json(indent=2))
         return
     ctx.obj["printer"].evidence(found)
 
 
 # ---------------------------------------------------------------------- remember
+
+
+WRITE_INTERRUPTED = "interrupted: the write may or may not have been stored; check with recall"
+
+
+def _confirm(question: str) -> bool:
+    """Ask yes or no on the terminal; no answer (end of input) is no.
+
+    Ctrl-C at the prompt raises KeyboardInterrupt at once: the event loop's own SIGINT handler
+    only cancels the running task, which a blocking read never notices.
+    """
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main else None
+    if main:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        while True:
+            click.echo(f"{question} [y/N]: ", nl=False)
+            answer = sys.stdin.readline()
+            if not answer:
+                click.echo()
+                return False
+            answer = answer.strip().lower()
+            if answer in ("y", "yes"):
+                return True
+            if answer in ("", "n", "no"):
+                return False
+            click.echo("please answer y or n")
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
 
 
 async def _remember(
@@ -232,22 +325,36 @@ def remember(
     if entities:
         payload["entities"] = list(entities)
 
+    scope = scope_of(options)
+    writing = False  # true from the moment the write may have started
+
     def authorize(offer: ActionOffer) -> bool:
-        if yes:
-            return True
-        return click.confirm(f"Write this memory through {offer.id}?", default=False)
+        nonlocal writing
+        allowed = yes or _confirm(f"Write this memory through {offer.id}?")
+        writing = allowed
+        return allowed
 
     try:
-        receipt = run(
+        receipt = anyio.run(
             functools.partial(
-                _remember, profile_path(ctx), scope_of(options), payload, authorize, idempotency_key
+                _remember, profile_path(ctx), scope, payload, authorize, idempotency_key
             )
         )
-    except click.ClickException as exc:
-        if "not currently authorized" in exc.message:
+    except KeyboardInterrupt:
+        interrupted(WRITE_INTERRUPTED if writing else "interrupted: nothing was stored")
+    except ActionError as exc:
+        if exc.code == "not-authorized":
             printer.warn("not written: you did not authorize the write")
             ctx.exit(1)
-        raise
+        if isinstance(exc.receipt, MutationReceipt):
+            printer.receipt(exc.receipt)  # how far it got: failed (refused) or unknown
+        else:
+            printer.warn("refused: nothing was stored")  # no receipt: nothing was attempted
+        raise click.ClickException(
+            f"{exc.code}: {escape_for_terminal(str(exc), keep_newlines=False)}"
+        ) from None
+    except MnemonError as exc:
+        raise click.ClickException(escape_for_terminal(str(exc), keep_newlines=False)) from None
     printer.receipt(receipt)
 
 
@@ -255,8 +362,11 @@ def remember(
 
 
 async def _inspect(path: Path) -> dict[str, Any]:
-    async with load_profile(path).open_host() as host:
+    profile = load_profile(path)
+    async with profile.open_host() as host:
         report = host.inspect()
+        if isinstance(report.get("data_dir"), str):
+            report["data_dir"] = shown_path(Path(report["data_dir"]), profile.path.parent)
         report["management"] = [
             {
                 "source_key": entry.source_key,
@@ -275,7 +385,7 @@ def inspect(ctx: click.Context, as_json: bool) -> None:
     """Show what serves: the generation, its Sources and Strategy, diagnostics."""
     report = run(functools.partial(_inspect, profile_path(ctx)))
     if as_json:
-        click.echo(json.dumps(report, indent=2))
+        echo_json(json.dumps(report, indent=2, ensure_ascii=False))
         return
     ctx.obj["printer"].report(report)
 
@@ -287,16 +397,21 @@ def inspect(ctx: click.Context, as_json: bool) -> None:
 @click.option(
     "--directory",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path(".mnemon-demo"),
+    default=Path(".mnemon-demo"),  # the demo's DEFAULT_DIRECTORY (imported only when it runs)
     show_default=True,
     help="Where the demo keeps its profile and data (rebuilt on every run).",
 )
+@click.option("--force", is_flag=True, help="Use the folder even if the demo did not create it.")
 @click.pass_context
-def demo(ctx: click.Context, directory: Path) -> None:
-    """Build a demo profile, seed it, and run turns end to end."""
+def demo(ctx: click.Context, directory: Path, force: bool) -> None:
+    """Build a demo profile, seed it, and run turns end to end.
+
+    The demo replaces mnemon.toml and data/ in its folder on every run, so it only uses a
+    folder it created itself (or a new or empty one) unless you pass --force.
+    """
     from ._demo import prepare_demo, run_demo
 
-    profile = prepare_demo(directory.resolve())
+    profile = prepare_demo(directory.resolve(), force=force)
     run(functools.partial(run_demo, profile, ctx.obj["printer"]))
 
 

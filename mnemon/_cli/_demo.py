@@ -8,13 +8,16 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import click
+
 from .._host import MemoryHost, MemoryTurn
 from .._models import ActionOffer, Scope
 from .._profile import PROFILE_FILE, load_profile
+from ._paths import shown_path
 from ._render import Printer
 from ._starter import starter_profile
 
-__all__ = ["prepare_demo", "run_demo"]
+__all__ = ["DEFAULT_DIRECTORY", "MARKER", "prepare_demo", "run_demo"]
 
 _T = TypeVar("_T")
 
@@ -52,6 +55,13 @@ MEMORIES = (
      ["deadline", "reporting"], ["billing-port"]),
 )  # fmt: skip
 NEW_MEMORY = "The invoice deadline moved to Monday, December 7th, after the fraud review."
+DEFAULT_DIRECTORY = ".mnemon-demo"
+MARKER = ".mnemon-demo-folder"
+_STARTER_HEADER = starter_profile("data").splitlines()[0]
+MARKER_TEXT = (
+    "This folder was created by `mnemon demo`, which replaces mnemon.toml and data/ here "
+    "on every run.\n"
+)
 
 
 def _allow(offer: ActionOffer) -> bool:
@@ -103,11 +113,47 @@ async def _write(
     await turn.execute_action(f"source:{offer}", payload, _allow, idempotency_key=key)
 
 
-def prepare_demo(directory: Path) -> Path:
-    """Write the demo's profile under `directory`, clearing its previous data; its path."""
+def _made_by_demo(directory: Path) -> bool:
+    """Whether the demo may rebuild `directory`: empty, marked, or an unmarked earlier demo."""
+    if (directory / MARKER).is_file():
+        return True
+    names = {path.name for path in directory.iterdir()}
+    if not names:
+        return True
+    if (
+        directory.name != DEFAULT_DIRECTORY
+        or not names <= {PROFILE_FILE, "data"}
+        or not (directory / PROFILE_FILE).is_file()
+    ):
+        return False
+    # the demo wrote no marker before it refused other folders: its default folder, holding
+    # nothing but the demo's profile and data, was made by an earlier demo
+    text = (directory / PROFILE_FILE).read_text(encoding="utf-8", errors="replace")
+    return text.startswith(_STARTER_HEADER) and '\ndata_dir = "data"\n' in text
+
+
+def prepare_demo(directory: Path, *, force: bool = False) -> Path:
+    """Write the demo's profile under `directory`, clearing its previous data; its path.
+
+    The folder must be new, empty, or one the demo created (it holds `MARKER`), unless
+    `force`: the demo replaces `mnemon.toml` and deletes `data/` there.
+
+    Raises:
+        click.ClickException: the folder holds something the demo did not create.
+    """
+    marker = directory / MARKER
+    if not force and directory.is_dir() and not _made_by_demo(directory):
+        raise click.ClickException(
+            f"{shown_path(directory, name_if_outside=True)} is not empty and was not created "
+            "by `mnemon demo`, which would replace its mnemon.toml and delete its data/; "
+            "choose another --directory, or pass --force"
+        )
     directory.mkdir(parents=True, exist_ok=True)
+    marker.write_text(MARKER_TEXT, encoding="utf-8")
     data = directory / "data"
-    if data.exists():
+    if data.is_symlink():
+        data.unlink()  # never follow a link out of the demo's folder
+    elif data.exists():
         shutil.rmtree(data)  # the demo's own data only: every run starts from the same state
     profile_path = directory / PROFILE_FILE
     profile_path.write_text(starter_profile("data"), encoding="utf-8")
@@ -117,7 +163,7 @@ def prepare_demo(directory: Path) -> Path:
 async def run_demo(profile_path: Path, printer: Printer) -> None:
     """Seed the demo profile's Sources and run the turns a host would run."""
     directory = profile_path.parent
-    printer.heading(f"profile {profile_path}")
+    printer.heading(f"profile {shown_path(profile_path, name_if_outside=True)}")
     clock = _Clock()
     profile = load_profile(profile_path)
     async with profile.open_host() as host:
@@ -174,8 +220,12 @@ async def run_demo(profile_path: Path, printer: Printer) -> None:
                 printer.ok("none: every Source answered in time")
 
         printer.heading("inspect()")
-        printer.report(host.inspect())
+        report = host.inspect()
+        if isinstance(report.get("data_dir"), str):
+            report["data_dir"] = shown_path(Path(report["data_dir"]), directory)
+        printer.report(report)
     printer.heading("Timings")
     for name, milliseconds in clock.steps:
         printer.field(name, f"{milliseconds:8.2f} ms")
-    printer.line(f"\nprofile and data: {directory} (rebuilt on every run)")
+    shown = shown_path(directory, name_if_outside=True)
+    printer.line(f"\nprofile and data: {shown} (rebuilt on every run)")

@@ -1,42 +1,90 @@
-"""Readable terminal output for the `mnemon` command."""
+"""Readable terminal output for the `mnemon` command; every text shown is terminal-safe."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import click
 
 from .._models import Evidence, MutationReceipt
+from .._text import escape_for_terminal
+
+__all__ = ["Printer", "receipt_summary"]
+
+# what each completion proves, in the words a user reads; never more than the receipt says
+_COMPLETION = {
+    "committed": "stored",
+    "accepted": "accepted, not yet confirmed durable",
+    "candidate": "proposed as a candidate, not stored yet",
+    "partial": "partly stored: only part of the write got through",
+    "failed": "refused: nothing was stored",
+    "unknown": "unknown: the write may or may not have been stored; check with recall",
+}
+
+
+def _replayed(detail: Mapping[str, Any]) -> bool:
+    # a Source that answers a repeated idempotency key (or a duplicate) with the earlier write
+    return detail.get("replayed") is True or detail.get("duplicate") is True
+
+
+def receipt_summary(receipt: MutationReceipt) -> str:
+    """One line saying how far a write got: stored, replayed, refused, accepted or unknown.
+
+    Args:
+        receipt: the write's receipt.
+
+    Returns:
+        e.g. `stored: memory m-1 in space personal`; never "stored" for less than committed.
+    """
+    detail = receipt.detail
+    where = []
+    if isinstance(detail.get("memory"), str):
+        where.append(f"memory {detail['memory']}")
+    if isinstance(detail.get("space"), str):
+        where.append(f"in space {detail['space']}")
+    what = " ".join(where)
+    if receipt.completion == "committed" and _replayed(detail):
+        earlier = f"; this is {what} from an earlier write" if what else ""
+        text = f"replayed: nothing new was written{earlier}"
+    else:
+        text = _COMPLETION[receipt.completion] + (f": {what}" if what else "")
+    return escape_for_terminal(text, keep_newlines=False)
 
 
 class Printer:
-    """Writes headings, evidence, receipts and reports; colors only on a terminal."""
+    """Writes headings, evidence, receipts and reports; colors only on a terminal.
+
+    Every text goes through `escape_for_terminal`: memory and Source-provided text can carry
+    escape sequences, and the command prints them whether stdout is a terminal or a pipe.
+    """
 
     def __init__(self, *, color: bool | None = None) -> None:
         self.color = color
 
-    def _echo(self, text: str, **style: Any) -> None:
-        click.secho(text, color=self.color, **style)
+    def _echo(self, text: str, *, err: bool = False, **style: Any) -> None:
+        click.secho(escape_for_terminal(text), color=self.color, err=err, **style)
 
     def heading(self, text: str) -> None:
         """A section heading."""
-        self._echo(f"\n== {text} ", bold=True, fg="cyan")
+        self._echo(f"\n== {escape_for_terminal(text, keep_newlines=False)} ", bold=True, fg="cyan")
 
     def line(self, text: str = "") -> None:
-        """Plain text."""
+        """Plain text, several lines allowed (a Wake)."""
         self._echo(text)
 
     def ok(self, text: str) -> None:
         """A success."""
         self._echo(f"✓ {text}", fg="green")
 
-    def warn(self, text: str) -> None:
+    def warn(self, text: str, *, err: bool = False) -> None:
         """Something to notice."""
-        self._echo(f"! {text}", fg="yellow")
+        self._echo(f"! {text}", fg="yellow", err=err)
 
     def field(self, name: str, value: object) -> None:
         """One `name: value` line."""
-        click.echo(click.style(f"  {name:<18}", dim=True) + str(value), color=self.color)
+        shown = escape_for_terminal(str(value), keep_newlines=False)
+        click.echo(click.style(f"  {name:<18}", dim=True) + shown, color=self.color)
 
     def evidence(self, evidence: Evidence) -> None:
         """The items of one route read, with provenance."""
@@ -51,18 +99,20 @@ class Printer:
                 key: value for key, value in item.provenance.items() if isinstance(value, str | int)
             }
             tier = item.metadata.get("tier") or item.provenance.get("tier")
-            self._echo(f"• {item.text}", fg="white")
+            # continuation lines are indented so memory text cannot pass for the command's own
+            self._echo("• " + item.text.replace("\n", "\n  "), fg="white")
             label = ", ".join(f"{key}={value}" for key, value in details.items())
             if tier and "tier" not in details:
                 label = f"tier={tier}, {label}" if label else f"tier={tier}"
             if label:
-                self._echo(f"  {label}", dim=True)
+                self._echo(f"  {escape_for_terminal(label, keep_newlines=False)}", dim=True)
 
     def receipt(self, receipt: MutationReceipt) -> None:
-        """A write's receipt: how far it got."""
+        """A write's receipt: how far it got, in words, then its fields."""
         self.heading("receipt")
-        colour = "green" if receipt.completion == "committed" else "yellow"
-        self._echo(f"  {receipt.completion} / {receipt.status}", fg=colour, bold=True)
+        good = receipt.completion == "committed"
+        self._echo(f"  {receipt_summary(receipt)}", fg="green" if good else "yellow", bold=True)
+        self.field("completion", f"{receipt.completion} / {receipt.status}")
         self.field("offer", receipt.offer_id)
         if receipt.committed_at:
             self.field("committed at", receipt.committed_at)
@@ -71,9 +121,11 @@ class Printer:
         if receipt.idempotency_key:
             self.field("idempotency", receipt.idempotency_key)
 
-    def report(self, report: dict[str, Any]) -> None:
+    def report(self, report: Mapping[str, Any]) -> None:
         """The host's inspect report."""
         self.heading(f"state: {report['state']}")
+        if report.get("data_dir") is not None:
+            self.field("data_dir", report["data_dir"])
         serving = report.get("serving")
         if serving:
             self.field("generation", serving["generation_id"])
