@@ -1,10 +1,15 @@
-"""Text made safe to show on a terminal: control, bidi and other invisible characters escaped."""
+"""Untrusted text made visible: control, bidi and other invisible characters escaped.
+
+One rule for memory text wherever a reader sees it: the Wake a model reads and the lines the
+`mnemon` command prints. What could move a cursor, rewrite a title or clipboard, break a line
+where none shows, reorder or hide text becomes a visible escape instead.
+"""
 
 from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["escape_for_terminal", "escape_json_for_terminal"]
+__all__ = ["visible_json", "visible_text"]
 
 # Control (Cc), format (Cf: bidi controls, zero-width characters, tag characters), surrogate
 # (Cs: undecodable bytes smuggled through surrogateescape) and the line and paragraph
@@ -34,7 +39,7 @@ def _escape(character: str) -> str:
     return f"\\U{point:08x}"
 
 
-def escape_for_terminal(text: str, *, keep_newlines: bool = True) -> str:
+def visible_text(text: str, *, keep_newlines: bool = True) -> str:
     r"""`text` with every character that could act on a terminal shown as a visible escape.
 
     C0 controls (except tab, and newline unless `keep_newlines` is false), DEL, C1 controls,
@@ -58,7 +63,7 @@ def escape_for_terminal(text: str, *, keep_newlines: bool = True) -> str:
     )
 
 
-def escape_json_for_terminal(document: str) -> str:
+def visible_json(document: str) -> str:
     r"""A JSON document with the same characters escaped as JSON escapes (`\u001b`).
 
     The document still parses to the same value: such characters can only occur inside

@@ -13,24 +13,11 @@ import re
 import orjson
 
 from ._models import Fragment, View
+from ._text import visible_text
 
 __all__ = ["render_wake"]
 
 _BACKTICKS = re.compile(r"`+")
-# every character a reader may take as a line break, other than "\n" itself (CR, VT, FF, the
-# file/group/record separators, NEL, LS, PS), and the other C0 and C1 controls and DEL: in
-# memory text they are shown as visible escapes, so one entry can never pose as two
-_UNSAFE_IN_MEMORY = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
-
-
-def neutralized(text: str) -> str:
-    """`text` with line-breaking and control characters (other than newline and tab) escaped."""
-    return _UNSAFE_IN_MEMORY.sub(_escape, text.replace("\r\n", "\n"))
 
 
 def _fence(text: str, info: str = "") -> str:
@@ -51,7 +38,10 @@ def _listing_json(listing: dict[str, list[dict[str, object]]]) -> str:
 
 
 def _fragments(fragments: list[Fragment]) -> list[str]:
-    return [_fence(neutralized(fragment.text), "text") for fragment in fragments]
+    # CRLF is one line break; anything else that breaks lines or controls the reader is shown
+    return [
+        _fence(visible_text(fragment.text.replace("\r\n", "\n")), "text") for fragment in fragments
+    ]
 
 
 def render_wake(view: View) -> str:

@@ -1,4 +1,4 @@
-"""`escape_for_terminal`: every class of character that can act on a terminal is escaped."""
+"""`visible_text`: every class of character that can act on a terminal is escaped."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mnemon._text import escape_for_terminal, escape_json_for_terminal
+from mnemon._text import visible_json, visible_text
 
 
 @pytest.mark.parametrize(
@@ -31,22 +31,22 @@ from mnemon._text import escape_for_terminal, escape_json_for_terminal
          "bidi-isolates", "separators", "zero-width", "tag-character", "lone-surrogate"],
 )  # fmt: skip
 def test_each_risky_class_is_shown_as_an_escape(raw: str, shown: str) -> None:
-    assert escape_for_terminal(raw) == shown
+    assert visible_text(raw) == shown
 
 
 def test_text_layout_and_scripts_are_kept() -> None:
     text = "Ada\tprefers tea.\n\u05e9\u05dc\u05d5\u05dd, Привет, 東京, 👨‍👩‍👧, می‌خواهم, back\\slash, non\u00a0breaking"
-    assert escape_for_terminal(text) == text
+    assert visible_text(text) == text
 
 
 def test_one_line_fields_escape_newlines_too() -> None:
-    assert escape_for_terminal("a\nb\tc", keep_newlines=False) == "a\\nb\tc"
+    assert visible_text("a\nb\tc", keep_newlines=False) == "a\\nb\tc"
 
 
 def test_json_keeps_its_value_and_loses_the_raw_characters() -> None:
     value = {"text": "x\x1b]52;c;e\x07\x7f\x85\u202e\u2028\U000e0041 \u05e9\u05dc\u05d5\u05dd\n"}
     document = json.dumps(value, indent=2, ensure_ascii=False)
-    shown = escape_json_for_terminal(document)
+    shown = visible_json(document)
     assert json.loads(shown) == value
     assert all(c not in shown for c in "\x1b\x07\x7f\x85\u202e\u2028\U000e0041")
     assert "\u05e9\u05dc\u05d5\u05dd" in shown  # Hebrew stays as it is

@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 import orjson
+import pydantic
 import pytest
 
 from mnemon import (
@@ -15,6 +16,7 @@ from mnemon import (
     Fragment,
     MemoryHost,
     ReadGrant,
+    Scope,
     SourceFacts,
     View,
     ViewContribution,
@@ -399,3 +401,24 @@ async def test_a_strategy_rejecting_a_missing_instance_is_reported_as_is() -> No
         await host.mount(strategy_plugin(strict), instance_id="strategy")
         with pytest.raises(CompositionRejected, match="strict: required Source source:docs"):
             await host.begin_turn()
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["a\tb", "a\x7fb", "a\x85b", "a\u202eb", "a\u2028b", "a\u200bb", "\ufeffa", "x" * 301, ""],
+    ids=[
+        "tab",
+        "del",
+        "nel",
+        "bidi-override",
+        "line-separator",
+        "zero-width",
+        "bom",
+        "301",
+        "empty",
+    ],
+)
+def test_identity_values_are_plain_visible_text(value: str) -> None:
+    with pytest.raises(pydantic.ValidationError):
+        Scope(user_id=value)
+    assert Scope(user_id="ada lovelace-1815 🙂 λ").user_id == "ada lovelace-1815 🙂 λ"

@@ -27,7 +27,7 @@ from .._models import (
     describe_validation_error,
 )
 from .._profile import PROFILE_FILE, load_profile
-from .._text import escape_for_terminal, escape_json_for_terminal
+from .._text import visible_json, visible_text
 from ._paths import shown_path
 from ._render import Printer
 from ._starter import STARTER_PROFILE
@@ -102,14 +102,14 @@ def run(job: Callable[[], Awaitable[_T]]) -> _T:
     try:
         return anyio.run(job)
     except MnemonError as exc:
-        raise click.ClickException(escape_for_terminal(str(exc), keep_newlines=False)) from None
+        raise click.ClickException(visible_text(str(exc), keep_newlines=False)) from None
     except KeyboardInterrupt:
         interrupted()
 
 
 def echo_json(document: str) -> None:
     """Print a JSON document with control and bidi characters as JSON escapes."""
-    click.echo(escape_json_for_terminal(document))
+    click.echo(visible_json(document))
 
 
 def profile_path(ctx: click.Context) -> Path:
@@ -351,10 +351,10 @@ def remember(
         else:
             printer.warn("refused: nothing was stored")  # no receipt: nothing was attempted
         raise click.ClickException(
-            f"{exc.code}: {escape_for_terminal(str(exc), keep_newlines=False)}"
+            f"{exc.code}: {visible_text(str(exc), keep_newlines=False)}"
         ) from None
     except MnemonError as exc:
-        raise click.ClickException(escape_for_terminal(str(exc), keep_newlines=False)) from None
+        raise click.ClickException(visible_text(str(exc), keep_newlines=False)) from None
     printer.receipt(receipt)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .._text import escape_for_terminal
+from .._text import visible_text
 
 __all__ = ["OUTSIDE", "shown_path"]
 
@@ -55,4 +55,4 @@ def shown_path(
         shown = None if below is None else f"./{below}".removesuffix("/.")
     if shown is None:
         shown = f"…/{path.name}" if name_if_outside else OUTSIDE
-    return escape_for_terminal(shown, keep_newlines=False)
+    return visible_text(shown, keep_newlines=False)

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from .._models import Evidence, MutationReceipt
-from .._text import escape_for_terminal
+from .._text import visible_text
 
 __all__ = ["Printer", "receipt_summary"]
 
@@ -49,13 +49,13 @@ def receipt_summary(receipt: MutationReceipt) -> str:
         text = f"replayed: nothing new was written{earlier}"
     else:
         text = _COMPLETION[receipt.completion] + (f": {what}" if what else "")
-    return escape_for_terminal(text, keep_newlines=False)
+    return visible_text(text, keep_newlines=False)
 
 
 class Printer:
     """Writes headings, evidence, receipts and reports; colors only on a terminal.
 
-    Every text goes through `escape_for_terminal`: memory and Source-provided text can carry
+    Every text goes through `visible_text`: memory and Source-provided text can carry
     escape sequences, and the command prints them whether stdout is a terminal or a pipe.
     """
 
@@ -63,11 +63,11 @@ class Printer:
         self.color = color
 
     def _echo(self, text: str, *, err: bool = False, **style: Any) -> None:
-        click.secho(escape_for_terminal(text), color=self.color, err=err, **style)
+        click.secho(visible_text(text), color=self.color, err=err, **style)
 
     def heading(self, text: str) -> None:
         """A section heading."""
-        self._echo(f"\n== {escape_for_terminal(text, keep_newlines=False)} ", bold=True, fg="cyan")
+        self._echo(f"\n== {visible_text(text, keep_newlines=False)} ", bold=True, fg="cyan")
 
     def line(self, text: str = "") -> None:
         """Plain text, several lines allowed (a Wake)."""
@@ -83,7 +83,7 @@ class Printer:
 
     def field(self, name: str, value: object) -> None:
         """One `name: value` line."""
-        shown = escape_for_terminal(str(value), keep_newlines=False)
+        shown = visible_text(str(value), keep_newlines=False)
         click.echo(click.style(f"  {name:<18}", dim=True) + shown, color=self.color)
 
     def evidence(self, evidence: Evidence) -> None:
@@ -105,7 +105,7 @@ class Printer:
             if tier and "tier" not in details:
                 label = f"tier={tier}, {label}" if label else f"tier={tier}"
             if label:
-                self._echo(f"  {escape_for_terminal(label, keep_newlines=False)}", dim=True)
+                self._echo(f"  {visible_text(label, keep_newlines=False)}", dim=True)
 
     def receipt(self, receipt: MutationReceipt) -> None:
         """A write's receipt: how far it got, in words, then its fields."""

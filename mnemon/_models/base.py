@@ -59,8 +59,10 @@ Label = Annotated[str, Strict(), StringConstraints(min_length=1, max_length=200)
 Description = Annotated[str, Strict(), StringConstraints(min_length=1, max_length=2_000)]
 Text = Annotated[str, Strict()]
 Revision = Annotated[str, Strict(), StringConstraints(min_length=1, max_length=512)]
+# identity values never carry controls, bidi overrides, invisible or line-breaking characters
+SCOPE_VALUE_PATTERN = r"^[^\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]+$"
 ScopeValue = Annotated[
-    str, Strict(), StringConstraints(min_length=1, max_length=300, pattern=r"^[^\x00-\x1f\x7f]+$")
+    str, Strict(), StringConstraints(min_length=1, max_length=300, pattern=SCOPE_VALUE_PATTERN)
 ]
 StrictInt = Annotated[int, Strict()]
 StrictBool = Annotated[bool, Strict()]
