@@ -25,6 +25,7 @@ __all__ = [
     "MAX_FILE_BYTES",
     "Abandoned",
     "FileStat",
+    "Scan",
     "derived_document_id",
     "document_path",
     "is_document_id",
@@ -44,6 +45,9 @@ _SUFFIX = ".md"
 #: files larger than this (placed by hand) are not indexed; ours are far smaller
 MAX_FILE_BYTES = 16 * 1024 * 1024
 _TEMPORARY_PREFIX = ".tmp-"
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+# never follow a link, never wait for a FIFO's writer
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | _CLOEXEC
 
 
 class Abandoned(Exception):
@@ -101,38 +105,55 @@ def document_path(folder: Path, document_id: str) -> Path:
     return folder / f"{document_id}{_SUFFIX}"
 
 
-def scan_documents(folder: Path) -> dict[str, FileStat]:
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """The document files of a folder, and how many files named like documents were skipped."""
+
+    files: dict[str, FileStat]
+    #: entries named like a document that are not served: symlinks, FIFOs, sockets, devices,
+    #: folders, files over MAX_FILE_BYTES
+    skipped: int = 0
+
+
+def scan_documents(folder: Path) -> Scan:
     """Every document file in `folder` with its stat (regular files only, no symlinks)."""
     found: dict[str, FileStat] = {}
+    skipped = 0
     try:
         entries = os.scandir(folder)
     except FileNotFoundError:
-        return found
+        return Scan(found)
     with entries:
         for entry in entries:
             name = entry.name
             if not name.endswith(_SUFFIX) or not is_document_id(name[: -len(_SUFFIX)]):
                 continue
             try:
-                if not entry.is_file(follow_symlinks=False):
-                    continue
                 status = entry.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue  # removed while we looked
-            if status.st_size <= MAX_FILE_BYTES:
+            if stat.S_ISREG(status.st_mode) and status.st_size <= MAX_FILE_BYTES:
                 found[name[: -len(_SUFFIX)]] = FileStat.of(status)
-    return found
+            else:
+                skipped += 1
+    return Scan(found, skipped)
 
 
 def read_document_file(folder: Path, document_id: str) -> tuple[bytes, FileStat] | None:
-    """The bytes of one document and the stat of exactly those bytes, or None if absent."""
+    """The bytes of one document and the stat of exactly those bytes, or None if absent.
+
+    Anything but a regular file (a symlink, FIFO, socket or device named like a document) is
+    treated as absent: it is opened without following links and without blocking, so a FIFO
+    with no writer cannot park the thread that holds the workspace lock.
+    """
     path = document_path(folder, document_id)
     try:
-        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        handle = os.open(path, _READ_FLAGS)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        if exc.errno == errno.ELOOP:  # a symlink is not a document
+        # ELOOP: a symlink; ENXIO: a socket or a device with nothing behind it
+        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):
             return None
         raise
     with os.fdopen(handle, "rb") as stream:

@@ -161,13 +161,18 @@ class DocumentsSource:
             return self._facts("unavailable", reason=reason)
         except OSError:
             return self._facts("unavailable", reason="storage-error")
+        hints: dict[str, Any] = {"documents": len(state.documents)}
+        if state.skipped:
+            # still served, but not everything named like a document is: a count, never a name
+            hints["skipped"] = state.skipped
         return self._facts(
-            "ready",
+            "degraded" if state.skipped else "ready",
+            reason="skipped-files" if state.skipped else None,
             revision=state.revision,
             capabilities=CAPABILITIES,
             route_ids=ROUTE_IDS,
             action_ids=ACTION_IDS,
-            hints={"documents": len(state.documents)},
+            hints=hints,
         )
 
     async def project(self, request: ProjectionRequest) -> ViewContribution:

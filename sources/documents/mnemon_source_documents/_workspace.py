@@ -44,7 +44,8 @@ from ._markdown import document_revision, parse_document, render_document
 __all__ = ["Document", "Workspace", "WorkspaceState", "WriteOutcome", "workspace_revision"]
 
 _T = TypeVar("_T")
-Use = Callable[[sqlite3.Connection, dict[str, DocumentRecord]], _T]
+#: what a read does with the reconciled index: (connection, indexed documents, files skipped)
+Use = Callable[[sqlite3.Connection, dict[str, DocumentRecord], int], _T]
 
 
 def workspace_revision(documents: Iterable[DocumentRecord]) -> str:
@@ -58,6 +59,8 @@ class WorkspaceState:
     """The documents of a workspace as they are now (index reconciled with the files)."""
 
     documents: Mapping[str, DocumentRecord]
+    #: files named like documents that are not served (symlinks, FIFOs, devices, huge files)
+    skipped: int = 0
 
     @property
     def revision(self) -> str:
@@ -123,7 +126,9 @@ class Workspace:
         """
         if not self.folder.is_dir():
             return WorkspaceState({})  # nothing was ever written here: create nothing
-        return WorkspaceState(self._consult(lambda connection, found: found, abandon))
+        return self._consult(
+            lambda connection, found, skipped: WorkspaceState(found, skipped), abandon
+        )
 
     def search(
         self, expression: str, pinned: Mapping[str, str], wanted: int, abandon: threading.Event
@@ -137,7 +142,8 @@ class Workspace:
         if not self.folder.is_dir() or not pinned:
             return []
         return self._consult(
-            lambda connection, found: search(connection, expression, pinned, wanted), abandon
+            lambda connection, found, skipped: search(connection, expression, pinned, wanted),
+            abandon,
         )
 
     def read(self, document_id: str, abandon: threading.Event) -> Document | None:
@@ -160,12 +166,12 @@ class Workspace:
 
     def _consult(self, use: Use[_T], abandon: threading.Event) -> _T:
         with self._locked(exclusive=False, abandon=abandon):
-            files = scan_documents(self.documents)
+            scan = scan_documents(self.documents)
             try:
                 with self.index.open() as connection:
                     indexed = records(connection)
-                    if _agrees(indexed, files):
-                        return use(connection, indexed)
+                    if _agrees(indexed, scan.files):
+                        return use(connection, indexed, scan.skipped)
             except (IndexDamaged, sqlite3.DatabaseError):
                 pass  # repaired below, under the exclusive lock
         with self._locked(exclusive=True, abandon=abandon):
@@ -188,7 +194,8 @@ class Workspace:
             ) from exc
 
     def _reconciled(self, use: Use[_T]) -> _T:
-        files = scan_documents(self.documents)
+        scan = scan_documents(self.documents)
+        files = scan.files
         with self.index.open() as connection:
             indexed = records(connection)
             if not _agrees(indexed, files):
@@ -204,7 +211,7 @@ class Workspace:
                         removed.append(key)
                 apply_changes(connection, upserts, removed)
                 indexed = records(connection)
-            return use(connection, indexed)
+            return use(connection, indexed, scan.skipped)
 
     def _load(self, document_id: str) -> IndexedDocument | None:
         found = read_document_file(self.documents, document_id)
@@ -217,7 +224,7 @@ class Workspace:
 
     def _all_documents(self) -> Iterator[IndexedDocument]:
         # streamed: a rebuild never holds every body in memory at once
-        for document_id in sorted(scan_documents(self.documents)):
+        for document_id in sorted(scan_documents(self.documents).files):
             loaded = self._load(document_id)
             if loaded is not None:
                 yield loaded
@@ -237,7 +244,7 @@ class Workspace:
     # ------------------------------------------------------------------ writes
 
     def _current(self, expected: str | None) -> dict[str, DocumentRecord]:
-        documents = self._repaired(lambda connection, found: found)
+        documents = self._repaired(lambda connection, found, skipped: found)
         if expected is not None:
             current = workspace_revision(documents.values())
             if current != expected:

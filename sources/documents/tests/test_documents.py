@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -611,6 +613,83 @@ async def test_files_changed_by_hand_are_what_search_serves(mounted: Harness) ->
     path.unlink()
     evidence = await mounted.search("puffins")
     assert [item.provenance["title"] for item in evidence.items] == ["Dropped in"]
+
+
+# ---------------------------------------------------------------------------- odd files
+
+
+def _wake_up_readers(fifo: Path) -> None:
+    # a reader stuck opening the FIFO is released when a writer opens it; none waiting is fine
+    with contextlib.suppress(OSError):
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+
+SKIPPED = ("source-degraded", f"Memory Source {KEY} is degraded (skipped-files)")
+
+
+async def test_a_fifo_named_like_a_document_never_blocks_a_turn_and_is_diagnosed(
+    hurried: Harness,
+) -> None:
+    await hurried.create("Real", "the dunlin")
+    fifo = hurried.folder() / "documents" / "notes.md"
+    os.mkfifo(fifo)
+    try:
+        with anyio.fail_after(5):
+            turn = await hurried.turn()
+            evidence = await turn.execute_route(f"{KEY}/search", {"query": "dunlin"})
+            # the handle a user would guess for the FIFO: nothing is opened that can block
+            with pytest.raises(ActionError) as caught:
+                await turn.execute_action(
+                    f"{KEY}/update",
+                    {"document": "notes", "expected_revision": "rev:0", "body": "x"},
+                    allow,
+                )
+            await turn.release()
+            with pytest.raises(ManagementError, match="not_found"):
+                await hurried.client().read("read", {"document": "notes"})
+            later = await hurried.turn()
+            await later.release()
+    finally:
+        _wake_up_readers(fifo)
+    assert caught.value.code == "not_found"
+    assert [item.provenance["title"] for item in evidence.items] == ["Real"]
+    for view in (turn.view, later.view):
+        # served (not dropped for a timeout), with a coded note that names no file
+        assert [(d.code, d.message) for d in view.diagnostics] == [SKIPPED]
+        assert [route.id for route in view.routes] == [f"{KEY}/search"]
+        assert [f.text for f in view.fragments] == [
+            "1 Markdown document in this workspace; search to read it."
+        ]
+        assert "notes" not in view.model_dump_json() + render_wake(view)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # skipped, never replaced or removed
+
+
+async def test_symlinks_named_like_documents_are_never_followed(
+    hurried: Harness, tmp_path: Path
+) -> None:
+    await hurried.create("Real", "the dunlin")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("# Secret\n\nthe dunlin secret", encoding="utf-8")
+    os.mkfifo(outside / "pipe")
+    documents = hurried.folder() / "documents"
+    (documents / "linked.md").symlink_to(outside / "secret.md")
+    (documents / "piped.md").symlink_to(outside / "pipe")
+    try:
+        with anyio.fail_after(5):
+            turn = await hurried.turn()
+            evidence = await turn.execute_route(f"{KEY}/search", {"query": "dunlin secret"})
+            await turn.release()
+            client = hurried.client()
+            for handle in ("linked", "piped"):
+                with pytest.raises(ManagementError, match="not_found"):
+                    await client.read("read", {"document": handle})
+            listed = await client.read("list")
+    finally:
+        _wake_up_readers(outside / "pipe")
+    assert [item.provenance["title"] for item in evidence.items] == ["Real"]
+    assert [(d.code, d.message) for d in turn.view.diagnostics] == [SKIPPED]
+    assert [d["title"] for d in listed["documents"]] == ["Real"]
 
 
 # ---------------------------------------------------------------------------- management

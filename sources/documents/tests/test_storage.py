@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sqlite3
@@ -20,6 +21,7 @@ from mnemon_source_documents._files import (
     derived_document_id,
     new_document_id,
     partition_name,
+    read_document_file,
     scan_documents,
 )
 from mnemon_source_documents._index import match_expression
@@ -255,9 +257,25 @@ def test_symlinks_and_huge_files_are_not_documents(tmp_path: Path) -> None:
     (workspace.documents / "linked.md").symlink_to(secret)
     with (workspace.documents / "huge.md").open("wb") as stream:
         stream.truncate(16 * 1024 * 1024 + 1)
-    assert sorted(scan_documents(workspace.documents)) != []
+    scan = scan_documents(workspace.documents)
+    assert (len(scan.files), scan.skipped) == (1, 2)
     assert _titles_found(workspace, "dunlin") == ["Real"]
+    assert workspace.state(_idle()).skipped == 2
     assert workspace.read("linked", _idle()) is None
+
+
+def test_a_file_swapped_for_a_fifo_after_the_scan_is_not_read(tmp_path: Path) -> None:
+    # the scan saw a regular file; by the time it is read, a FIFO with no writer stands there
+    workspace = _workspace(tmp_path / "ws")
+    document_id = _create(workspace, "Swapped", "text")
+    path = workspace.documents / f"{document_id}.md"
+    path.unlink()
+    os.mkfifo(path)
+    try:
+        assert read_document_file(workspace.documents, document_id) is None
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
 
 
 def test_fences_are_checked_inside_the_lock(tmp_path: Path) -> None:
