@@ -48,6 +48,7 @@ _TEMPORARY_PREFIX = ".tmp-"
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 # never follow a link, never wait for a FIFO's writer
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | _CLOEXEC
+_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW | _CLOEXEC
 
 
 class Abandoned(Exception):
@@ -200,6 +201,33 @@ def remove_stale_temporaries(folder: Path) -> None:
                     os.unlink(entry.path)
 
 
+def _unsafe_lock() -> SourceError:
+    return SourceError(
+        "unsafe-lock",
+        "documents: the workspace lock file is not a regular file (a symlink, FIFO or "
+        "folder stands at its place); it is never followed or used",
+        kind="terminal",
+    )
+
+
+def _open_lock(lock_file: Path) -> int:
+    """The lock file's descriptor; whatever stands at its path is never followed."""
+    try:
+        handle = os.open(lock_file, _LOCK_FLAGS, 0o600)
+    except OSError as exc:
+        # ELOOP: a symlink; ENXIO: a socket; EISDIR: a folder
+        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR, errno.ENODEV):
+            raise _unsafe_lock() from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            raise _unsafe_lock()
+    except BaseException:
+        os.close(handle)
+        raise
+    return handle
+
+
 @contextlib.contextmanager
 def locked(
     lock_file: Path, *, exclusive: bool, timeout: float, abandon: threading.Event
@@ -211,10 +239,12 @@ def locked(
 
     Raises:
         Abandoned: `abandon` was set while waiting.
-        SourceError: `timeout` (transient), the lock stayed taken for `timeout` seconds.
+        SourceError: `timeout` (transient), the lock stayed taken for `timeout` seconds;
+            `unsafe-lock` (terminal), something other than a regular file (such as a
+            symlink) stands at the lock path.
     """
     lock_file.parent.mkdir(parents=True, exist_ok=True)
-    handle = os.open(lock_file, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    handle = _open_lock(lock_file)
     try:
         mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
         deadline = time.monotonic() + timeout

@@ -49,6 +49,8 @@ __all__ = ["DocumentsSource", "create_documents_source"]
 
 _T = TypeVar("_T")
 _ELLIPSIS = "…"
+#: SourceError code -> the coded reason facts give (anything else is `storage-error`)
+_FACTS_REASONS = {"timeout": "storage-busy", "unsafe-lock": "unsafe-lock"}
 
 
 def _now() -> str:
@@ -157,7 +159,7 @@ class DocumentsSource:
         try:
             state = await self._blocking(self._workspace(partition).state)
         except SourceError as exc:
-            reason = "storage-busy" if exc.code == "timeout" else "storage-error"
+            reason = _FACTS_REASONS.get(exc.code, "storage-error")
             return self._facts("unavailable", reason=reason)
         except OSError:
             return self._facts("unavailable", reason="storage-error")

@@ -692,6 +692,32 @@ async def test_symlinks_named_like_documents_are_never_followed(
     assert [d["title"] for d in listed["documents"]] == ["Real"]
 
 
+async def test_a_symlink_planted_at_the_lock_path_is_refused_never_followed(
+    mounted: Harness, tmp_path: Path
+) -> None:
+    await mounted.create("Existing", "kept")
+    lock = mounted.folder() / ".lock"
+    lock.unlink()
+    (tmp_path / "elsewhere").mkdir()
+    planted = tmp_path / "elsewhere" / "planted"
+    lock.symlink_to(planted)  # dangling: following it with O_CREAT would create `planted`
+    turn = await mounted.turn()
+    await turn.release()
+    assert [(d.code, d.message) for d in turn.view.diagnostics] == [
+        ("source-unavailable", f"Memory Source {KEY} is unavailable (unsafe-lock)")
+    ]
+    with pytest.raises(ManagementError, match="unsafe-lock") as caught:
+        await mounted.client().read("list")
+    assert "the workspace lock file is not a regular file" in str(caught.value.__cause__)
+    assert str(tmp_path) not in str(caught.value.__cause__)
+    with pytest.raises(ManagementError, match="unsafe-lock"):
+        await mounted.client().read("read", {"document": "doc-unknown"})
+    assert not planted.exists()
+    assert lock.is_symlink()
+    lock.unlink()  # the owner removes the planted link: everything is served again
+    assert [doc["title"] for doc in await mounted.listed()] == ["Existing"]
+
+
 # ---------------------------------------------------------------------------- management
 
 
