@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +17,16 @@ import pytest
 
 from mnemon import (
     ActionError,
+    CompositionRejected,
+    FactsRequest,
     InstallError,
     ManagementError,
+    ProjectionRequest,
     RevisionConflict,
+    Scope,
     SourceError,
+    SourceInit,
+    SourceProvenance,
     render_wake,
 )
 from mnemon_testing import MemoryCompositionRunner
@@ -286,6 +294,161 @@ async def test_a_document_updated_after_composition_is_left_out_of_that_view(
     assert pinned.items == ()
     later = await mounted.search("otters")
     assert [item.text for item in later.items] == ["rewritten wording about otters"]
+
+
+def _create_source(data_dir: Path) -> Any:
+    """A documents Source made by its factory, to call its protocol methods directly."""
+    init = SourceInit(
+        instance_key=KEY,
+        provenance=SourceProvenance(
+            entry_id="docs", package_name="mnemon-source-documents", type_id="documents"
+        ),
+        configuration={"data_dir": str(data_dir)},
+    )
+    return documents.DOCUMENTS_SOURCE.create(init)
+
+
+def _projection(workspace: str, revision: str | None) -> ProjectionRequest:
+    return ProjectionRequest(
+        instance_key=KEY,
+        scope=Scope(workspace=workspace),
+        scenario="agent.root-turn",
+        expected_revision=revision,
+        mode="routed",
+        max_characters=200,
+    )
+
+
+async def test_project_serves_the_snapshot_facts_announced_despite_later_writes(
+    harness: Harness,
+) -> None:
+    source = _create_source(harness.data_dir)
+    folder = harness.folder("w1") / "documents"
+    folder.mkdir(parents=True)
+    (folder / "a.md").write_text("# A\n\nfirst", encoding="utf-8")
+    (folder / "b.md").write_text("# B\n\nsecond", encoding="utf-8")
+
+    async def facts(workspace: str) -> Any:
+        return await source.facts(
+            FactsRequest(instance_key=KEY, scope=Scope(workspace=workspace), scenario="s")
+        )
+
+    first = await facts("w1")
+    other = await facts("w2")  # another scope's facts in between must not matter
+    (folder / "a.md").write_text("# A\n\nrewritten", encoding="utf-8")  # a writer, by hand
+    (folder / "c.md").write_text("# C\n\nthird", encoding="utf-8")
+    second = await facts("w1")
+    assert len({first.revision, second.revision, other.revision}) == 3
+    for announced, count in ((first, 2), (second, 3)):
+        contribution = await source.project(_projection("w1", announced.revision))
+        grant = contribution.grant.value
+        # honest: the pinned revision is the one whose documents are counted and pinned
+        assert contribution.revision == grant["revision"] == announced.revision
+        assert workspace_revision_of(grant["documents"]) == announced.revision
+        assert len(grant["documents"]) == count
+        assert contribution.fragments[0].text.startswith(f"{count} Markdown documents")
+    assert (await source.project(_projection("w2", other.revision))).revision == other.revision
+
+
+def workspace_revision_of(pinned: dict[str, str]) -> str:
+    lines = sorted(f"{key} {revision}" for key, revision in pinned.items())
+    return "documents:" + hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+_ACTION_WRITER = """
+import sys, anyio
+from pathlib import Path
+import mnemon_source_documents as documents
+from mnemon_testing import MemoryCompositionRunner, SelectAll
+
+data_dir, stop = sys.argv[1], Path(sys.argv[2])
+
+async def main():
+    async with MemoryCompositionRunner() as runner:
+        await runner.mount(documents, instance_id="docs", config={"data_dir": data_dir})
+        await runner.mount(SelectAll(), instance_id="select")
+        revisions = {}
+        for number in range(3_000):
+            if stop.exists():
+                return
+            turn = await runner.begin_turn({"scope": {"workspace": "w1"}})
+            if not turn.view.offers:  # this writer's own turn lost the Source: try again
+                await turn.release()
+                continue
+            if len(revisions) < 8:
+                receipt = await turn.execute_action(
+                    "source:docs/create", {"title": f"Written {number}", "body": "words"},
+                    lambda offer: True)
+            else:
+                handle = sorted(revisions)[number % 8]
+                receipt = await turn.execute_action(
+                    "source:docs/update",
+                    {"document": handle, "expected_revision": revisions[handle],
+                     "body": f"version {number}"},
+                    lambda offer: True)
+            await turn.release()
+            revisions[receipt.detail["document"]] = receipt.detail["document_revision"]
+            await anyio.sleep(0.01)
+
+anyio.run(main)
+"""
+
+_HAND_WRITER = """
+import os, sys, time
+from pathlib import Path
+
+folder, stop = Path(sys.argv[1]), Path(sys.argv[2])
+for number in range(3_000):
+    if stop.exists():
+        break
+    target = folder / f"hand-{number % 8}.md"
+    temporary = folder / f".edit-{number}"
+    temporary.write_text(f"# Hand {number % 8}\\n\\nedit {number}", encoding="utf-8")
+    os.replace(temporary, target)  # how an editor saves a file
+    time.sleep(0.01)
+"""
+
+
+async def test_concurrent_writer_processes_never_drop_the_source_from_a_turn(
+    mounted: Harness, tmp_path: Path
+) -> None:
+    await mounted.create("Seed", "the workspace exists")
+    stop = tmp_path / "stop"
+    commands = [
+        [sys.executable, "-c", _ACTION_WRITER, str(mounted.data_dir), str(stop)],
+        [sys.executable, "-c", _HAND_WRITER, str(mounted.folder() / "documents"), str(stop)],
+    ]
+    writers = [await anyio.open_process(command, stdout=None, stderr=None) for command in commands]
+    revisions: set[str | None] = set()
+    dropped: list[list[str]] = []
+    try:
+        with anyio.fail_after(20):
+            while True:  # both writers are busy before the turns start
+                titles = [doc["title"] for doc in await mounted.listed()]
+                if any(t.startswith("Written") for t in titles) and "Hand 0" in titles:
+                    break
+                await anyio.sleep(0.02)
+            for _ in range(200):
+                try:
+                    turn = await mounted.turn()
+                except CompositionRejected:  # the Source is required by this Strategy
+                    dropped.append(["composition-rejected"])
+                    continue
+                await turn.release()
+                view = turn.view
+                if view.diagnostics or not view.consistency:
+                    dropped.append([d.code for d in view.diagnostics])
+                    continue
+                revisions.add(view.consistency[0].revision)
+                assert [route.id for route in view.routes] == [f"{KEY}/search"]
+    finally:
+        stop.touch()
+        with anyio.fail_after(20):
+            for writer in writers:
+                await writer.wait()
+    assert [writer.returncode for writer in writers] == [0, 0]
+    assert dropped == []
+    assert len(revisions) > 20  # the workspace really moved under the turns
 
 
 # ---------------------------------------------------------------------------- writes
