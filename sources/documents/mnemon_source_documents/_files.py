@@ -11,7 +11,6 @@ import os
 import re
 import secrets
 import stat
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ __all__ = [
     "Abandoned",
     "FileStat",
     "Scan",
+    "create_private_file",
     "derived_document_id",
     "document_path",
     "is_document_id",
@@ -35,6 +35,7 @@ __all__ = [
     "read_document_file",
     "remove_stale_temporaries",
     "scan_documents",
+    "temporary_path",
     "write_atomically",
 ]
 
@@ -44,7 +45,9 @@ _DOCUMENT_ID = re.compile(DOCUMENT_ID_PATTERN)
 _SUFFIX = ".md"
 #: files larger than this (placed by hand) are not indexed; ours are far smaller
 MAX_FILE_BYTES = 16 * 1024 * 1024
-_TEMPORARY_PREFIX = ".tmp-"
+# the only names this Source gives its temporary files (a document being written, an index
+# being rebuilt, and SQLite's side files of the latter); nothing else is ever removed as one
+_TEMPORARY = re.compile(r"\.mnemon-[0-9a-f]{32}\.tmp(?:-wal|-shm|-journal)?")
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 # never follow a link, never wait for a FIFO's writer
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | _CLOEXEC
@@ -175,10 +178,30 @@ def _sync_folder(folder: Path) -> None:
         os.close(handle)
 
 
+def temporary_path(folder: Path) -> Path:
+    """A fresh name for a temporary file in `folder`, one `remove_stale_temporaries` knows."""
+    return folder / f".mnemon-{secrets.token_hex(16)}.tmp"
+
+
+def create_private_file(path: Path) -> int:
+    """Create `path` (it must not exist) readable and writable by its owner only.
+
+    The mode is set explicitly, so it is 0600 whatever the process's umask.
+    """
+    handle = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC, 0o600)
+    try:
+        os.fchmod(handle, 0o600)
+    except BaseException:
+        os.close(handle)
+        raise
+    return handle
+
+
 def write_atomically(path: Path, data: bytes) -> FileStat:
     """Replace `path` with `data` durably (temporary file, fsync, rename, fsync the folder)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=_TEMPORARY_PREFIX, dir=path.parent)
+    temporary = temporary_path(path.parent)
+    handle = create_private_file(temporary)
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
@@ -193,10 +216,14 @@ def write_atomically(path: Path, data: bytes) -> FileStat:
 
 
 def remove_stale_temporaries(folder: Path) -> None:
-    """Remove temporary files a crashed writer left (call only under the exclusive lock)."""
+    """Remove temporary files a killed writer left (call only under the exclusive lock).
+
+    Only regular files named exactly as `temporary_path` names them (or SQLite's side files
+    of one) are removed: a user's `.tmp-notes` or `draft.tmp` is never touched.
+    """
     with contextlib.suppress(FileNotFoundError), os.scandir(folder) as entries:
         for entry in entries:
-            if entry.name.startswith(_TEMPORARY_PREFIX):
+            if _TEMPORARY.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(entry.path)
 

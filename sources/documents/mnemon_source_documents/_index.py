@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._files import FileStat
+from ._files import FileStat, create_private_file, temporary_path
 
 __all__ = [
     "DocumentIndex",
@@ -168,8 +167,10 @@ class DocumentIndex:
 
     def rebuild(self, documents: Iterable[IndexedDocument]) -> None:
         """Build a fresh index beside the old one and swap it in (exclusive lock held)."""
-        temporary = self.path.with_name(f".tmp-index-{secrets.token_hex(6)}.sqlite3")
+        temporary = temporary_path(self.path.parent)
         try:
+            # created private first: SQLite gives its -wal and -shm the mode of this file
+            os.close(create_private_file(temporary))
             connection = self._connect(temporary, create=True)
             try:
                 connection.execute("BEGIN IMMEDIATE")

@@ -229,9 +229,13 @@ class Workspace:
             if loaded is not None:
                 yield loaded
 
-    def _rebuild(self) -> None:
+    def _remove_leftovers(self) -> None:
+        # what a writer killed mid-write left; only an exclusive lock holder writes temporaries
         remove_stale_temporaries(self.folder)
         remove_stale_temporaries(self.documents)
+
+    def _rebuild(self) -> None:
+        self._remove_leftovers()
         self.index.rebuild(self._all_documents())
 
     def _index_quietly(self, document: IndexedDocument) -> None:
@@ -302,6 +306,7 @@ class Workspace:
         data = render_document(title, body)
         self._check_size(data, "create")
         with self._locked(exclusive=True, abandon=abandon):
+            self._remove_leftovers()
             documents = self._current(expected_revision)
             existing = documents.get(document_id)
             if existing is not None or document_path(self.documents, document_id).exists():
@@ -344,6 +349,7 @@ class Workspace:
             Abandoned: the caller stopped waiting; nothing was written.
         """
         with self._locked(exclusive=True, abandon=abandon):
+            self._remove_leftovers()
             documents = self._current(expected_revision)
             found = read_document_file(self.documents, document_id)
             if found is None or document_id not in documents:

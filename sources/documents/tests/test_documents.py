@@ -6,6 +6,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import stat
 import sys
 from pathlib import Path
@@ -879,6 +880,96 @@ async def test_a_symlink_planted_at_the_lock_path_is_refused_never_followed(
     assert lock.is_symlink()
     lock.unlink()  # the owner removes the planted link: everything is served again
     assert [doc["title"] for doc in await mounted.listed()] == ["Existing"]
+
+
+# ---------------------------------------------------------------------------- leftovers
+
+_KILLED_WRITER = """
+import os, sys, anyio
+import mnemon_source_documents as documents
+from mnemon_testing import MemoryCompositionRunner, SelectAll
+
+data_dir, step, workspace = sys.argv[1], sys.argv[2], sys.argv[3]
+
+def killed(*args, **kwargs):
+    os._exit(7)  # the process dies after writing its temporary file, before the rename
+
+async def main():
+    async with MemoryCompositionRunner() as runner:
+        await runner.mount(documents, instance_id="docs", config={"data_dir": data_dir})
+        await runner.mount(SelectAll(), instance_id="select")
+        client = runner.management_client("source:docs", {"workspace": workspace})
+        os.replace = killed
+        revision = await client.revision()  # with no index, this rebuilds it
+        if step == "write":
+            await client.mutate("create", {"title": "Lost", "body": "never renamed"},
+                                confirmed=True, expected_revision=revision)
+
+anyio.run(main)
+"""
+
+TEMPORARY = re.compile(r"\.mnemon-[0-9a-f]{32}\.tmp(-wal|-shm|-journal)?")
+HEX = "0123456789abcdef" * 2
+LOOK_ALIKES = (
+    ".tmp-notes",
+    ".tmp-abc12345",
+    "draft.tmp",
+    ".mnemon-notes.tmp",
+    f"mnemon-{HEX}.tmp",
+    f".mnemon-{HEX[:31]}.tmp",
+    f".mnemon-{HEX.upper()}.tmp",
+    f".mnemon-{HEX}.tmpx",
+    f".mnemon-{HEX}.tmp.bak",
+    f".mnemon-{HEX}.tmp-wal.old",
+)
+
+
+async def _killed_writer(harness: Harness, step: str, workspace: str) -> None:
+    command = [sys.executable, "-c", _KILLED_WRITER, str(harness.data_dir), step, workspace]
+    with anyio.fail_after(20):
+        process = await anyio.run_process(command, check=False)
+    assert process.returncode == 7
+
+
+def _names(folder: Path) -> set[str]:
+    return set(os.listdir(folder))
+
+
+async def test_temporaries_of_a_killed_writer_are_removed_by_the_next_write(
+    mounted: Harness,
+) -> None:
+    await mounted.create("Kept", "the whimbrel")
+    await mounted.create("Other", "another workspace", workspace="w2")
+    folder, documents_folder = mounted.folder(), mounted.folder() / "documents"
+    before = _names(documents_folder)
+    await _killed_writer(mounted, "write", "w1")  # dies before renaming a new document
+    (killed_write,) = _names(documents_folder) - before
+    other = mounted.folder("w2")
+    before = _names(other)
+    (other / "index.sqlite3").unlink()
+    await _killed_writer(mounted, "rebuild", "w2")  # dies before swapping in a new index
+    (killed_rebuild,) = _names(other) - before
+    for name in (killed_write, killed_rebuild):
+        assert TEMPORARY.fullmatch(name)
+    # what a rebuild killed mid-way leaves beside w1's index: its file and SQLite's side files
+    planted = [f".mnemon-{os.urandom(16).hex()}.tmp{side}" for side in ("", "-wal", "-shm")]
+    for name in planted:
+        (folder / name).write_bytes(b"half an index")
+    for look_alike in LOOK_ALIKES:  # a user's own files
+        (documents_folder / look_alike).write_text("mine", encoding="utf-8")
+        (folder / look_alike).write_text("mine", encoding="utf-8")
+    (documents_folder / f".mnemon-{HEX}.tmp").mkdir()  # named right, but a folder
+    await mounted.create("Next", "a later write")
+    assert killed_write not in _names(documents_folder)
+    assert not set(planted) & _names(folder)
+    assert set(LOOK_ALIKES) <= _names(documents_folder) & _names(folder)
+    # a rebuild spares them as well
+    (folder / "index.sqlite3").unlink()
+    assert len((await mounted.client().read("list"))["documents"]) == 2
+    assert set(LOOK_ALIKES) <= _names(documents_folder) & _names(folder)
+    assert (documents_folder / f".mnemon-{HEX}.tmp").is_dir()
+    found = await mounted.search("whimbrel")
+    assert [item.provenance["title"] for item in found.items] == ["Kept"]
 
 
 # ---------------------------------------------------------------------------- management

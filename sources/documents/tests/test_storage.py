@@ -240,13 +240,16 @@ def test_a_rebuild_indexes_every_file_and_removes_stale_temporaries(tmp_path: Pa
     workspace = _workspace(tmp_path / "ws")
     for number in range(3):
         _create(workspace, f"Doc {number}", "the avocet")
-    stale = workspace.documents / ".tmp-crashed"
+    stale = workspace.documents / f".mnemon-{'ab' * 16}.tmp"
     stale.write_bytes(b"half a write")
+    users = workspace.documents / ".tmp-crashed"  # not a name this Source gives its files
+    users.write_bytes(b"the user's")
     workspace.index.path.write_bytes(b"garbage")
     workspace._rebuild()
     with closing(sqlite3.connect(workspace.index.path)) as connection:
         assert connection.execute("SELECT count(*) FROM documents").fetchone() == (3,)
     assert not stale.exists()
+    assert users.read_bytes() == b"the user's"
 
 
 def test_symlinks_and_huge_files_are_not_documents(tmp_path: Path) -> None:
