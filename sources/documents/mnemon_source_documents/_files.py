@@ -24,18 +24,22 @@ __all__ = [
     "MAX_FILE_BYTES",
     "Abandoned",
     "FileStat",
+    "NotRegularFile",
     "Scan",
     "create_private_file",
     "derived_document_id",
     "document_path",
     "is_document_id",
     "locked",
+    "make_private_folders",
     "new_document_id",
     "partition_name",
     "read_document_file",
     "remove_stale_temporaries",
     "scan_documents",
     "temporary_path",
+    "tighten_file",
+    "tighten_folders",
     "write_atomically",
 ]
 
@@ -52,6 +56,10 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 # never follow a link, never wait for a FIFO's writer
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | _CLOEXEC
 _LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW | _CLOEXEC
+
+
+class NotRegularFile(Exception):
+    """Something other than a regular file (a symlink, FIFO, socket, device) is at a path."""
 
 
 class Abandoned(Exception):
@@ -178,6 +186,67 @@ def _sync_folder(folder: Path) -> None:
         os.close(handle)
 
 
+def _make_private_folder(folder: Path) -> None:
+    # the mode is set again after mkdir: the umask may have narrowed it (0o000 is possible)
+    try:
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        return
+    os.chmod(folder, 0o700)
+
+
+def make_private_folders(folder: Path) -> None:
+    """Create `folder` and any missing parents at 0700; existing folders are left as they are."""
+    missing = []
+    for candidate in (folder, *folder.parents):
+        if candidate.is_dir():
+            break
+        missing.append(candidate)
+    for candidate in reversed(missing):
+        _make_private_folder(candidate)
+
+
+def tighten_folders(root: Path, folder: Path) -> None:
+    """Make `folder` and the folders between `root` and it (both included) exactly 0700.
+
+    `folder` must be `root` or lie inside it; missing folders are created, at 0700.
+    """
+    make_private_folders(folder)
+    inside = folder.relative_to(root)
+    for relative in (inside, *inside.parents):
+        path = root / relative
+        if stat.S_IMODE(os.stat(path).st_mode) != 0o700:
+            os.chmod(path, 0o700)
+
+
+def tighten_file(path: Path) -> bool:
+    """Make an existing regular file 0600, never following a symlink at `path`.
+
+    Returns:
+        False when nothing is at `path`, True when a regular file is there (now 0600).
+
+    Raises:
+        NotRegularFile: something other than a regular file stands at `path`.
+    """
+    try:
+        handle = os.open(path, _READ_FLAGS)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):
+            raise NotRegularFile() from None
+        raise
+    try:
+        status = os.fstat(handle)
+        if not stat.S_ISREG(status.st_mode):
+            raise NotRegularFile()
+        if stat.S_IMODE(status.st_mode) != 0o600:
+            os.fchmod(handle, 0o600)
+    finally:
+        os.close(handle)
+    return True
+
+
 def temporary_path(folder: Path) -> Path:
     """A fresh name for a temporary file in `folder`, one `remove_stale_temporaries` knows."""
     return folder / f".mnemon-{secrets.token_hex(16)}.tmp"
@@ -198,8 +267,11 @@ def create_private_file(path: Path) -> int:
 
 
 def write_atomically(path: Path, data: bytes) -> FileStat:
-    """Replace `path` with `data` durably (temporary file, fsync, rename, fsync the folder)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Replace `path` with `data` durably (temporary file, fsync, rename, fsync the folder).
+
+    The file is 0600 whatever the umask; its folder, when it has to be made, 0700.
+    """
+    make_private_folders(path.parent)
     temporary = temporary_path(path.parent)
     handle = create_private_file(temporary)
     try:
@@ -247,8 +319,11 @@ def _open_lock(lock_file: Path) -> int:
             raise _unsafe_lock() from None
         raise
     try:
-        if not stat.S_ISREG(os.fstat(handle).st_mode):
+        status = os.fstat(handle)
+        if not stat.S_ISREG(status.st_mode):
             raise _unsafe_lock()
+        if stat.S_IMODE(status.st_mode) != 0o600:
+            os.fchmod(handle, 0o600)  # private whatever the umask, and tightened if it was not
     except BaseException:
         os.close(handle)
         raise
@@ -270,7 +345,6 @@ def locked(
             `unsafe-lock` (terminal), something other than a regular file (such as a
             symlink) stands at the lock path.
     """
-    lock_file.parent.mkdir(parents=True, exist_ok=True)
     handle = _open_lock(lock_file)
     try:
         mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH

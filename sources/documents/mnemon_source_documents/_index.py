@@ -14,7 +14,13 @@ from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._files import FileStat, create_private_file, temporary_path
+from ._files import (
+    FileStat,
+    NotRegularFile,
+    create_private_file,
+    temporary_path,
+    tighten_file,
+)
 
 __all__ = [
     "DocumentIndex",
@@ -148,8 +154,14 @@ class DocumentIndex:
             IndexDamaged: the index is missing, fails its checks or has another schema.
             sqlite3.DatabaseError: the index broke while in use.
         """
-        if self._stat() is None:
-            raise IndexDamaged("missing")
+        try:
+            # private whatever made them; a symlink or FIFO in their place is never followed
+            if not tighten_file(self.path):
+                raise IndexDamaged("missing")
+            for suffix in _SIDE_FILES:
+                tighten_file(Path(f"{self.path}{suffix}"))
+        except NotRegularFile as exc:
+            raise IndexDamaged("not a regular file") from exc
         try:
             connection = self._connect(self.path, create=False)
         except sqlite3.DatabaseError as exc:

@@ -27,6 +27,7 @@ from ._files import (
     read_document_file,
     remove_stale_temporaries,
     scan_documents,
+    tighten_folders,
     write_atomically,
 )
 from ._index import (
@@ -107,6 +108,8 @@ class Workspace:
     def _locked(
         self, *, exclusive: bool, abandon: threading.Event
     ) -> contextlib.AbstractContextManager[None]:
+        # this instance's folders are private, whatever the umask and whatever made them before
+        tighten_folders(self._settings.root, self.folder)
         return locked(
             self._lock_file,
             exclusive=exclusive,

@@ -7,8 +7,10 @@ import fcntl
 import hashlib
 import os
 import re
+import sqlite3
 import stat
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -970,6 +972,85 @@ async def test_temporaries_of_a_killed_writer_are_removed_by_the_next_write(
     assert (documents_folder / f".mnemon-{HEX}.tmp").is_dir()
     found = await mounted.search("whimbrel")
     assert [item.provenance["title"] for item in found.items] == ["Kept"]
+
+
+# ---------------------------------------------------------------------------- privacy
+
+
+def _mode(path: Path) -> str:
+    return f"{stat.S_IMODE(path.lstat().st_mode):o}"
+
+
+def _modes(top: Path) -> dict[str, str]:
+    """The permission bits (octal) of `top` and everything under it, by relative path."""
+    return {str(path.relative_to(top)): _mode(path) for path in (top, *top.rglob("*"))}
+
+
+async def test_every_store_file_is_private_whatever_the_umask(mounted: Harness) -> None:
+    previous = os.umask(0)  # the most permissive umask there is
+    try:
+        created = await mounted.create("Secret", "private words")
+        index = mounted.folder() / "index.sqlite3"
+        # another reader keeps the index open, so its -wal and -shm stay on disk to be seen
+        with closing(sqlite3.connect(index)) as reader:
+            reader.execute("SELECT count(*) FROM documents").fetchone()
+            turn = await mounted.turn()
+            await turn.execute_action(
+                f"{KEY}/update",
+                {
+                    "document": created.detail["document"],
+                    "expected_revision": created.detail["document_revision"],
+                    "body": "still private",
+                },
+                allow,
+            )
+            await turn.release()
+            modes = _modes(mounted.data_dir)
+    finally:
+        os.umask(previous)
+    names = {Path(path).name for path in modes}
+    assert {"index.sqlite3-wal", "index.sqlite3-shm", ".lock"} <= names
+    folders = {path for path in modes if (mounted.data_dir / path).is_dir()}
+    assert len(folders) == 7  # data, sources, documents, docs, workspaces, ws-…, documents
+    assert {path: mode for path, mode in modes.items() if path in folders} == dict.fromkeys(
+        folders, "700"
+    )
+    assert {path: mode for path, mode in modes.items() if path not in folders} == dict.fromkeys(
+        set(modes) - folders, "600"
+    )
+
+
+async def test_an_existing_store_is_tightened_when_it_is_opened(harness: Harness) -> None:
+    harness.data_dir.mkdir(mode=0o755)
+    await harness.mount()
+    await harness.create("Secret", "private words")
+    await harness.runner.dispose()
+    folder = harness.folder()
+    instance = folder.parent.parent
+    # as an earlier version left it: shared folders and a world-readable index and lock
+    for path in (instance, instance / "workspaces", folder):
+        path.chmod(0o755)
+    for path in (folder / "index.sqlite3", folder / ".lock"):
+        path.chmod(0o644)
+    hand_written = folder / "documents" / "by-hand.md"
+    hand_written.write_text("# Mine\n\nthe user's own file", encoding="utf-8")
+    hand_written.chmod(0o644)
+    async with MemoryCompositionRunner() as runner:
+        again = type(harness)(runner, harness.data_dir)
+        await again.mount()
+        turn = await again.turn()  # a read is enough
+        await turn.release()
+    assert [d.code for d in turn.view.diagnostics] == []
+    private = (
+        instance,
+        instance / "workspaces",
+        folder,
+        folder / "index.sqlite3",
+        folder / ".lock",
+    )
+    assert [_mode(path) for path in private] == ["700", "700", "700", "600", "600"]
+    # the user's own: the base folder given as data_dir, and a file written by hand
+    assert [_mode(harness.data_dir), _mode(hand_written)] == ["755", "644"]
 
 
 # ---------------------------------------------------------------------------- management
