@@ -6,6 +6,7 @@ import contextlib
 import os
 import re
 import sqlite3
+import stat
 import subprocess
 import sys
 import threading
@@ -279,6 +280,28 @@ def test_a_file_swapped_for_a_fifo_after_the_scan_is_not_read(tmp_path: Path) ->
     finally:
         with contextlib.suppress(OSError):
             os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+
+
+@pytest.mark.parametrize("planted", ["symlink", "fifo"])
+def test_something_planted_at_the_index_path_is_never_followed(
+    tmp_path: Path, planted: str
+) -> None:
+    workspace = _workspace(tmp_path / "ws")
+    _create(workspace, "Kept", "the godwit")
+    elsewhere = tmp_path / "elsewhere.sqlite3"
+    elsewhere.write_bytes(b"someone else's file")
+    elsewhere.chmod(0o644)
+    workspace.index.path.unlink()
+    if planted == "symlink":
+        workspace.index.path.symlink_to(elsewhere)
+    else:
+        os.mkfifo(workspace.index.path)
+    assert _titles_found(_workspace(tmp_path / "ws"), "godwit") == ["Kept"]
+    # rebuilt over it, and what the link pointed at was neither read, written nor chmod-ed
+    assert stat.S_ISREG(os.lstat(workspace.index.path).st_mode)
+    assert stat.S_IMODE(os.lstat(workspace.index.path).st_mode) == 0o600
+    assert elsewhere.read_bytes() == b"someone else's file"
+    assert stat.S_IMODE(elsewhere.stat().st_mode) == 0o644
 
 
 def test_fences_are_checked_inside_the_lock(tmp_path: Path) -> None:
