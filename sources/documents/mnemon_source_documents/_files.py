@@ -11,7 +11,6 @@ import os
 import re
 import secrets
 import stat
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -25,15 +24,22 @@ __all__ = [
     "MAX_FILE_BYTES",
     "Abandoned",
     "FileStat",
+    "NotRegularFile",
+    "Scan",
+    "create_private_file",
     "derived_document_id",
     "document_path",
     "is_document_id",
     "locked",
+    "make_private_folders",
     "new_document_id",
     "partition_name",
     "read_document_file",
     "remove_stale_temporaries",
     "scan_documents",
+    "temporary_path",
+    "tighten_file",
+    "tighten_folders",
     "write_atomically",
 ]
 
@@ -43,7 +49,17 @@ _DOCUMENT_ID = re.compile(DOCUMENT_ID_PATTERN)
 _SUFFIX = ".md"
 #: files larger than this (placed by hand) are not indexed; ours are far smaller
 MAX_FILE_BYTES = 16 * 1024 * 1024
-_TEMPORARY_PREFIX = ".tmp-"
+# the only names this Source gives its temporary files (a document being written, an index
+# being rebuilt, and SQLite's side files of the latter); nothing else is ever removed as one
+_TEMPORARY = re.compile(r"\.mnemon-[0-9a-f]{32}\.tmp(?:-wal|-shm|-journal)?")
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+# never follow a link, never wait for a FIFO's writer
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | _CLOEXEC
+_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW | _CLOEXEC
+
+
+class NotRegularFile(Exception):
+    """Something other than a regular file (a symlink, FIFO, socket, device) is at a path."""
 
 
 class Abandoned(Exception):
@@ -101,38 +117,55 @@ def document_path(folder: Path, document_id: str) -> Path:
     return folder / f"{document_id}{_SUFFIX}"
 
 
-def scan_documents(folder: Path) -> dict[str, FileStat]:
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """The document files of a folder, and how many files named like documents were skipped."""
+
+    files: dict[str, FileStat]
+    #: entries named like a document that are not served: symlinks, FIFOs, sockets, devices,
+    #: folders, files over MAX_FILE_BYTES
+    skipped: int = 0
+
+
+def scan_documents(folder: Path) -> Scan:
     """Every document file in `folder` with its stat (regular files only, no symlinks)."""
     found: dict[str, FileStat] = {}
+    skipped = 0
     try:
         entries = os.scandir(folder)
     except FileNotFoundError:
-        return found
+        return Scan(found)
     with entries:
         for entry in entries:
             name = entry.name
             if not name.endswith(_SUFFIX) or not is_document_id(name[: -len(_SUFFIX)]):
                 continue
             try:
-                if not entry.is_file(follow_symlinks=False):
-                    continue
                 status = entry.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue  # removed while we looked
-            if status.st_size <= MAX_FILE_BYTES:
+            if stat.S_ISREG(status.st_mode) and status.st_size <= MAX_FILE_BYTES:
                 found[name[: -len(_SUFFIX)]] = FileStat.of(status)
-    return found
+            else:
+                skipped += 1
+    return Scan(found, skipped)
 
 
 def read_document_file(folder: Path, document_id: str) -> tuple[bytes, FileStat] | None:
-    """The bytes of one document and the stat of exactly those bytes, or None if absent."""
+    """The bytes of one document and the stat of exactly those bytes, or None if absent.
+
+    Anything but a regular file (a symlink, FIFO, socket or device named like a document) is
+    treated as absent: it is opened without following links and without blocking, so a FIFO
+    with no writer cannot park the thread that holds the workspace lock.
+    """
     path = document_path(folder, document_id)
     try:
-        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        handle = os.open(path, _READ_FLAGS)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        if exc.errno == errno.ELOOP:  # a symlink is not a document
+        # ELOOP: a symlink; ENXIO: a socket or a device with nothing behind it
+        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):
             return None
         raise
     with os.fdopen(handle, "rb") as stream:
@@ -153,10 +186,94 @@ def _sync_folder(folder: Path) -> None:
         os.close(handle)
 
 
+def _make_private_folder(folder: Path) -> None:
+    # the mode is set again after mkdir: the umask may have narrowed it (0o000 is possible)
+    try:
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        return
+    os.chmod(folder, 0o700)
+
+
+def make_private_folders(folder: Path) -> None:
+    """Create `folder` and any missing parents at 0700; existing folders are left as they are."""
+    missing = []
+    for candidate in (folder, *folder.parents):
+        if candidate.is_dir():
+            break
+        missing.append(candidate)
+    for candidate in reversed(missing):
+        _make_private_folder(candidate)
+
+
+def tighten_folders(root: Path, folder: Path) -> None:
+    """Make `folder` and the folders between `root` and it (both included) exactly 0700.
+
+    `folder` must be `root` or lie inside it; missing folders are created, at 0700.
+    """
+    make_private_folders(folder)
+    inside = folder.relative_to(root)
+    for relative in (inside, *inside.parents):
+        path = root / relative
+        if stat.S_IMODE(os.stat(path).st_mode) != 0o700:
+            os.chmod(path, 0o700)
+
+
+def tighten_file(path: Path) -> bool:
+    """Make an existing regular file 0600, never following a symlink at `path`.
+
+    Returns:
+        False when nothing is at `path`, True when a regular file is there (now 0600).
+
+    Raises:
+        NotRegularFile: something other than a regular file stands at `path`.
+    """
+    try:
+        handle = os.open(path, _READ_FLAGS)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):
+            raise NotRegularFile() from None
+        raise
+    try:
+        status = os.fstat(handle)
+        if not stat.S_ISREG(status.st_mode):
+            raise NotRegularFile()
+        if stat.S_IMODE(status.st_mode) != 0o600:
+            os.fchmod(handle, 0o600)
+    finally:
+        os.close(handle)
+    return True
+
+
+def temporary_path(folder: Path) -> Path:
+    """A fresh name for a temporary file in `folder`, one `remove_stale_temporaries` knows."""
+    return folder / f".mnemon-{secrets.token_hex(16)}.tmp"
+
+
+def create_private_file(path: Path) -> int:
+    """Create `path` (it must not exist) readable and writable by its owner only.
+
+    The mode is set explicitly, so it is 0600 whatever the process's umask.
+    """
+    handle = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC, 0o600)
+    try:
+        os.fchmod(handle, 0o600)
+    except BaseException:
+        os.close(handle)
+        raise
+    return handle
+
+
 def write_atomically(path: Path, data: bytes) -> FileStat:
-    """Replace `path` with `data` durably (temporary file, fsync, rename, fsync the folder)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=_TEMPORARY_PREFIX, dir=path.parent)
+    """Replace `path` with `data` durably (temporary file, fsync, rename, fsync the folder).
+
+    The file is 0600 whatever the umask; its folder, when it has to be made, 0700.
+    """
+    make_private_folders(path.parent)
+    temporary = temporary_path(path.parent)
+    handle = create_private_file(temporary)
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
@@ -171,12 +288,46 @@ def write_atomically(path: Path, data: bytes) -> FileStat:
 
 
 def remove_stale_temporaries(folder: Path) -> None:
-    """Remove temporary files a crashed writer left (call only under the exclusive lock)."""
+    """Remove temporary files a killed writer left (call only under the exclusive lock).
+
+    Only regular files named exactly as `temporary_path` names them (or SQLite's side files
+    of one) are removed: a user's `.tmp-notes` or `draft.tmp` is never touched.
+    """
     with contextlib.suppress(FileNotFoundError), os.scandir(folder) as entries:
         for entry in entries:
-            if entry.name.startswith(_TEMPORARY_PREFIX):
+            if _TEMPORARY.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(entry.path)
+
+
+def _unsafe_lock() -> SourceError:
+    return SourceError(
+        "unsafe-lock",
+        "documents: the workspace lock file is not a regular file (a symlink, FIFO or "
+        "folder stands at its place); it is never followed or used",
+        kind="terminal",
+    )
+
+
+def _open_lock(lock_file: Path) -> int:
+    """The lock file's descriptor; whatever stands at its path is never followed."""
+    try:
+        handle = os.open(lock_file, _LOCK_FLAGS, 0o600)
+    except OSError as exc:
+        # ELOOP: a symlink; ENXIO: a socket; EISDIR: a folder
+        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR, errno.ENODEV):
+            raise _unsafe_lock() from None
+        raise
+    try:
+        status = os.fstat(handle)
+        if not stat.S_ISREG(status.st_mode):
+            raise _unsafe_lock()
+        if stat.S_IMODE(status.st_mode) != 0o600:
+            os.fchmod(handle, 0o600)  # private whatever the umask, and tightened if it was not
+    except BaseException:
+        os.close(handle)
+        raise
+    return handle
 
 
 @contextlib.contextmanager
@@ -190,10 +341,11 @@ def locked(
 
     Raises:
         Abandoned: `abandon` was set while waiting.
-        SourceError: `timeout` (transient), the lock stayed taken for `timeout` seconds.
+        SourceError: `timeout` (transient), the lock stayed taken for `timeout` seconds;
+            `unsafe-lock` (terminal), something other than a regular file (such as a
+            symlink) stands at the lock path.
     """
-    lock_file.parent.mkdir(parents=True, exist_ok=True)
-    handle = os.open(lock_file, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    handle = _open_lock(lock_file)
     try:
         mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
         deadline = time.monotonic() + timeout

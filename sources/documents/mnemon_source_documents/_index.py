@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._files import FileStat
+from ._files import (
+    FileStat,
+    NotRegularFile,
+    create_private_file,
+    temporary_path,
+    tighten_file,
+)
 
 __all__ = [
     "DocumentIndex",
@@ -149,8 +154,14 @@ class DocumentIndex:
             IndexDamaged: the index is missing, fails its checks or has another schema.
             sqlite3.DatabaseError: the index broke while in use.
         """
-        if self._stat() is None:
-            raise IndexDamaged("missing")
+        try:
+            # private whatever made them; a symlink or FIFO in their place is never followed
+            if not tighten_file(self.path):
+                raise IndexDamaged("missing")
+            for suffix in _SIDE_FILES:
+                tighten_file(Path(f"{self.path}{suffix}"))
+        except NotRegularFile as exc:
+            raise IndexDamaged("not a regular file") from exc
         try:
             connection = self._connect(self.path, create=False)
         except sqlite3.DatabaseError as exc:
@@ -168,8 +179,10 @@ class DocumentIndex:
 
     def rebuild(self, documents: Iterable[IndexedDocument]) -> None:
         """Build a fresh index beside the old one and swap it in (exclusive lock held)."""
-        temporary = self.path.with_name(f".tmp-index-{secrets.token_hex(6)}.sqlite3")
+        temporary = temporary_path(self.path.parent)
         try:
+            # created private first: SQLite gives its -wal and -shm the mode of this file
+            os.close(create_private_file(temporary))
             connection = self._connect(temporary, create=True)
             try:
                 connection.execute("BEGIN IMMEDIATE")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from functools import partial
@@ -43,12 +44,18 @@ from ._files import (
 from ._index import DocumentRecord, Hit, match_expression
 from ._manifest import ACTION_IDS, CAPABILITIES, DEFAULT_SEARCH_LIMIT, ROLE, ROUTE_IDS, TYPE_ID
 from ._markdown import check_body, check_title
-from ._workspace import Workspace, WriteOutcome
+from ._workspace import Workspace, WorkspaceState, WriteOutcome
 
 __all__ = ["DocumentsSource", "create_documents_source"]
 
 _T = TypeVar("_T")
+# snapshots announced by facts() and kept for project(): at most this many, and at most this
+# many pinned documents over all of them (a turn's project follows its facts within seconds)
+_SNAPSHOTS_KEPT = 64
+_SNAPSHOT_DOCUMENTS_KEPT = 200_000
 _ELLIPSIS = "…"
+#: SourceError code -> the coded reason facts give (anything else is `storage-error`)
+_FACTS_REASONS = {"timeout": "storage-busy", "unsafe-lock": "unsafe-lock"}
 
 
 def _now() -> str:
@@ -105,6 +112,9 @@ class DocumentsSource:
         self._stamps: dict[str, FileStat] = {}
         # one writer per workspace in this runtime; flock serializes the rest
         self._write_locks: dict[str, anyio.Lock] = {}
+        # (partition, revision) facts announced -> the documents pinned at that revision; the
+        # revision is a digest of exactly these pairs, so an entry never changes meaning
+        self._snapshots: OrderedDict[tuple[str, str], Mapping[str, str]] = OrderedDict()
 
     # ------------------------------------------------------------------ plumbing
 
@@ -157,33 +167,65 @@ class DocumentsSource:
         try:
             state = await self._blocking(self._workspace(partition).state)
         except SourceError as exc:
-            reason = "storage-busy" if exc.code == "timeout" else "storage-error"
+            reason = _FACTS_REASONS.get(exc.code, "storage-error")
             return self._facts("unavailable", reason=reason)
         except OSError:
             return self._facts("unavailable", reason="storage-error")
+        self._remember(partition, state)
+        hints: dict[str, Any] = {"documents": len(state.documents)}
+        if state.skipped:
+            # still served, but not everything named like a document is: a count, never a name
+            hints["skipped"] = state.skipped
         return self._facts(
-            "ready",
+            "degraded" if state.skipped else "ready",
+            reason="skipped-files" if state.skipped else None,
             revision=state.revision,
             capabilities=CAPABILITIES,
             route_ids=ROUTE_IDS,
             action_ids=ACTION_IDS,
-            hints={"documents": len(state.documents)},
+            hints=hints,
         )
 
+    def _remember(self, partition: str, state: WorkspaceState) -> None:
+        key = (partition, state.revision)
+        if key not in self._snapshots:
+            self._snapshots[key] = {id_: record.revision for id_, record in state.documents.items()}
+        self._snapshots.move_to_end(key)
+        kept = sum(len(pinned) for pinned in self._snapshots.values())
+        # bounded in count and in documents; the newest snapshot is always kept
+        while len(self._snapshots) > 1 and (
+            len(self._snapshots) > _SNAPSHOTS_KEPT or kept > _SNAPSHOT_DOCUMENTS_KEPT
+        ):
+            _, dropped = self._snapshots.popitem(last=False)
+            kept -= len(dropped)
+
     async def project(self, request: ProjectionRequest) -> ViewContribution:
-        """A compact cover, and a grant pinning the visible documents at their revisions."""
+        """A compact cover, and a grant pinning the documents of the revision facts announced.
+
+        A write between `facts()` and `project()` does not matter: the snapshot facts saw is
+        served, so the View's revision, cover and grant agree.
+
+        Raises:
+            SourceError: `degraded` when that snapshot is no longer kept and the workspace has
+                moved on since.
+        """
         partition = self._partition(request.scope)
-        state = await self._blocking(self._workspace(partition).state)
-        if request.expected_revision is not None and state.revision != request.expected_revision:
-            raise SourceError("degraded", "documents: the workspace changed since facts()")
-        text = cover(len(state.documents), request.max_characters)
+        expected = request.expected_revision
+        pinned = self._snapshots.get((partition, expected)) if expected is not None else None
+        revision = expected
+        if pinned is None:
+            state = await self._blocking(self._workspace(partition).state)
+            if expected is not None and state.revision != expected:
+                raise SourceError("degraded", "documents: the workspace changed since facts()")
+            pinned = {key: record.revision for key, record in state.documents.items()}
+            revision = state.revision
+        text = cover(len(pinned), request.max_characters)
         fragments = (Fragment(source_key=self._key, mode=request.mode, text=text),) if text else ()
-        pinned = {key: record.revision for key, record in state.documents.items()}
         grant = ReadGrant(
             source_key=self._key,
-            value={"workspace": partition, "revision": state.revision, "documents": pinned},
+            value={"workspace": partition, "revision": revision, "documents": dict(pinned)},
         )
-        return ViewContribution(fragments=fragments, grant=grant, revision=state.revision)
+        return ViewContribution(fragments=fragments, grant=grant, revision=revision)
 
     async def query(self, request: QueryRequest) -> Evidence:
         """Search the pinned documents; excerpts fit the route's ceilings."""

@@ -27,6 +27,7 @@ from ._files import (
     read_document_file,
     remove_stale_temporaries,
     scan_documents,
+    tighten_folders,
     write_atomically,
 )
 from ._index import (
@@ -44,7 +45,8 @@ from ._markdown import document_revision, parse_document, render_document
 __all__ = ["Document", "Workspace", "WorkspaceState", "WriteOutcome", "workspace_revision"]
 
 _T = TypeVar("_T")
-Use = Callable[[sqlite3.Connection, dict[str, DocumentRecord]], _T]
+#: what a read does with the reconciled index: (connection, indexed documents, files skipped)
+Use = Callable[[sqlite3.Connection, dict[str, DocumentRecord], int], _T]
 
 
 def workspace_revision(documents: Iterable[DocumentRecord]) -> str:
@@ -58,6 +60,8 @@ class WorkspaceState:
     """The documents of a workspace as they are now (index reconciled with the files)."""
 
     documents: Mapping[str, DocumentRecord]
+    #: files named like documents that are not served (symlinks, FIFOs, devices, huge files)
+    skipped: int = 0
 
     @property
     def revision(self) -> str:
@@ -104,6 +108,8 @@ class Workspace:
     def _locked(
         self, *, exclusive: bool, abandon: threading.Event
     ) -> contextlib.AbstractContextManager[None]:
+        # this instance's folders are private, whatever the umask and whatever made them before
+        tighten_folders(self._settings.root, self.folder)
         return locked(
             self._lock_file,
             exclusive=exclusive,
@@ -123,7 +129,9 @@ class Workspace:
         """
         if not self.folder.is_dir():
             return WorkspaceState({})  # nothing was ever written here: create nothing
-        return WorkspaceState(self._consult(lambda connection, found: found, abandon))
+        return self._consult(
+            lambda connection, found, skipped: WorkspaceState(found, skipped), abandon
+        )
 
     def search(
         self, expression: str, pinned: Mapping[str, str], wanted: int, abandon: threading.Event
@@ -137,7 +145,8 @@ class Workspace:
         if not self.folder.is_dir() or not pinned:
             return []
         return self._consult(
-            lambda connection, found: search(connection, expression, pinned, wanted), abandon
+            lambda connection, found, skipped: search(connection, expression, pinned, wanted),
+            abandon,
         )
 
     def read(self, document_id: str, abandon: threading.Event) -> Document | None:
@@ -160,12 +169,12 @@ class Workspace:
 
     def _consult(self, use: Use[_T], abandon: threading.Event) -> _T:
         with self._locked(exclusive=False, abandon=abandon):
-            files = scan_documents(self.documents)
+            scan = scan_documents(self.documents)
             try:
                 with self.index.open() as connection:
                     indexed = records(connection)
-                    if _agrees(indexed, files):
-                        return use(connection, indexed)
+                    if _agrees(indexed, scan.files):
+                        return use(connection, indexed, scan.skipped)
             except (IndexDamaged, sqlite3.DatabaseError):
                 pass  # repaired below, under the exclusive lock
         with self._locked(exclusive=True, abandon=abandon):
@@ -188,7 +197,8 @@ class Workspace:
             ) from exc
 
     def _reconciled(self, use: Use[_T]) -> _T:
-        files = scan_documents(self.documents)
+        scan = scan_documents(self.documents)
+        files = scan.files
         with self.index.open() as connection:
             indexed = records(connection)
             if not _agrees(indexed, files):
@@ -204,7 +214,7 @@ class Workspace:
                         removed.append(key)
                 apply_changes(connection, upserts, removed)
                 indexed = records(connection)
-            return use(connection, indexed)
+            return use(connection, indexed, scan.skipped)
 
     def _load(self, document_id: str) -> IndexedDocument | None:
         found = read_document_file(self.documents, document_id)
@@ -217,14 +227,18 @@ class Workspace:
 
     def _all_documents(self) -> Iterator[IndexedDocument]:
         # streamed: a rebuild never holds every body in memory at once
-        for document_id in sorted(scan_documents(self.documents)):
+        for document_id in sorted(scan_documents(self.documents).files):
             loaded = self._load(document_id)
             if loaded is not None:
                 yield loaded
 
-    def _rebuild(self) -> None:
+    def _remove_leftovers(self) -> None:
+        # what a writer killed mid-write left; only an exclusive lock holder writes temporaries
         remove_stale_temporaries(self.folder)
         remove_stale_temporaries(self.documents)
+
+    def _rebuild(self) -> None:
+        self._remove_leftovers()
         self.index.rebuild(self._all_documents())
 
     def _index_quietly(self, document: IndexedDocument) -> None:
@@ -237,7 +251,7 @@ class Workspace:
     # ------------------------------------------------------------------ writes
 
     def _current(self, expected: str | None) -> dict[str, DocumentRecord]:
-        documents = self._repaired(lambda connection, found: found)
+        documents = self._repaired(lambda connection, found, skipped: found)
         if expected is not None:
             current = workspace_revision(documents.values())
             if current != expected:
@@ -295,6 +309,7 @@ class Workspace:
         data = render_document(title, body)
         self._check_size(data, "create")
         with self._locked(exclusive=True, abandon=abandon):
+            self._remove_leftovers()
             documents = self._current(expected_revision)
             existing = documents.get(document_id)
             if existing is not None or document_path(self.documents, document_id).exists():
@@ -337,6 +352,7 @@ class Workspace:
             Abandoned: the caller stopped waiting; nothing was written.
         """
         with self._locked(exclusive=True, abandon=abandon):
+            self._remove_leftovers()
             documents = self._current(expected_revision)
             found = read_document_file(self.documents, document_id)
             if found is None or document_id not in documents:

@@ -139,3 +139,12 @@ async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
 async def mounted(harness: Harness) -> Harness:
     await harness.mount()
     return harness
+
+
+@pytest.fixture
+async def hurried(tmp_path: Path) -> AsyncIterator[Harness]:
+    """A mounted harness whose host gives each Source read 2 s instead of the default 10 s."""
+    async with MemoryCompositionRunner(source_timeout=2.0) as runner:
+        harness = Harness(runner, tmp_path / "data")
+        await harness.mount()
+        yield harness

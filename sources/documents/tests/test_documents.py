@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import hashlib
 import os
+import re
+import sqlite3
+import stat
+import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +20,16 @@ import pytest
 
 from mnemon import (
     ActionError,
+    CompositionRejected,
+    FactsRequest,
     InstallError,
     ManagementError,
+    ProjectionRequest,
     RevisionConflict,
+    Scope,
     SourceError,
+    SourceInit,
+    SourceProvenance,
     render_wake,
 )
 from mnemon_testing import MemoryCompositionRunner
@@ -284,6 +297,161 @@ async def test_a_document_updated_after_composition_is_left_out_of_that_view(
     assert pinned.items == ()
     later = await mounted.search("otters")
     assert [item.text for item in later.items] == ["rewritten wording about otters"]
+
+
+def _create_source(data_dir: Path) -> Any:
+    """A documents Source made by its factory, to call its protocol methods directly."""
+    init = SourceInit(
+        instance_key=KEY,
+        provenance=SourceProvenance(
+            entry_id="docs", package_name="mnemon-source-documents", type_id="documents"
+        ),
+        configuration={"data_dir": str(data_dir)},
+    )
+    return documents.DOCUMENTS_SOURCE.create(init)
+
+
+def _projection(workspace: str, revision: str | None) -> ProjectionRequest:
+    return ProjectionRequest(
+        instance_key=KEY,
+        scope=Scope(workspace=workspace),
+        scenario="agent.root-turn",
+        expected_revision=revision,
+        mode="routed",
+        max_characters=200,
+    )
+
+
+async def test_project_serves_the_snapshot_facts_announced_despite_later_writes(
+    harness: Harness,
+) -> None:
+    source = _create_source(harness.data_dir)
+    folder = harness.folder("w1") / "documents"
+    folder.mkdir(parents=True)
+    (folder / "a.md").write_text("# A\n\nfirst", encoding="utf-8")
+    (folder / "b.md").write_text("# B\n\nsecond", encoding="utf-8")
+
+    async def facts(workspace: str) -> Any:
+        return await source.facts(
+            FactsRequest(instance_key=KEY, scope=Scope(workspace=workspace), scenario="s")
+        )
+
+    first = await facts("w1")
+    other = await facts("w2")  # another scope's facts in between must not matter
+    (folder / "a.md").write_text("# A\n\nrewritten", encoding="utf-8")  # a writer, by hand
+    (folder / "c.md").write_text("# C\n\nthird", encoding="utf-8")
+    second = await facts("w1")
+    assert len({first.revision, second.revision, other.revision}) == 3
+    for announced, count in ((first, 2), (second, 3)):
+        contribution = await source.project(_projection("w1", announced.revision))
+        grant = contribution.grant.value
+        # honest: the pinned revision is the one whose documents are counted and pinned
+        assert contribution.revision == grant["revision"] == announced.revision
+        assert workspace_revision_of(grant["documents"]) == announced.revision
+        assert len(grant["documents"]) == count
+        assert contribution.fragments[0].text.startswith(f"{count} Markdown documents")
+    assert (await source.project(_projection("w2", other.revision))).revision == other.revision
+
+
+def workspace_revision_of(pinned: dict[str, str]) -> str:
+    lines = sorted(f"{key} {revision}" for key, revision in pinned.items())
+    return "documents:" + hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+_ACTION_WRITER = """
+import sys, anyio
+from pathlib import Path
+import mnemon_source_documents as documents
+from mnemon_testing import MemoryCompositionRunner, SelectAll
+
+data_dir, stop = sys.argv[1], Path(sys.argv[2])
+
+async def main():
+    async with MemoryCompositionRunner() as runner:
+        await runner.mount(documents, instance_id="docs", config={"data_dir": data_dir})
+        await runner.mount(SelectAll(), instance_id="select")
+        revisions = {}
+        for number in range(3_000):
+            if stop.exists():
+                return
+            turn = await runner.begin_turn({"scope": {"workspace": "w1"}})
+            if not turn.view.offers:  # this writer's own turn lost the Source: try again
+                await turn.release()
+                continue
+            if len(revisions) < 8:
+                receipt = await turn.execute_action(
+                    "source:docs/create", {"title": f"Written {number}", "body": "words"},
+                    lambda offer: True)
+            else:
+                handle = sorted(revisions)[number % 8]
+                receipt = await turn.execute_action(
+                    "source:docs/update",
+                    {"document": handle, "expected_revision": revisions[handle],
+                     "body": f"version {number}"},
+                    lambda offer: True)
+            await turn.release()
+            revisions[receipt.detail["document"]] = receipt.detail["document_revision"]
+            await anyio.sleep(0.01)
+
+anyio.run(main)
+"""
+
+_HAND_WRITER = """
+import os, sys, time
+from pathlib import Path
+
+folder, stop = Path(sys.argv[1]), Path(sys.argv[2])
+for number in range(3_000):
+    if stop.exists():
+        break
+    target = folder / f"hand-{number % 8}.md"
+    temporary = folder / f".edit-{number}"
+    temporary.write_text(f"# Hand {number % 8}\\n\\nedit {number}", encoding="utf-8")
+    os.replace(temporary, target)  # how an editor saves a file
+    time.sleep(0.01)
+"""
+
+
+async def test_concurrent_writer_processes_never_drop_the_source_from_a_turn(
+    mounted: Harness, tmp_path: Path
+) -> None:
+    await mounted.create("Seed", "the workspace exists")
+    stop = tmp_path / "stop"
+    commands = [
+        [sys.executable, "-c", _ACTION_WRITER, str(mounted.data_dir), str(stop)],
+        [sys.executable, "-c", _HAND_WRITER, str(mounted.folder() / "documents"), str(stop)],
+    ]
+    writers = [await anyio.open_process(command, stdout=None, stderr=None) for command in commands]
+    revisions: set[str | None] = set()
+    dropped: list[list[str]] = []
+    try:
+        with anyio.fail_after(20):
+            while True:  # both writers are busy before the turns start
+                titles = [doc["title"] for doc in await mounted.listed()]
+                if any(t.startswith("Written") for t in titles) and "Hand 0" in titles:
+                    break
+                await anyio.sleep(0.02)
+            for _ in range(200):
+                try:
+                    turn = await mounted.turn()
+                except CompositionRejected:  # the Source is required by this Strategy
+                    dropped.append(["composition-rejected"])
+                    continue
+                await turn.release()
+                view = turn.view
+                if view.diagnostics or not view.consistency:
+                    dropped.append([d.code for d in view.diagnostics])
+                    continue
+                revisions.add(view.consistency[0].revision)
+                assert [route.id for route in view.routes] == [f"{KEY}/search"]
+    finally:
+        stop.touch()
+        with anyio.fail_after(20):
+            for writer in writers:
+                await writer.wait()
+    assert [writer.returncode for writer in writers] == [0, 0]
+    assert dropped == []
+    assert len(revisions) > 20  # the workspace really moved under the turns
 
 
 # ---------------------------------------------------------------------------- writes
@@ -611,6 +779,278 @@ async def test_files_changed_by_hand_are_what_search_serves(mounted: Harness) ->
     path.unlink()
     evidence = await mounted.search("puffins")
     assert [item.provenance["title"] for item in evidence.items] == ["Dropped in"]
+
+
+# ---------------------------------------------------------------------------- odd files
+
+
+def _wake_up_readers(fifo: Path) -> None:
+    # a reader stuck opening the FIFO is released when a writer opens it; none waiting is fine
+    with contextlib.suppress(OSError):
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+
+SKIPPED = ("source-degraded", f"Memory Source {KEY} is degraded (skipped-files)")
+
+
+async def test_a_fifo_named_like_a_document_never_blocks_a_turn_and_is_diagnosed(
+    hurried: Harness,
+) -> None:
+    await hurried.create("Real", "the dunlin")
+    fifo = hurried.folder() / "documents" / "notes.md"
+    os.mkfifo(fifo)
+    try:
+        with anyio.fail_after(5):
+            turn = await hurried.turn()
+            evidence = await turn.execute_route(f"{KEY}/search", {"query": "dunlin"})
+            # the handle a user would guess for the FIFO: nothing is opened that can block
+            with pytest.raises(ActionError) as caught:
+                await turn.execute_action(
+                    f"{KEY}/update",
+                    {"document": "notes", "expected_revision": "rev:0", "body": "x"},
+                    allow,
+                )
+            await turn.release()
+            with pytest.raises(ManagementError, match="not_found"):
+                await hurried.client().read("read", {"document": "notes"})
+            later = await hurried.turn()
+            await later.release()
+    finally:
+        _wake_up_readers(fifo)
+    assert caught.value.code == "not_found"
+    assert [item.provenance["title"] for item in evidence.items] == ["Real"]
+    for view in (turn.view, later.view):
+        # served (not dropped for a timeout), with a coded note that names no file
+        assert [(d.code, d.message) for d in view.diagnostics] == [SKIPPED]
+        assert [route.id for route in view.routes] == [f"{KEY}/search"]
+        assert [f.text for f in view.fragments] == [
+            "1 Markdown document in this workspace; search to read it."
+        ]
+        assert "notes" not in view.model_dump_json() + render_wake(view)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # skipped, never replaced or removed
+
+
+async def test_symlinks_named_like_documents_are_never_followed(
+    hurried: Harness, tmp_path: Path
+) -> None:
+    await hurried.create("Real", "the dunlin")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("# Secret\n\nthe dunlin secret", encoding="utf-8")
+    os.mkfifo(outside / "pipe")
+    documents = hurried.folder() / "documents"
+    (documents / "linked.md").symlink_to(outside / "secret.md")
+    (documents / "piped.md").symlink_to(outside / "pipe")
+    try:
+        with anyio.fail_after(5):
+            turn = await hurried.turn()
+            evidence = await turn.execute_route(f"{KEY}/search", {"query": "dunlin secret"})
+            await turn.release()
+            client = hurried.client()
+            for handle in ("linked", "piped"):
+                with pytest.raises(ManagementError, match="not_found"):
+                    await client.read("read", {"document": handle})
+            listed = await client.read("list")
+    finally:
+        _wake_up_readers(outside / "pipe")
+    assert [item.provenance["title"] for item in evidence.items] == ["Real"]
+    assert [(d.code, d.message) for d in turn.view.diagnostics] == [SKIPPED]
+    assert [d["title"] for d in listed["documents"]] == ["Real"]
+
+
+async def test_a_symlink_planted_at_the_lock_path_is_refused_never_followed(
+    mounted: Harness, tmp_path: Path
+) -> None:
+    await mounted.create("Existing", "kept")
+    lock = mounted.folder() / ".lock"
+    lock.unlink()
+    (tmp_path / "elsewhere").mkdir()
+    planted = tmp_path / "elsewhere" / "planted"
+    lock.symlink_to(planted)  # dangling: following it with O_CREAT would create `planted`
+    turn = await mounted.turn()
+    await turn.release()
+    assert [(d.code, d.message) for d in turn.view.diagnostics] == [
+        ("source-unavailable", f"Memory Source {KEY} is unavailable (unsafe-lock)")
+    ]
+    with pytest.raises(ManagementError, match="unsafe-lock") as caught:
+        await mounted.client().read("list")
+    assert "the workspace lock file is not a regular file" in str(caught.value.__cause__)
+    assert str(tmp_path) not in str(caught.value.__cause__)
+    with pytest.raises(ManagementError, match="unsafe-lock"):
+        await mounted.client().read("read", {"document": "doc-unknown"})
+    assert not planted.exists()
+    assert lock.is_symlink()
+    lock.unlink()  # the owner removes the planted link: everything is served again
+    assert [doc["title"] for doc in await mounted.listed()] == ["Existing"]
+
+
+# ---------------------------------------------------------------------------- leftovers
+
+_KILLED_WRITER = """
+import os, sys, anyio
+import mnemon_source_documents as documents
+from mnemon_testing import MemoryCompositionRunner, SelectAll
+
+data_dir, step, workspace = sys.argv[1], sys.argv[2], sys.argv[3]
+
+def killed(*args, **kwargs):
+    os._exit(7)  # the process dies after writing its temporary file, before the rename
+
+async def main():
+    async with MemoryCompositionRunner() as runner:
+        await runner.mount(documents, instance_id="docs", config={"data_dir": data_dir})
+        await runner.mount(SelectAll(), instance_id="select")
+        client = runner.management_client("source:docs", {"workspace": workspace})
+        os.replace = killed
+        revision = await client.revision()  # with no index, this rebuilds it
+        if step == "write":
+            await client.mutate("create", {"title": "Lost", "body": "never renamed"},
+                                confirmed=True, expected_revision=revision)
+
+anyio.run(main)
+"""
+
+TEMPORARY = re.compile(r"\.mnemon-[0-9a-f]{32}\.tmp(-wal|-shm|-journal)?")
+HEX = "0123456789abcdef" * 2
+LOOK_ALIKES = (
+    ".tmp-notes",
+    ".tmp-abc12345",
+    "draft.tmp",
+    ".mnemon-notes.tmp",
+    f"mnemon-{HEX}.tmp",
+    f".mnemon-{HEX[:31]}.tmp",
+    f".mnemon-{HEX.upper()}.tmp",
+    f".mnemon-{HEX}.tmpx",
+    f".mnemon-{HEX}.tmp.bak",
+    f".mnemon-{HEX}.tmp-wal.old",
+)
+
+
+async def _killed_writer(harness: Harness, step: str, workspace: str) -> None:
+    command = [sys.executable, "-c", _KILLED_WRITER, str(harness.data_dir), step, workspace]
+    with anyio.fail_after(20):
+        process = await anyio.run_process(command, check=False)
+    assert process.returncode == 7
+
+
+def _names(folder: Path) -> set[str]:
+    return set(os.listdir(folder))
+
+
+async def test_temporaries_of_a_killed_writer_are_removed_by_the_next_write(
+    mounted: Harness,
+) -> None:
+    await mounted.create("Kept", "the whimbrel")
+    await mounted.create("Other", "another workspace", workspace="w2")
+    folder, documents_folder = mounted.folder(), mounted.folder() / "documents"
+    before = _names(documents_folder)
+    await _killed_writer(mounted, "write", "w1")  # dies before renaming a new document
+    (killed_write,) = _names(documents_folder) - before
+    other = mounted.folder("w2")
+    before = _names(other)
+    (other / "index.sqlite3").unlink()
+    await _killed_writer(mounted, "rebuild", "w2")  # dies before swapping in a new index
+    (killed_rebuild,) = _names(other) - before
+    for name in (killed_write, killed_rebuild):
+        assert TEMPORARY.fullmatch(name)
+    # what a rebuild killed mid-way leaves beside w1's index: its file and SQLite's side files
+    planted = [f".mnemon-{os.urandom(16).hex()}.tmp{side}" for side in ("", "-wal", "-shm")]
+    for name in planted:
+        (folder / name).write_bytes(b"half an index")
+    for look_alike in LOOK_ALIKES:  # a user's own files
+        (documents_folder / look_alike).write_text("mine", encoding="utf-8")
+        (folder / look_alike).write_text("mine", encoding="utf-8")
+    (documents_folder / f".mnemon-{HEX}.tmp").mkdir()  # named right, but a folder
+    await mounted.create("Next", "a later write")
+    assert killed_write not in _names(documents_folder)
+    assert not set(planted) & _names(folder)
+    assert set(LOOK_ALIKES) <= _names(documents_folder) & _names(folder)
+    # a rebuild spares them as well
+    (folder / "index.sqlite3").unlink()
+    assert len((await mounted.client().read("list"))["documents"]) == 2
+    assert set(LOOK_ALIKES) <= _names(documents_folder) & _names(folder)
+    assert (documents_folder / f".mnemon-{HEX}.tmp").is_dir()
+    found = await mounted.search("whimbrel")
+    assert [item.provenance["title"] for item in found.items] == ["Kept"]
+
+
+# ---------------------------------------------------------------------------- privacy
+
+
+def _mode(path: Path) -> str:
+    return f"{stat.S_IMODE(path.lstat().st_mode):o}"
+
+
+def _modes(top: Path) -> dict[str, str]:
+    """The permission bits (octal) of `top` and everything under it, by relative path."""
+    return {str(path.relative_to(top)): _mode(path) for path in (top, *top.rglob("*"))}
+
+
+async def test_every_store_file_is_private_whatever_the_umask(mounted: Harness) -> None:
+    previous = os.umask(0)  # the most permissive umask there is
+    try:
+        created = await mounted.create("Secret", "private words")
+        index = mounted.folder() / "index.sqlite3"
+        # another reader keeps the index open, so its -wal and -shm stay on disk to be seen
+        with closing(sqlite3.connect(index)) as reader:
+            reader.execute("SELECT count(*) FROM documents").fetchone()
+            turn = await mounted.turn()
+            await turn.execute_action(
+                f"{KEY}/update",
+                {
+                    "document": created.detail["document"],
+                    "expected_revision": created.detail["document_revision"],
+                    "body": "still private",
+                },
+                allow,
+            )
+            await turn.release()
+            modes = _modes(mounted.data_dir)
+    finally:
+        os.umask(previous)
+    names = {Path(path).name for path in modes}
+    assert {"index.sqlite3-wal", "index.sqlite3-shm", ".lock"} <= names
+    folders = {path for path in modes if (mounted.data_dir / path).is_dir()}
+    assert len(folders) == 7  # data, sources, documents, docs, workspaces, ws-…, documents
+    assert {path: mode for path, mode in modes.items() if path in folders} == dict.fromkeys(
+        folders, "700"
+    )
+    assert {path: mode for path, mode in modes.items() if path not in folders} == dict.fromkeys(
+        set(modes) - folders, "600"
+    )
+
+
+async def test_an_existing_store_is_tightened_when_it_is_opened(harness: Harness) -> None:
+    harness.data_dir.mkdir(mode=0o755)
+    await harness.mount()
+    await harness.create("Secret", "private words")
+    await harness.runner.dispose()
+    folder = harness.folder()
+    instance = folder.parent.parent
+    # as an earlier version left it: shared folders and a world-readable index and lock
+    for path in (instance, instance / "workspaces", folder):
+        path.chmod(0o755)
+    for path in (folder / "index.sqlite3", folder / ".lock"):
+        path.chmod(0o644)
+    hand_written = folder / "documents" / "by-hand.md"
+    hand_written.write_text("# Mine\n\nthe user's own file", encoding="utf-8")
+    hand_written.chmod(0o644)
+    async with MemoryCompositionRunner() as runner:
+        again = type(harness)(runner, harness.data_dir)
+        await again.mount()
+        turn = await again.turn()  # a read is enough
+        await turn.release()
+    assert [d.code for d in turn.view.diagnostics] == []
+    private = (
+        instance,
+        instance / "workspaces",
+        folder,
+        folder / "index.sqlite3",
+        folder / ".lock",
+    )
+    assert [_mode(path) for path in private] == ["700", "700", "700", "600", "600"]
+    # the user's own: the base folder given as data_dir, and a file written by hand
+    assert [_mode(harness.data_dir), _mode(hand_written)] == ["755", "644"]
 
 
 # ---------------------------------------------------------------------------- management

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sqlite3
+import stat
 import subprocess
 import sys
 import threading
@@ -20,6 +22,7 @@ from mnemon_source_documents._files import (
     derived_document_id,
     new_document_id,
     partition_name,
+    read_document_file,
     scan_documents,
 )
 from mnemon_source_documents._index import match_expression
@@ -238,13 +241,16 @@ def test_a_rebuild_indexes_every_file_and_removes_stale_temporaries(tmp_path: Pa
     workspace = _workspace(tmp_path / "ws")
     for number in range(3):
         _create(workspace, f"Doc {number}", "the avocet")
-    stale = workspace.documents / ".tmp-crashed"
+    stale = workspace.documents / f".mnemon-{'ab' * 16}.tmp"
     stale.write_bytes(b"half a write")
+    users = workspace.documents / ".tmp-crashed"  # not a name this Source gives its files
+    users.write_bytes(b"the user's")
     workspace.index.path.write_bytes(b"garbage")
     workspace._rebuild()
     with closing(sqlite3.connect(workspace.index.path)) as connection:
         assert connection.execute("SELECT count(*) FROM documents").fetchone() == (3,)
     assert not stale.exists()
+    assert users.read_bytes() == b"the user's"
 
 
 def test_symlinks_and_huge_files_are_not_documents(tmp_path: Path) -> None:
@@ -255,9 +261,47 @@ def test_symlinks_and_huge_files_are_not_documents(tmp_path: Path) -> None:
     (workspace.documents / "linked.md").symlink_to(secret)
     with (workspace.documents / "huge.md").open("wb") as stream:
         stream.truncate(16 * 1024 * 1024 + 1)
-    assert sorted(scan_documents(workspace.documents)) != []
+    scan = scan_documents(workspace.documents)
+    assert (len(scan.files), scan.skipped) == (1, 2)
     assert _titles_found(workspace, "dunlin") == ["Real"]
+    assert workspace.state(_idle()).skipped == 2
     assert workspace.read("linked", _idle()) is None
+
+
+def test_a_file_swapped_for_a_fifo_after_the_scan_is_not_read(tmp_path: Path) -> None:
+    # the scan saw a regular file; by the time it is read, a FIFO with no writer stands there
+    workspace = _workspace(tmp_path / "ws")
+    document_id = _create(workspace, "Swapped", "text")
+    path = workspace.documents / f"{document_id}.md"
+    path.unlink()
+    os.mkfifo(path)
+    try:
+        assert read_document_file(workspace.documents, document_id) is None
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+
+
+@pytest.mark.parametrize("planted", ["symlink", "fifo"])
+def test_something_planted_at_the_index_path_is_never_followed(
+    tmp_path: Path, planted: str
+) -> None:
+    workspace = _workspace(tmp_path / "ws")
+    _create(workspace, "Kept", "the godwit")
+    elsewhere = tmp_path / "elsewhere.sqlite3"
+    elsewhere.write_bytes(b"someone else's file")
+    elsewhere.chmod(0o644)
+    workspace.index.path.unlink()
+    if planted == "symlink":
+        workspace.index.path.symlink_to(elsewhere)
+    else:
+        os.mkfifo(workspace.index.path)
+    assert _titles_found(_workspace(tmp_path / "ws"), "godwit") == ["Kept"]
+    # rebuilt over it, and what the link pointed at was neither read, written nor chmod-ed
+    assert stat.S_ISREG(os.lstat(workspace.index.path).st_mode)
+    assert stat.S_IMODE(os.lstat(workspace.index.path).st_mode) == 0o600
+    assert elsewhere.read_bytes() == b"someone else's file"
+    assert stat.S_IMODE(elsewhere.stat().st_mode) == 0o644
 
 
 def test_fences_are_checked_inside_the_lock(tmp_path: Path) -> None:
