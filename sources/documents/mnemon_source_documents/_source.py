@@ -235,7 +235,13 @@ class DocumentsSource:
         route = request.route
         limit = request.input.get("limit", DEFAULT_SEARCH_LIMIT)
         count = max(1, min(limit, route.max_results, route.max_characters))
-        share = min(self._settings.excerpt_characters, route.max_characters // count)
+        # every item is an excerpt: within the configured size, its share of the read, and
+        # the route's per-item ceiling
+        share = min(
+            self._settings.excerpt_characters,
+            route.max_characters // count,
+            route.max_item_characters,
+        )
         expression = match_expression(str(request.input["query"]))
         hits: list[Hit] = []
         if expression is not None:
@@ -252,6 +258,7 @@ class DocumentsSource:
                     "revision": hit.revision,
                     "rank": rank,
                     "score": round(hit.score, 6),
+                    "excerpt": True,
                 },
             )
             for rank, hit in enumerate(hits[:count], start=1)

@@ -198,6 +198,18 @@ async def test_search_returns_ranked_excerpts_with_provenance(mounted: Harness) 
     assert not evidence.truncated
 
 
+async def test_search_excerpts_fit_the_per_item_ceiling_of_the_read(mounted: Harness) -> None:
+    body = "Tomatoes need sun and patience. " * 40
+    await mounted.create("Gardening", body)
+    whole = await mounted.search("tomatoes")
+    assert len(whole.items[0].text) > 60
+    narrow = await mounted.search("tomatoes", max_item_characters=60)
+    assert len(narrow.items) == 1  # excerpted by the Source within the ceiling, not dropped
+    assert len(narrow.items[0].text) <= 60
+    assert "Tomatoes" in narrow.items[0].text
+    assert narrow.items[0].provenance["excerpt"] is True
+
+
 @pytest.mark.parametrize(
     "query",
     [
