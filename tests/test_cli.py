@@ -151,3 +151,17 @@ def test_the_demo_runs_and_is_safe_to_rerun(tmp_path: Path) -> None:
         assert "the new memory is recalled" in out
         assert "Timings" in out
     assert (tmp_path / ".mnemon-demo" / "mnemon.toml").exists()
+
+
+def test_the_tenant_flag_separates_memories_of_the_same_user(project: Path) -> None:
+    stored = mnemon(
+        project, "remember", "Acme invoices close on the 3rd.", "--user", "ada",
+        "--tenant", "acme", "--yes",
+    )  # fmt: skip
+    assert stored.returncode == 0, stored.stderr
+    mine = mnemon(project, "recall", "invoices", "--user", "ada", "--tenant", "acme")
+    assert "Acme invoices close" in mine.stdout
+    for other in (("--tenant", "globex"), ()):
+        theirs = mnemon(project, "recall", "invoices", "--user", "ada", *other)
+        assert theirs.returncode == 0, theirs.stderr
+        assert "Acme invoices" not in theirs.stdout
