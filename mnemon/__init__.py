@@ -5,6 +5,10 @@ This module is the whole public SDK; everything else in the package is private.
 
 import logging as _logging
 
+from . import storage as storage
+from ._configuration import ConfigPath as ConfigPath
+from ._configuration import SourceConfiguration as SourceConfiguration
+from ._configuration import read_configuration as read_configuration
 from ._definitions import ConfigurationField as ConfigurationField
 from ._definitions import ExtensionRequest as ExtensionRequest
 from ._definitions import MemorySource as MemorySource
@@ -33,6 +37,7 @@ from ._errors import RouteError as RouteError
 from ._errors import SourceError as SourceError
 from ._helpers import allocate_characters as allocate_characters
 from ._helpers import create_mutation_receipt as create_mutation_receipt
+from ._helpers import guarded_call as guarded_call
 from ._helpers import mnemon_home as mnemon_home
 from ._helpers import run_blocking as run_blocking
 from ._helpers import source_data_directory as source_data_directory
@@ -98,9 +103,13 @@ from ._models import ViewContribution as ViewContribution
 from ._models import ViewRef as ViewRef
 from ._models import ViewRoute as ViewRoute
 from ._models import ViewSpec as ViewSpec
+from ._partitions import ScopePartition as ScopePartition
+from ._partitions import scope_partition as scope_partition
 from ._profile import Profile as Profile
 from ._profile import ProfileEntry as ProfileEntry
 from ._profile import load_profile as load_profile
+from ._text import check_memory_text as check_memory_text
+from ._text import memory_text_schema as memory_text_schema
 from ._wake import render_wake as render_wake
 
 # a library never configures logging; hosts attach their own handlers to "mnemon"
@@ -132,6 +141,7 @@ __all__ = [
     "CompositionRejected",
     "CompositionRequest",
     "CompositionUnavailable",
+    "ConfigPath",
     "ConfigurationField",
     "DefinitionError",
     "Diagnostic",
@@ -181,9 +191,11 @@ __all__ = [
     "RouteError",
     "RouteReader",
     "Scope",
+    "ScopePartition",
     "SelectionSlotValue",
     "SourceAction",
     "SourceCandidate",
+    "SourceConfiguration",
     "SourceConsistency",
     "SourceDefinition",
     "SourceError",
@@ -206,6 +218,7 @@ __all__ = [
     "ViewRoute",
     "ViewSpec",
     "allocate_characters",
+    "check_memory_text",
     "configuration_digest",
     "create_mutation_receipt",
     "define_memory_plugin",
@@ -213,11 +226,16 @@ __all__ = [
     "define_memory_strategy",
     "define_strategy_configuration",
     "define_view_extension",
+    "guarded_call",
     "install_memory",
     "load_profile",
+    "memory_text_schema",
     "mnemon_home",
+    "read_configuration",
     "render_wake",
     "run_blocking",
+    "scope_partition",
     "source_data_directory",
+    "storage",
     "truncate_text",
 ]

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
+import threading
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
+import anyio
 import anyio.to_thread
 
-from ._errors import DefinitionError
+from ._errors import DefinitionError, SourceError
 from ._models import (
     Completion,
     MutationReceipt,
@@ -25,6 +30,7 @@ from ._models import (
 __all__ = [
     "allocate_characters",
     "create_mutation_receipt",
+    "guarded_call",
     "mnemon_home",
     "run_blocking",
     "source_data_directory",
@@ -32,6 +38,8 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+# a failing Source call's own exception, for its author, at DEBUG only
+_sources_log = logging.getLogger("mnemon.sources")
 
 _DEFAULT_STATUS: dict[str, ReceiptStatus] = {
     "accepted": "succeeded",
@@ -171,6 +179,57 @@ async def run_blocking(func: Callable[..., _T], *args: Any) -> _T:
     interrupted, so it finishes in the background and its result is discarded.
     """
     return await anyio.to_thread.run_sync(func, *args, abandon_on_cancel=True)
+
+
+async def guarded_call(
+    function: Callable[..., _T],
+    *args: Any,
+    subject: str,
+    timeout: float | None = None,  # noqa: ASYNC109 - the Source's own limit, mapped to its code
+    abandon: threading.Event | None = None,
+) -> _T:
+    """Run a Source's blocking call in a worker thread, within `timeout`, failing by the taxonomy.
+
+    A `SourceError` the call raises passes through as it is. Otherwise a timeout becomes
+    `timeout`, `PermissionError` becomes `forbidden`, any other `OSError` becomes
+    `provider_error` (both retryable ones say nothing about a write, so a receipt says
+    `unknown`), and anything else becomes `provider_error` too; the message is `subject`'s,
+    never the exception's text, which is logged with its traceback at DEBUG on
+    `mnemon.sources` for the Source's author. When the caller stops waiting (timeout or
+    cancellation) `abandon` is set, so a call that checks it can stop before it writes.
+
+    Args:
+        function: the blocking callable.
+        *args: its positional arguments.
+        subject: what the call does, for messages ("the runtime store write").
+        timeout: seconds before the caller stops waiting (None: the caller's own deadline).
+        abandon: an event set when the caller stops waiting.
+
+    Raises:
+        SourceError: as above.
+    """
+    finished = False
+    try:
+        with anyio.fail_after(timeout) if timeout is not None else nullcontext():
+            result = await anyio.to_thread.run_sync(
+                partial(function, *args), abandon_on_cancel=True
+            )
+        finished = True
+        return result
+    except SourceError:
+        finished = True
+        raise
+    except TimeoutError:
+        raise SourceError("timeout", f"{subject} did not finish in time") from None
+    except PermissionError:
+        _sources_log.debug("%s was refused", subject, exc_info=True)
+        raise SourceError("forbidden", f"{subject} was refused by the operating system") from None
+    except Exception:
+        _sources_log.debug("%s failed", subject, exc_info=True)
+        raise SourceError("provider_error", f"{subject} failed") from None
+    finally:
+        if not finished and abandon is not None:
+            abandon.set()
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")

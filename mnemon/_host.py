@@ -81,12 +81,14 @@ def _settings(
     source_capabilities: Mapping[str, Iterable[str]] | None,
     data_dir: str | PathLike[str] | None,
     max_input_bytes: int,
+    config_dir: str | PathLike[str] | None,
 ) -> HostSettings:
-    if data_dir is not None:
-        data_dir = str(Path(data_dir).expanduser())
-        if not Path(data_dir).is_absolute():
+    folders: dict[str, str | None] = {}
+    for name, folder in (("data_dir", data_dir), ("config_dir", config_dir)):
+        folders[name] = None if folder is None else str(Path(folder).expanduser())
+        if folder is not None and not Path(folder).expanduser().is_absolute():
             # never the value: a path may carry a token
-            raise DefinitionError("data_dir: must be an absolute path")
+            raise DefinitionError(f"{name}: must be an absolute path")
     if (
         isinstance(max_input_bytes, bool)
         or not isinstance(max_input_bytes, int)
@@ -132,7 +134,8 @@ def _settings(
         strategy_fallback=strategy_fallback,  # type: ignore[arg-type]
         source_configuration=configuration,
         source_capabilities=ceilings,
-        data_dir=data_dir,
+        data_dir=folders["data_dir"],
+        config_dir=folders["config_dir"],
     )
 
 
@@ -332,6 +335,9 @@ class MemoryHost:
         max_input_bytes: the largest route, action or management input accepted, in bytes
             of compact JSON (default 256 KiB); a larger one is refused with the code
             `input-too-large` before it is copied or validated.
+        config_dir: the absolute folder relative paths in Source configuration are taken
+            from (a profile passes its own folder); Sources receive it as
+            `SourceInit.config_dir`.
 
     Raises:
         DefinitionError: an argument is invalid; the message names it.
@@ -346,6 +352,7 @@ class MemoryHost:
         source_capabilities: Mapping[str, Iterable[str]] | None = None,
         data_dir: str | PathLike[str] | None = None,
         max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
+        config_dir: str | PathLike[str] | None = None,
     ) -> None:
         self._engine = Engine(
             _settings(
@@ -356,6 +363,7 @@ class MemoryHost:
                 source_capabilities,
                 data_dir,
                 max_input_bytes,
+                config_dir,
             )
         )
         self._entries: dict[str, _Entry] = {}
@@ -529,6 +537,7 @@ class MemoryHost:
             current.source_capabilities if source_capabilities is None else source_capabilities,
             current.data_dir,
             current.max_input_bytes if max_input_bytes is None else max_input_bytes,
+            current.config_dir,
         )
         await self._engine.change(settings=settings)
 

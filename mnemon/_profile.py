@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, Strict, StringConstraints
 
+from ._engine import DEFAULT_MAX_INPUT_BYTES
 from ._errors import DefinitionError
 from ._host import MemoryHost
 from ._json import freeze_json, thaw_json
@@ -38,6 +39,9 @@ class _StrategyModel(WireModel):
 class _ProfileModel(WireModel):
     data_dir: Annotated[str, Strict(), StringConstraints(min_length=1)] = ".mnemon"
     source_timeout: Annotated[float, Field(gt=0, le=300)] = 10.0
+    max_input_bytes: Annotated[int, Strict(), Field(ge=1024, le=64 * 1024 * 1024)] = (
+        DEFAULT_MAX_INPUT_BYTES
+    )
     strategy: _StrategyModel = _StrategyModel()
     entries: list[_EntryModel] = Field(default_factory=list)
 
@@ -79,6 +83,7 @@ class Profile:
     path: Path
     data_dir: Path
     source_timeout: float
+    max_input_bytes: int
     strategy: str | None
     strategy_fallback: Literal["sole-strategy"] | None
     entries: tuple[ProfileEntry, ...]
@@ -106,6 +111,8 @@ class Profile:
         """
         settings: dict[str, Any] = {
             "data_dir": self.data_dir,
+            "config_dir": self.path.parent,
+            "max_input_bytes": self.max_input_bytes,
             "source_timeout": self.source_timeout,
             "strategy_type_id": self.strategy,
             "strategy_fallback": self.strategy_fallback,
@@ -181,6 +188,7 @@ def load_profile(path: str | Path) -> Profile:
         path=path,
         data_dir=_resolved(path, model.data_dir, "data_dir"),
         source_timeout=model.source_timeout,
+        max_input_bytes=model.max_input_bytes,
         strategy=model.strategy.use,
         strategy_fallback=model.strategy.fallback,
         entries=tuple(entries),

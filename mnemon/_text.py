@@ -1,15 +1,71 @@
-"""Untrusted text made visible: control, bidi and other invisible characters escaped.
+"""Memory text: one rule for what Sources accept, and one for how readers are shown it.
 
-One rule for memory text wherever a reader sees it: the Wake a model reads and the lines the
-`mnemon` command prints. What could move a cursor, rewrite a title or clipboard, break a line
-where none shows, reorder or hide text becomes a visible escape instead.
+`check_memory_text` (and `memory_text_schema` for input schemas) is the rule every Source
+applies to text it stores: no control characters but newline and tab, no bidi controls, no
+line or paragraph separators, within a size. `visible_text` is how the Wake a model reads and
+the lines the `mnemon` command prints show any text: what could move a cursor, rewrite a title
+or clipboard, break a line where none shows, reorder or hide text becomes a visible escape.
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
+from typing import Any
 
-__all__ = ["visible_json", "visible_text"]
+from ._errors import SourceError
+
+__all__ = ["check_memory_text", "memory_text_schema", "visible_json", "visible_text"]
+
+# C0 controls but tab and newline, DEL and C1 controls, the bidi controls, and the line and
+# paragraph separators: never part of valid memory text
+_FORBIDDEN = r"\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029"
+_FORBIDDEN_IN_TEXT = re.compile(f"[{_FORBIDDEN}]")
+_FORBIDDEN_IN_LINE = re.compile(rf"[\n\t{_FORBIDDEN}]")
+_NAMES = {"Cc": "a control character", "Zl": "a line separator", "Zp": "a paragraph separator"}
+
+
+def check_memory_text(
+    text: str, *, max_characters: int, single_line: bool = False, field: str = "text"
+) -> str:
+    """Return `text` if it is valid memory text, else refuse it naming `field` and the rule.
+
+    Valid memory text is not blank, at most `max_characters` long, and has no control
+    character but newline and tab (neither, with `single_line`), no bidi control (U+061C,
+    U+200E, U+200F, U+202A-U+202E, U+2066-U+2069) and no line or paragraph separator
+    (U+2028, U+2029): nothing that could make one memory pose as two or reorder what a
+    reader sees. The message names the character by code point, never quotes the text.
+
+    Raises:
+        SourceError: `invalid_payload` (nothing is written).
+    """
+    if not text.strip():
+        raise SourceError("invalid_payload", f"{field}: must not be blank")
+    if len(text) > max_characters:
+        raise SourceError("invalid_payload", f"{field}: at most {max_characters} characters")
+    found = (_FORBIDDEN_IN_LINE if single_line else _FORBIDDEN_IN_TEXT).search(text)
+    if found is not None:
+        character = found.group()
+        kind = _NAMES.get(unicodedata.category(character), "a bidi control")
+        raise SourceError("invalid_payload", f"{field}: contains {kind} (U+{ord(character):04X})")
+    return text
+
+
+def memory_text_schema(max_characters: int, *, single_line: bool = False) -> dict[str, Any]:
+    """A JSON Schema for an input property holding memory text, by the same rule.
+
+    Use it in route and action input schemas so the core refuses bad text before the Source
+    is called; `check_memory_text` remains the Source's own check.
+    """
+    forbidden = rf"\n\t{_FORBIDDEN}" if single_line else _FORBIDDEN
+    return {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": max_characters,
+        # not only spaces, and none of the forbidden characters
+        "pattern": rf"^(?!\s*$)[^{forbidden}]*$",
+    }
+
 
 # Control (Cc), format (Cf: bidi controls, zero-width characters, tag characters), surrogate
 # (Cs: undecodable bytes smuggled through surrogateescape) and the line and paragraph

@@ -53,6 +53,7 @@ class HostSettings:
     source_configuration: Mapping[str, Mapping[str, Any]] = field(default_factory=FrozenDict)
     source_capabilities: Mapping[str, frozenset[str]] | None = None
     data_dir: str | None = None
+    config_dir: str | None = None
 
 
 class Incomplete(Exception):
@@ -227,6 +228,7 @@ def plan_generation(state: RegistryState, settings: HostSettings) -> GenerationP
         "source_timeout": settings.source_timeout,
         "max_input_bytes": settings.max_input_bytes,
         "data_dir": settings.data_dir,
+        "config_dir": settings.config_dir,
         "strategy": {
             "key": strategy.instance_key,
             "manifest": definition.manifest.model_dump(),
@@ -439,6 +441,7 @@ async def _create_runtimes(
                 provenance=source.provenance,
                 configuration=source.configuration,
                 data_dir=settings.data_dir,
+                config_dir=settings.config_dir,
             )
             try:
                 runtime = definition.create(init)

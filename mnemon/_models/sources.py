@@ -63,12 +63,17 @@ class SourceProvenance(WireModel):
 
 
 class SourceInit(WireModel):
-    """What a Source factory receives; `data_dir` is the host's default data folder."""
+    """What a Source factory receives: its key, provenance, configuration and the host's folders.
+
+    `data_dir` is the host's default data folder; `config_dir` is the folder relative paths
+    in the configuration are taken from (the profile's folder), when the host has one.
+    """
 
     instance_key: InstanceKey
     provenance: SourceProvenance
     configuration: JsonObject
     data_dir: Annotated[str, Strict(), StringConstraints(min_length=1)] | None = None
+    config_dir: Annotated[str, Strict(), StringConstraints(min_length=1)] | None = None
 
 
 class FactsRequest(WireModel):

@@ -105,6 +105,7 @@ class MemoryCompositionRunner:
         source_capabilities: Mapping[str, Iterable[str]] | None = None,
         data_dir: str | PathLike[str] | None = None,
         max_input_bytes: int = 256 * 1024,
+        config_dir: str | PathLike[str] | None = None,
     ) -> None:
         self._host = MemoryHost(
             source_timeout=source_timeout,
@@ -114,6 +115,7 @@ class MemoryCompositionRunner:
             source_capabilities=source_capabilities,
             data_dir=data_dir,
             max_input_bytes=max_input_bytes,
+            config_dir=config_dir,
         )
 
     async def __aenter__(self) -> MemoryCompositionRunner:

@@ -1,0 +1,82 @@
+"""A Source's configuration as a pydantic model: one error form, relative paths, secrets masked."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, ValidationInfo
+
+from ._errors import DefinitionError
+from ._models import SourceInit
+
+__all__ = ["ConfigPath", "SourceConfiguration", "read_configuration"]
+
+_Configuration = TypeVar("_Configuration", bound="SourceConfiguration")
+
+
+class SourceConfiguration(BaseModel):
+    """Base of a Source's configuration model: frozen, and unknown keys are refused.
+
+    Declare fields with types and defaults as in any pydantic model; use `ConfigPath` for
+    paths (relative ones are taken from the profile's folder) and `pydantic.SecretStr` for
+    credentials (masked in every repr and never quoted in an error). Read it with
+    `read_configuration(MyConfiguration, init, subject="my-source")`.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _resolve(path: Path, info: ValidationInfo) -> Path:
+    context = info.context or {}
+    expanded = path.expanduser()
+    if expanded.is_absolute():
+        return expanded
+    base = context.get("config_dir")
+    if base is None:
+        raise ValueError("must be an absolute path (this host has no configuration folder)")
+    return Path(os.path.normpath(Path(base) / expanded))
+
+
+#: A path in a Source's configuration; a relative one is taken from the profile's folder.
+ConfigPath = Annotated[Path, AfterValidator(_resolve)]
+
+
+def read_configuration(
+    model: type[_Configuration], init: SourceInit, *, subject: str
+) -> _Configuration:
+    """Validate `init.configuration` as `model`; errors name the key, never its value.
+
+    Every error reads `<subject> configuration.<key>: <rule>`; an unknown key suggests the
+    closest known one. Relative `ConfigPath` values are taken from `init.config_dir`.
+
+    Raises:
+        DefinitionError: the first problems, each naming its key.
+    """
+    try:
+        return model.model_validate(
+            dict(init.configuration), context={"config_dir": init.config_dir}
+        )
+    except ValidationError as exc:
+        raise DefinitionError(_describe(exc, model, subject)) from None
+
+
+def _describe(exc: ValidationError, model: type[BaseModel], subject: str) -> str:
+    known = sorted(field.alias or name for name, field in model.model_fields.items())
+    problems = []
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        where = f"{subject} configuration"
+        for part in error["loc"]:
+            where += f"[{part}]" if isinstance(part, int) else f".{part}"
+        if error["type"] == "extra_forbidden":
+            problem = "unknown key"
+            if len(error["loc"]) == 1:
+                close = difflib.get_close_matches(str(error["loc"][0]), known, n=1)
+                if close:
+                    problem += f"; did you mean {close[0]!r}?"
+        else:
+            problem = str(error["msg"]).removeprefix("Value error, ")
+        problems.append(f"{where}: {problem}")
+    return "; ".join(problems[:3]) + ("; ..." if len(problems) > 3 else "")
