@@ -66,6 +66,7 @@ from ._models import FactsRequest as FactsRequest
 from ._models import Fragment as Fragment
 from ._models import GrantRecord as GrantRecord
 from ._models import Guidance as Guidance
+from ._models import HostSettings as HostSettings
 from ._models import InstalledContribution as InstalledContribution
 from ._models import ManagementDescriptor as ManagementDescriptor
 from ._models import ManagementEntry as ManagementEntry
@@ -155,6 +156,7 @@ __all__ = [
     "Fragment",
     "GrantRecord",
     "Guidance",
+    "HostSettings",
     "InstallError",
     "InstalledContribution",
     "ManageRequest",

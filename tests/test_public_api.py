@@ -36,6 +36,7 @@ EXPECTED_ALL = [
     "Fragment",
     "GrantRecord",
     "Guidance",
+    "HostSettings",
     "InstallError",
     "InstalledContribution",
     "ManageRequest",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
@@ -15,6 +15,7 @@ from .._errors import CompositionRejected, CompositionUnavailable
 from .._json import FrozenDict, configuration_digest, digest
 from .._models import (
     Diagnostic,
+    HostSettings,
     SourceAction,
     SourceInit,
     SourceManifest,
@@ -27,7 +28,6 @@ from .installed import Installed, RegistryState
 __all__ = [
     "Generation",
     "GenerationPlan",
-    "HostSettings",
     "Incomplete",
     "Lease",
     "SourceSlot",
@@ -37,23 +37,8 @@ __all__ = [
 ]
 
 _log = logging.getLogger("mnemon.generation")
-# route, action and management inputs larger than this are refused before any other work
-DEFAULT_MAX_INPUT_BYTES = 256 * 1024
+
 StrategyFallback = Literal["sole-strategy"]
-
-
-@dataclass(frozen=True, slots=True)
-class HostSettings:
-    """Host-level inputs of a generation."""
-
-    source_timeout: float = 10.0
-    max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
-    strategy_selector: str | None = None
-    strategy_fallback: StrategyFallback | None = None
-    source_configuration: Mapping[str, Mapping[str, Any]] = field(default_factory=FrozenDict)
-    source_capabilities: Mapping[str, frozenset[str]] | None = None
-    data_dir: str | None = None
-    config_dir: str | None = None
 
 
 class Incomplete(Exception):
@@ -102,7 +87,7 @@ class GenerationPlan:
 def _select_strategy(
     strategies: tuple[Installed, ...], settings: HostSettings
 ) -> tuple[Installed, list[Diagnostic]]:
-    selector = settings.strategy_selector
+    selector = settings.strategy_type_id
     if selector is None:
         if len(strategies) != 1:
             raise CompositionRejected(
