@@ -47,6 +47,7 @@ from ._host import MemoryHost as MemoryHost
 from ._host import MemoryTurn as MemoryTurn
 from ._host import Unmount as Unmount
 from ._install import MemoryContributions as MemoryContributions
+from ._install import MemoryPlugin as MemoryPlugin
 from ._install import PluginContext as PluginContext
 from ._install import install_memory as install_memory
 from ._json import configuration_digest as configuration_digest
@@ -170,6 +171,7 @@ __all__ = [
     "ManagementResult",
     "MemoryContributions",
     "MemoryHost",
+    "MemoryPlugin",
     "MemorySource",
     "MemoryTurn",
     "MnemonError",

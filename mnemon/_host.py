@@ -8,6 +8,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any, Protocol
 
 import anyio
@@ -31,7 +32,7 @@ from ._errors import (
     ManagementError,
     MnemonError,
 )
-from ._install import MemoryContributions, PluginContext
+from ._install import MemoryContributions, MemoryPlugin, PluginContext
 from ._json import FrozenDict, freeze_json, json_size_exceeds
 from ._models import (
     ENTRY_ID_PATTERN,
@@ -255,7 +256,7 @@ class ManagementClient:
 @dataclass(slots=True)
 class _Entry:
     entry_id: str
-    plugin: Any
+    plugin: MemoryPlugin
     context: PluginContext
     batches: list[int] = field(default_factory=list)
 
@@ -315,7 +316,11 @@ class MemoryHost:
     # ------------------------------------------------------------------ plugins
 
     async def mount(
-        self, plugin: Any, *, instance_id: str, config: Mapping[str, Any] | None = None
+        self,
+        plugin: MemoryPlugin | ModuleType,
+        *,
+        instance_id: str,
+        config: Mapping[str, Any] | None = None,
     ) -> Unmount:
         """Mount one entry of `plugin`: call its `apply(ctx)` and serve the result.
 
@@ -333,7 +338,7 @@ class MemoryHost:
         return unmount
 
     async def mount_all(
-        self, entries: Sequence[tuple[Any, str, Mapping[str, Any] | None]]
+        self, entries: Sequence[tuple[MemoryPlugin | ModuleType, str, Mapping[str, Any] | None]]
     ) -> list[Unmount]:
         """Mount several `(plugin, instance_id, config)` entries as one atomic change.
 
@@ -385,7 +390,9 @@ class MemoryHost:
 
         return unmount
 
-    def _prepare(self, plugin: Any, instance_id: str, config: Mapping[str, Any] | None) -> _Entry:
+    def _prepare(
+        self, plugin: MemoryPlugin | ModuleType, instance_id: str, config: Mapping[str, Any] | None
+    ) -> _Entry:
         """Check one entry and bind its context to the registry (nothing is installed yet)."""
         if not isinstance(instance_id, str) or not _ENTRY_ID.match(instance_id):
             raise InstallError(f"entry id {instance_id!r} must match {ENTRY_ID_PATTERN}")

@@ -50,6 +50,7 @@ EXPECTED_ALL = [
     "ManagementResult",
     "MemoryContributions",
     "MemoryHost",
+    "MemoryPlugin",
     "MemorySource",
     "MemoryTurn",
     "MnemonError",

@@ -366,6 +366,10 @@ async def dispose_runtimes(slots: tuple[SourceSlot, ...], deadline: float) -> No
 _REQUIRED_METHODS = ("facts", "project")
 
 
+def _kind_of(function: object) -> str:
+    return "a generator" if inspect.isgeneratorfunction(function) else "a plain function"
+
+
 def _offerings(source: SourcePlan) -> tuple[tuple[SourceRoute, ...], tuple[SourceAction, ...]]:
     """Routes and actions as a Strategy sees them, derived once per generation."""
     key = source.key
@@ -447,6 +451,18 @@ async def _create_runtimes(
             if missing:
                 raise CompositionRejected(
                     f"Memory Source {source.key} runtime lacks {', '.join(missing)}()"
+                )
+            # checked now, with an exact message, not discovered later as "facts() failed"
+            blocking = [
+                name
+                for name in needed
+                if callable(getattr(runtime, name, None))
+                and not inspect.iscoroutinefunction(getattr(runtime, name))
+            ]
+            if blocking:
+                raise CompositionRejected(
+                    f"Memory Source {source.key} runtime: {blocking[0]}() must be an async "
+                    f"function (async def), not {_kind_of(getattr(runtime, blocking[0]))}"
                 )
     except BaseException:
         await dispose_runtimes(tuple(slots), settings.source_timeout)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from types import ModuleType
 from typing import Any
 
 from mnemon import (
@@ -13,6 +14,7 @@ from mnemon import (
     HostSettings,
     ManagementClient,
     MemoryHost,
+    MemoryPlugin,
     MemoryTurn,
     MutationReceipt,
     Scope,
@@ -111,7 +113,11 @@ class MemoryCompositionRunner:
         await self.dispose()
 
     async def mount(
-        self, plugin: Any, *, instance_id: str, config: Mapping[str, Any] | None = None
+        self,
+        plugin: MemoryPlugin | ModuleType,
+        *,
+        instance_id: str,
+        config: Mapping[str, Any] | None = None,
     ) -> Any:
         """Mount one entry of `plugin`; returns an idempotent async unmount.
 
