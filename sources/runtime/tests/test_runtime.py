@@ -719,6 +719,18 @@ async def test_invalid_configuration_fails_at_mount_and_publishes_nothing(
     assert not files_in(tmp_path)
 
 
+async def test_a_relative_data_dir_is_taken_from_the_profiles_folder(tmp_path: Path) -> None:
+    async with MemoryCompositionRunner(config_dir=tmp_path / "profile") as runner:
+        await open_runtime(runner, {"data_dir": "../memory"})
+        await write(runner, add("beside the profile"))
+        with pytest.raises(
+            InstallError, match=r"configuration\.scope_key: unknown key; did you mean 'scope_keys'"
+        ):
+            await runner.mount(runtime, instance_id="typo", config={"scope_key": ["user_id"]})
+    (stored,) = store_files(tmp_path)
+    assert stored.parent == tmp_path / "memory" / "sources" / "runtime" / "runtime"
+
+
 async def test_a_relative_mnemon_home_fails_at_mount(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
