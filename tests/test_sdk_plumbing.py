@@ -16,6 +16,7 @@ from pydantic import SecretStr
 from mnemon import (
     ConfigPath,
     DefinitionError,
+    RevisionConflict,
     Scope,
     ScopePartition,
     SourceConfiguration,
@@ -265,3 +266,12 @@ async def test_failures_map_onto_the_taxonomy_without_their_text(
             assert record.levelno == logging.DEBUG
             assert record.name == "mnemon.sources"
     assert any(record.exc_info for record in caplog.records)
+
+
+async def test_a_revision_conflict_passes_through_as_it_is() -> None:
+    # a fenced management write re-checks the revision under the Source's lock, in the thread
+    def fenced() -> None:
+        raise RevisionConflict("revision conflict: source:notes is at 'r2', not 'r1'")
+
+    with pytest.raises(RevisionConflict, match="is at 'r2', not 'r1'"):
+        await guarded_call(fenced, subject="the fenced write")
