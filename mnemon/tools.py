@@ -18,6 +18,7 @@ the host did not authorize) come back as results, never as exceptions that end t
 from __future__ import annotations
 
 import copy
+import inspect
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ import orjson
 
 from ._errors import ActionError, MnemonError, RevisionConflict, RouteError
 from ._json import thaw_json
-from ._models import Authorize, Evidence, MutationReceipt, View
+from ._models import ActionOffer, Authorize, Evidence, MutationReceipt, View
 from ._text import visible_json, visible_text
 from ._tool_names import MAX_TOOL_NAME, TOOL_NAME_PATTERN, NamedTool, name_tools
 from ._wake import quote_block
@@ -423,11 +424,33 @@ class ToolDispatcher:
                 is_error=True,
                 code="not-authorized",
             )
+        asking_failed = False
+
+        async def ask(offer: ActionOffer) -> bool:
+            # a host whose authorize fails has not allowed the write: nothing is attempted
+            nonlocal asking_failed
+            try:
+                answer = authorize(offer)
+                return bool(await answer if inspect.isawaitable(answer) else answer)
+            except Exception as exc:
+                asking_failed = True
+                _log.warning("authorizing memory tool %s failed", tool.name)
+                _log.debug("authorize failure", exc_info=exc)
+                return False
+
         try:
             receipt = await self._turn.execute_action(
-                tool.id, arguments, authorize, idempotency_key=idempotency_key
+                tool.id, arguments, ask, idempotency_key=idempotency_key
             )
         except ActionError as exc:
+            if exc.code == "not-authorized" and asking_failed:
+                return ToolResult(
+                    name=tool.name,
+                    text=f"not written: {tool.name}: asking for authorization failed; nothing "
+                    "was stored",
+                    is_error=True,
+                    code="authorization-failed",
+                )
             if exc.code == "not-authorized":
                 return ToolResult(
                     name=tool.name,

@@ -418,14 +418,35 @@ async def test_the_idempotency_key_reaches_the_source() -> None:
     assert [m.idempotency_key for m in probe.mutations] == ["c-1"]
 
 
-async def test_an_unexpected_host_error_is_a_result_without_its_text() -> None:
+async def test_a_failing_authorize_writes_nothing_and_hides_its_error() -> None:
+    probe = Probe()
+
     def broken(offer: ActionOffer) -> bool:
         raise RuntimeError("password=hunter2")
 
-    async with turn_over(one()) as turn:
+    async with turn_over(one(probe)) as turn:
         result = await ToolDispatcher(turn, authorize=broken).execute("store", "{}")
+    assert probe.mutations == []
     assert result.is_error
+    assert result.code == "authorization-failed"
+    assert "nothing was stored" in result.text
     assert "hunter2" not in result.text
+
+
+async def test_a_truncated_read_says_more_did_not_fit() -> None:
+    async def query(source: FakeSource, request: QueryRequest) -> Evidence:
+        items = tuple(EvidenceItem(id=str(n), text=f"memory {n}") for n in range(20))
+        return Evidence(
+            view_id=request.view.id, route_id=request.route.id, source_key=source.key, items=items
+        )
+
+    async with turn_over(one(Probe(on_query=query))) as turn:
+        result = await ToolDispatcher(turn).execute("lookup", {"query": "q"})
+    assert result.evidence is not None
+    assert result.evidence.truncated
+    kept = len(result.evidence.items)
+    assert result.text.count("```text") == kept < 20
+    assert "more results did not fit this read's limits" in result.text
 
 
 def test_results_fit_both_apis() -> None:

@@ -27,6 +27,14 @@ _FLAGS = {
 }
 
 
+# the rule each identity check stands for, in words (never the value)
+_RULES = {
+    "string_too_short": "must not be empty",
+    "string_too_long": "is too long",
+    "string_pattern_mismatch": "must not contain control, bidi or invisible characters",
+}
+
+
 def _scope(values: dict[str, str | None]) -> Scope:
     given = {field: value for field, value in values.items() if value is not None}
     try:
@@ -34,8 +42,7 @@ def _scope(values: dict[str, str | None]) -> Scope:
     except ValidationError as exc:
         error = exc.errors()[0]
         flag = _FLAGS.get(str(error["loc"][0]) if error["loc"] else "", "identity")
-        # the rule, never the value
-        raise click.UsageError(f"{flag}: {error['msg']}") from None
+        raise click.UsageError(f"{flag}: {_RULES.get(error['type'], 'is not valid')}") from None
 
 
 async def _serve(

@@ -13,11 +13,12 @@ import anyio
 import httpx
 import mcp.types as types
 import pytest
+from click.testing import CliRunner
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.context import RequestContext
-from mnemon_mcp import WAKE_URI
+from mnemon_mcp import WAKE_URI, command
 from pydantic import AnyUrl
 
 from mnemon._cli._starter import starter_profile
@@ -74,15 +75,15 @@ async def test_stdio_end_to_end(profile: Path) -> None:
 
 
 def test_a_missing_user_is_a_usage_error(profile: Path) -> None:
-    done = subprocess.run(
-        [MNEMON, "mcp", "-p", str(profile)], capture_output=True, text=True, timeout=30, check=False
-    )
-    assert done.returncode == 2
-    assert "--user" in done.stderr
+    done = CliRunner().invoke(command, ["-p", str(profile)])
+    assert done.exit_code == 2
+    assert "Missing option '--user'" in done.output
 
 
-@pytest.fixture
-def http_server(profile: Path) -> Iterator[tuple[str, str]]:
+@pytest.fixture(scope="module")
+def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    profile = tmp_path_factory.mktemp("http") / "mnemon.toml"
+    profile.write_text(starter_profile(), encoding="utf-8")
     process = subprocess.Popen(
         [MNEMON, "mcp", "-p", str(profile), "--user", "ada", "--http", "--port", "0"],
         stdout=subprocess.DEVNULL,
@@ -149,3 +150,16 @@ async def test_http_serves_the_sdk_client_with_the_token(http_server: tuple[str,
             found = await client.call_tool("recall", {"query": "tea"})
     assert "recall" in tools
     assert text_of(found) == "recall: no results."
+
+
+def test_a_bad_identity_names_the_flag_and_the_rule_not_the_value(profile: Path) -> None:
+    done = CliRunner().invoke(command, ["-p", str(profile), "--user", "ada\x1b[2Jx"])
+    assert done.exit_code == 2
+    assert "--user: must not contain control, bidi or invisible characters" in done.output
+    assert "\x1b" not in done.output
+
+
+def test_port_is_only_for_http(profile: Path) -> None:
+    done = CliRunner().invoke(command, ["-p", str(profile), "--user", "ada", "--port", "1"])
+    assert done.exit_code == 2
+    assert "--port: only with --http" in done.output

@@ -280,3 +280,19 @@ async def test_a_hung_source_never_hangs_a_tool_call_past_the_deadline() -> None
                 result = await client.call_tool("lookup", {})
     assert result.isError
     assert "did not answer in time" in text_of(result)
+
+
+async def test_the_wake_is_composed_anew_when_read(profile: Path) -> None:
+    async with (
+        load_profile(profile).open_host() as host,
+        connected(host, {"user_id": "ada"}, allow_writes=True) as client,
+    ):
+        before = (await client.read_resource(AnyUrl(WAKE_URI))).contents[0]
+        fact = {"target": "user", "operation": "add", "text": TEA}
+        written = await client.call_tool("mutate", fact)
+        after = (await client.read_resource(AnyUrl(WAKE_URI))).contents[0]
+    assert not written.isError
+    assert isinstance(before, types.TextResourceContents)
+    assert isinstance(after, types.TextResourceContents)
+    assert TEA not in before.text
+    assert TEA in after.text
