@@ -19,10 +19,11 @@ import orjson
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.models import InitializationOptions
+from mcp.server.stdio import stdio_server
 from pydantic import AnyUrl
 
-from mnemon import ActionOffer, MemoryHost, MemoryTurn, MnemonError, Scope
-from mnemon._text import visible_text  # the one rule for showing memory and Source text
+from mnemon import ActionOffer, Authorize, MemoryHost, MemoryTurn, MnemonError, Scope
+from mnemon._text import visible_json, visible_text  # the one rule for showing untrusted text
 from mnemon.tools import ToolDispatcher, ToolResult, ToolSet
 
 __all__ = ["WAKE_URI", "MemoryServer"]
@@ -163,7 +164,7 @@ class MemoryServer:
                 turn, _ = await self._compose()
             except MnemonError as exc:
                 raise ValueError(f"memory is unavailable: {_one_line(exc)}") from None
-            await _tools_changed()
+            await self._announce_new_tools()
             return [
                 ReadResourceContents(content=turn.wake(tools="native"), mime_type="text/markdown")
             ]
@@ -201,13 +202,12 @@ class MemoryServer:
                 _log.debug("memory tool call failure", exc_info=exc)
                 return _text("error: the memory server failed on this call", is_error=True)
 
-        async def _tools_changed() -> None:
-            try:
-                await server.request_context.session.send_tool_list_changed()
-            except Exception:  # a client that went away does not fail the read
-                _log.debug("could not send tools/list_changed", exc_info=True)
-
-        self._tools_changed = _tools_changed
+    async def _announce_new_tools(self) -> None:
+        """Tell the client that a new View may have other tools."""
+        try:
+            await self.server.request_context.session.send_tool_list_changed()
+        except Exception:  # a client that went away does not fail the call
+            _log.debug("could not send tools/list_changed", exc_info=True)
 
     def _refresh_tool(self, name: str) -> types.Tool:
         return types.Tool(
@@ -222,7 +222,7 @@ class MemoryServer:
         turn, tools = await self._current()
         if name == self._refresh_name(tools):
             turn, _ = await self._compose()
-            await self._tools_changed()
+            await self._announce_new_tools()
             return _text(turn.wake(tools="native"))
         tool = tools.get(name)
         confirmable = self._allow_writes or self._can_elicit()
@@ -238,13 +238,14 @@ class MemoryServer:
         wanted = types.ClientCapabilities(elicitation=types.ElicitationCapability())
         return session.check_client_capability(wanted)
 
-    def _authorizer(self, name: str, arguments: Mapping[str, Any] | None) -> Any:
+    def _authorizer(self, name: str, arguments: Mapping[str, Any] | None) -> Authorize:
         if self._allow_writes:
             return lambda offer: True
         context = self.server.request_context
 
         async def confirm(offer: ActionOffer) -> bool:
-            preview = orjson.dumps(dict(arguments or {}), option=orjson.OPT_INDENT_2).decode()
+            shown = orjson.dumps(dict(arguments or {}), option=orjson.OPT_INDENT_2).decode()
+            preview = visible_json(shown)  # the user reads what the model wants to write
             if len(preview) > _PREVIEW:
                 preview = preview[:_PREVIEW] + "\n…"
             answer = await context.session.elicit(
@@ -260,8 +261,6 @@ class MemoryServer:
 
     async def run_stdio(self) -> None:
         """Serve one client over this process's stdin and stdout until it disconnects."""
-        from mcp.server.stdio import stdio_server
-
         async with AsyncExitStack() as stack:
             stack.push_async_callback(self.aclose)
             read, write = await stack.enter_async_context(stdio_server())
