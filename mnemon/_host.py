@@ -51,7 +51,7 @@ from ._models import (
     ViewBudget,
     validate_model,
 )
-from ._wake import render_wake
+from ._wake import WakeTools, render_wake
 
 __all__ = ["ManagementClient", "MemoryHost", "MemoryTurn", "Unmount"]
 
@@ -114,9 +114,9 @@ class MemoryTurn:
         """Whether the turn has ended."""
         return self._released
 
-    def wake(self) -> str:
-        """The text the model sees for this turn."""
-        return render_wake(self._pinned.view)
+    def wake(self, *, tools: WakeTools = "inline") -> str:
+        """The text the model sees for this turn; `tools="native"` omits the input schemas."""
+        return render_wake(self._pinned.view, tools=tools)
 
     async def execute_route(
         self,
