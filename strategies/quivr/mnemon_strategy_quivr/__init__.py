@@ -6,6 +6,13 @@ do (`check_search_output`).
 
 from __future__ import annotations
 
+from ._manifest import (
+    ENGINE_VERSION,
+    PLUGIN_API_VERSIONS,
+    ManifestIssue,
+    ManifestReport,
+    inspect_manifest,
+)
 from ._rules import (
     RetrievalLimits,
     RetrievalProfile,
@@ -13,11 +20,22 @@ from ._rules import (
     check_search_output,
     check_search_request,
 )
+from ._versions import RangeError, Version, VersionRange, parse_range, parse_version
 
 __all__ = [
+    "ENGINE_VERSION",
+    "PLUGIN_API_VERSIONS",
+    "ManifestIssue",
+    "ManifestReport",
+    "RangeError",
     "RetrievalLimits",
     "RetrievalProfile",
     "RetrievalSession",
+    "Version",
+    "VersionRange",
     "check_search_output",
     "check_search_request",
+    "inspect_manifest",
+    "parse_range",
+    "parse_version",
 ]
