@@ -20,17 +20,27 @@ from ._rules import (
     check_search_output,
     check_search_request,
 )
+from ._signing import (
+    EngineRequestAuth,
+    EngineRequestClaims,
+    SignatureRejected,
+    sign_engine_request,
+    verify_engine_request,
+)
 from ._versions import RangeError, Version, VersionRange, parse_range, parse_version
 
 __all__ = [
     "ENGINE_VERSION",
     "PLUGIN_API_VERSIONS",
+    "EngineRequestAuth",
+    "EngineRequestClaims",
     "ManifestIssue",
     "ManifestReport",
     "RangeError",
     "RetrievalLimits",
     "RetrievalProfile",
     "RetrievalSession",
+    "SignatureRejected",
     "Version",
     "VersionRange",
     "check_search_output",
@@ -38,4 +48,6 @@ __all__ = [
     "inspect_manifest",
     "parse_range",
     "parse_version",
+    "sign_engine_request",
+    "verify_engine_request",
 ]
