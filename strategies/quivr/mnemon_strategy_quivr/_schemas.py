@@ -18,7 +18,13 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-__all__ = ["manifest_validator", "request_validator", "response_validator", "schema"]
+__all__ = [
+    "error_validator",
+    "manifest_validator",
+    "request_validator",
+    "response_validator",
+    "schema",
+]
 
 _FILES = (
     "plugin-manifest.schema.json",
@@ -95,6 +101,12 @@ def _loaded() -> dict[str, Any]:
     }
     manifest["properties"]["requires"] = REQUIRES
     schemas["plugin-manifest.schema.json"] = manifest
+    # the vendored envelope predates error_class; the protocol's later fields are accepted
+    envelope = copy.deepcopy(schemas["error.schema.json"])
+    envelope["properties"]["error_class"] = {"enum": ["access", "transient", "source"]}
+    envelope["properties"]["retry_after_seconds"] = {"type": "number", "minimum": 0}
+    envelope["dependentRequired"] = {"retry_after_seconds": ["error_class"]}
+    schemas["error.schema.json"] = envelope
     return schemas
 
 
@@ -115,6 +127,11 @@ def _registry() -> Registry[Any]:
 @cache
 def _validator(name: str) -> Draft202012Validator:
     return Draft202012Validator(_loaded()[name], registry=_registry())
+
+
+def error_validator() -> Draft202012Validator:
+    """The validator of the error envelope of every non-2xx plugin answer."""
+    return _validator("error.schema.json")
 
 
 def manifest_validator() -> Draft202012Validator:
