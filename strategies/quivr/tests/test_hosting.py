@@ -357,3 +357,37 @@ async def test_signed_requests_reach_a_verifying_plugin(tmp_path, monkeypatch, s
     assert evidence.output["status"] == status
     assert len(evidence.items) == 3
     assert "the-shared-engine-key" not in str(evidence.model_dump())
+
+
+async def test_document_search_is_ranked_too(tmp_path, ranker_server):
+    import mnemon_source_documents as documents
+
+    scope = {"scope": {"user_id": "ada", "workspace": "w1"}}
+    runner = MemoryCompositionRunner()
+    try:
+        await runner.mount(
+            documents, instance_id="docs", config={"data_dir": str(tmp_path / "docs")}
+        )
+        await runner.mount(
+            quivr,
+            instance_id="quivr",
+            config={"manifest": str(MANIFEST), "endpoint": ranker_server()},
+        )
+        turn = await runner.begin_turn(scope)
+        for title, body in [
+            ("Gardening", "Tomatoes need sun. Water daily."),
+            ("Sauce", "Cook the tomatoes slowly; tomatoes, tomatoes."),
+            ("Bikes", "Nothing about that here."),
+        ]:
+            await turn.execute_action("source:docs/create", {"title": title, "body": body}, allow)
+        await turn.release()
+        turn = await runner.begin_turn(scope)
+        try:
+            evidence = await turn.execute_route("source:docs/search", {"query": "tomatoes"})
+        finally:
+            await turn.release()
+    finally:
+        await runner.dispose()
+    assert evidence.output["status"] == "ranked"
+    assert [item.provenance["title"] for item in evidence.items] == ["Sauce", "Gardening"]
+    assert evidence.items[0].metadata["ranker_score"] > evidence.items[1].metadata["ranker_score"]
