@@ -105,6 +105,7 @@ from ._models import ViewContribution as ViewContribution
 from ._models import ViewRef as ViewRef
 from ._models import ViewRoute as ViewRoute
 from ._models import ViewSpec as ViewSpec
+from ._observe import hookimpl as hookimpl
 from ._partitions import ScopePartition as ScopePartition
 from ._partitions import scope_partition as scope_partition
 from ._profile import Profile as Profile
@@ -231,6 +232,7 @@ __all__ = [
     "define_strategy_configuration",
     "define_view_extension",
     "guarded_call",
+    "hookimpl",
     "install_memory",
     "load_profile",
     "memory_text_schema",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect as _inspect
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -51,6 +51,7 @@ from ._models import (
     ViewBudget,
     validate_model,
 )
+from ._observe import Observers
 from ._wake import WakeTools, render_wake
 
 __all__ = ["ManagementClient", "MemoryHost", "MemoryTurn", "Unmount"]
@@ -278,6 +279,8 @@ class MemoryHost:
 
     Args:
         settings: a `HostSettings` to start from (the defaults when omitted).
+        observers: objects implementing `mnemon_observe_*` hooks (see `mnemon.hookimpl`);
+            each is checked against the hook specifications now.
         **options: `HostSettings` fields overriding it: `source_timeout` (the per-read
             deadline), `strategy_type_id` and `strategy_fallback` (which Strategy serves),
             `source_configuration` and `source_capabilities` (per instance key),
@@ -285,10 +288,20 @@ class MemoryHost:
 
     Raises:
         DefinitionError: a setting is invalid (or unknown); the message names it.
+        pluggy.PluginValidationError: an observer's hook is misspelt or takes an argument
+            its specification does not have (pluggy's own message).
     """
 
-    def __init__(self, settings: HostSettings | None = None, /, **options: Any) -> None:
-        self._engine = Engine(host_settings(settings, options))
+    def __init__(
+        self,
+        settings: HostSettings | None = None,
+        /,
+        *,
+        observers: Iterable[object] = (),
+        **options: Any,
+    ) -> None:
+        checked = host_settings(settings, options)
+        self._engine = Engine(checked, Observers(observers))
         self._entries: dict[str, _Entry] = {}
 
     async def __aenter__(self) -> MemoryHost:

@@ -110,6 +110,7 @@ EXPECTED_ALL = [
     "define_strategy_configuration",
     "define_view_extension",
     "guarded_call",
+    "hookimpl",
     "install_memory",
     "load_profile",
     "memory_text_schema",

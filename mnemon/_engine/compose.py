@@ -38,7 +38,7 @@ from .._models import (
 )
 from .extensions import collect_contributions
 from .generation import Generation, SourceSlot
-from .reads import read_concurrently
+from .reads import ReadOutcome, read_concurrently
 
 __all__ = ["PinnedView", "checked_facts", "compose_view"]
 
@@ -286,6 +286,23 @@ def _checked_contribution(
     return contribution
 
 
+def _observe_calls(generation: Generation, phase: str, outcomes: list[ReadOutcome]) -> None:
+    observers = generation.observers
+    if not observers.active:
+        return
+    for outcome in outcomes:
+        manifest = generation.by_key[outcome.key].manifest
+        observers.emit(
+            "mnemon_observe_source_call",
+            phase=phase,
+            type_id=manifest.type_id,
+            role=manifest.role,
+            outcome=outcome.failure or "ok",
+            error_code=outcome.error_code,
+            duration=outcome.duration,
+        )
+
+
 async def compose_view(generation: Generation, request: CompositionRequest) -> PinnedView:
     """Compose one View on `generation` (DESIGN §3 steps 2-8).
 
@@ -314,6 +331,7 @@ async def compose_view(generation: Generation, request: CompositionRequest) -> P
         timeout,
         "facts",
     )
+    _observe_calls(generation, "facts", outcomes)
     candidates: dict[str, SourceCandidate] = {}
     for slot, outcome in zip(generation.sources, outcomes, strict=True):
         if outcome.failure is not None:
@@ -362,6 +380,7 @@ async def compose_view(generation: Generation, request: CompositionRequest) -> P
         timeout,
         "project",
     )
+    _observe_calls(generation, "project", outcomes)
     by_key = {s.source_key: s for s in selections}
     results: dict[str, ViewContribution] = {}
     for outcome in outcomes:

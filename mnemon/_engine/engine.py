@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -14,6 +15,7 @@ from .._errors import CompositionRejected, CompositionUnavailable, InstallError
 from .._install import Disposer, MemoryContributions
 from .._json import thaw_json
 from .._models import CompositionRequest, Diagnostic, HostSettings
+from .._observe import Observers
 from .compose import PinnedView, compose_view
 from .generation import (
     Generation,
@@ -49,7 +51,8 @@ class EntryMemoryService:
 class Engine:
     """Owns the registry, the serving and draining generations, and composition."""
 
-    def __init__(self, settings: HostSettings) -> None:
+    def __init__(self, settings: HostSettings, observers: Observers | None = None) -> None:
+        self.observers = observers or Observers()
         self.registry = Registry()
         self.settings = settings
         self._serving: Generation | None = None
@@ -167,7 +170,17 @@ class Engine:
         plan = plan_generation(state, settings)
         if self._serving is not None and plan.id == self._serving.id:
             return None
-        return await realize_generation(plan)
+        return await realize_generation(plan, self.observers)
+
+    def _observe_state(self, reason: str | None = None) -> None:
+        serving = self._serving
+        self.observers.emit(
+            "mnemon_observe_generation",
+            state=self._state,
+            generation_id=None if serving is None else serving.id,
+            source_count=0 if serving is None else len(serving.sources),
+            reason=reason,
+        )
 
     async def _serve(self, generation: Generation | None) -> None:
         if generation is None:  # an identical generation is already serving
@@ -177,6 +190,7 @@ class Engine:
         previous, self._serving = self._serving, generation
         self._state = "serving"
         self._diagnostics = generation.plan.diagnostics
+        self._observe_state()
         if previous is not None:
             await self._retire(previous)
 
@@ -184,6 +198,7 @@ class Engine:
         self._state = "incomplete"
         self._diagnostics = (Diagnostic(code=exc.code, message=exc.message),)
         serving, self._serving = self._serving, None
+        self._observe_state(exc.code)
         if serving is not None:
             await self._retire(serving)
 
@@ -192,6 +207,7 @@ class Engine:
         # the message names rules and keys, never plugin text: safe for reports
         self._diagnostics = (Diagnostic(code="composition-rejected", message=_bounded(str(exc))),)
         _log.warning("memory candidate rejected: %s", _bounded(str(exc)))
+        self._observe_state("composition-rejected")
 
     async def _retire(self, generation: Generation) -> None:
         if generation.leases:
@@ -207,25 +223,43 @@ class Engine:
             CompositionUnavailable: nothing serves, or the host was disposed meanwhile.
             CompositionRejected: the View was rejected; the lease is released.
         """
-        if self.registry.state.revision != self._built[0]:
-            await self.refresh()
-        lease = self.lease()
-        scope = anyio.CancelScope()
-        self._pending.add(scope)
+        started = time.perf_counter()
+        outcome = "unavailable"
         pinned: PinnedView | None = None
         try:
-            with scope:
-                pinned = await compose_view(lease.generation, request)
-            if pinned is None:
-                await anyio.lowlevel.checkpoint_if_cancelled()  # the caller's own cancel wins
-                raise CompositionUnavailable("the memory host was disposed during composition")
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await lease.release()
-            raise
+            if self.registry.state.revision != self._built[0]:
+                await self.refresh()
+            lease = self.lease()
+            outcome = "cancelled"
+            scope = anyio.CancelScope()
+            self._pending.add(scope)
+            try:
+                with scope:
+                    pinned = await compose_view(lease.generation, request)
+                if pinned is None:
+                    await anyio.lowlevel.checkpoint_if_cancelled()  # the caller's own cancel wins
+                    outcome = "unavailable"
+                    raise CompositionUnavailable("the memory host was disposed during composition")
+            except BaseException as exc:
+                if isinstance(exc, CompositionRejected):
+                    outcome = "rejected"
+                with anyio.CancelScope(shield=True):
+                    await lease.release()
+                raise
+            finally:
+                self._pending.discard(scope)
+            outcome = "composed"
+            return pinned, lease
         finally:
-            self._pending.discard(scope)
-        return pinned, lease
+            if self.observers.active:
+                codes = () if pinned is None else sorted({d.code for d in pinned.view.diagnostics})
+                self.observers.emit(
+                    "mnemon_observe_turn",
+                    duration=time.perf_counter() - started,
+                    outcome=outcome,
+                    source_count=0 if pinned is None else len(pinned.view.consistency),
+                    diagnostic_codes=tuple(codes),
+                )
 
     def lease(self) -> Lease:
         """Lease the serving generation.
@@ -270,6 +304,7 @@ class Engine:
                 serving, self._serving = self._serving, None
                 self._state = "disposed"
                 self._diagnostics = ()
+                self._observe_state()
                 if serving is not None:
                     await self._retire(serving)
 

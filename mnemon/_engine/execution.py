@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
@@ -229,10 +230,40 @@ class TurnExecution:
             RouteError: with a `code` naming what failed; see `RouteError`.
         """
         self._open(RouteError)
-        pinned = self._pinned
-        route = pinned.view.route(route_id)
+        route = self._pinned.view.route(route_id)
         if route is None:
             raise RouteError(f"route {route_id!r} is not in this View", code="unknown-route")
+        if not self._pinned.generation.observers.active:
+            return await self._execute_route(route, input, limits)
+        started = time.perf_counter()
+        evidence: Evidence | None = None
+        error: RouteError | None = None
+        try:
+            evidence = await self._execute_route(route, input, limits)
+            return evidence
+        except RouteError as exc:
+            error = exc
+            raise
+        finally:
+            self._pinned.generation.observers.emit(
+                "mnemon_observe_route",
+                type_id=self._pinned.generation.by_key[route.source_key].manifest.type_id,
+                route_id=route.route_id,
+                outcome="ok" if evidence is not None else "failed",
+                error_code=None if error is None else error.code,
+                items=0 if evidence is None else len(evidence.items),
+                truncated=evidence is not None and evidence.truncated,
+                duration=time.perf_counter() - started,
+            )
+
+    async def _execute_route(
+        self,
+        route: ViewRoute,
+        input: Mapping[str, Any] | None,
+        limits: EvidenceLimits | Mapping[str, Any] | None,
+    ) -> Evidence:
+        route_id = route.id
+        pinned = self._pinned
         grant = pinned.grants.get(route.source_key)
         if grant is None:  # the core pins a grant for every selected route
             raise RouteError(f"route {route_id!r} has no pinned grant", code="contract")
@@ -304,9 +335,11 @@ class TurnExecution:
         key = route.source_key
         runtime = self._pinned.generation.by_key[key].runtime
         request = QueryRequest(view=self._ref, route=ceilings, grant=grant, input=value)
+        started = time.perf_counter()
         produced, failure, timed_out = await call_source(
             lambda: runtime.query(request), self._deadline
         )
+        self._pinned.generation.observe_call("query", key, failure, timed_out, started)
         where = f"route {route.id!r}: Memory Source {key} query()"
         if timed_out:
             raise RouteError(f"{where} timed out", code="timeout", retryable=True)
@@ -331,10 +364,42 @@ class TurnExecution:
             RevisionConflict: the Source refused a stale expected revision.
         """
         self._open(ActionError)
-        pinned = self._pinned
-        offer = pinned.view.offer(offer_id)
+        offer = self._pinned.view.offer(offer_id)
         if offer is None:
             raise ActionError(f"offer {offer_id!r} is not in this View", code="unknown-offer")
+        if not self._pinned.generation.observers.active:
+            return await self._execute_action(offer, input, authorize, idempotency_key)
+        started = time.perf_counter()
+        receipt: MutationReceipt | None = None
+        code: str | None = None
+        try:
+            receipt = await self._execute_action(offer, input, authorize, idempotency_key)
+            return receipt
+        except ActionError as exc:
+            code, receipt = exc.code, exc.receipt  # type: ignore[assignment]
+            raise
+        except RevisionConflict:
+            code = "revision-conflict"
+            raise
+        finally:
+            self._pinned.generation.observers.emit(
+                "mnemon_observe_action",
+                type_id=self._pinned.generation.by_key[offer.source_key].manifest.type_id,
+                action_id=offer.action_id,
+                completion=None if receipt is None else receipt.completion,
+                error_code=code,
+                duration=time.perf_counter() - started,
+            )
+
+    async def _execute_action(
+        self,
+        offer: ActionOffer,
+        input: Mapping[str, Any] | None,
+        authorize: Authorize,
+        idempotency_key: str | None,
+    ) -> MutationReceipt:
+        offer_id = offer.id
+        pinned = self._pinned
         value = checked_input(
             offer.input_schema,
             input,
@@ -373,8 +438,12 @@ class TurnExecution:
 
     async def _write(self, offer: ActionOffer, request: MutationRequest) -> MutationReceipt:
         runtime = self._pinned.generation.by_key[offer.source_key].runtime
+        started = time.perf_counter()
         produced, failure, timed_out = await call_source(
             lambda: runtime.mutate(request), self._deadline
+        )
+        self._pinned.generation.observe_call(
+            "mutate", offer.source_key, failure, timed_out, started
         )
         where = f"offer {offer.id!r}: Memory Source {offer.source_key} mutate()"
         if timed_out:

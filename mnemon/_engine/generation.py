@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -11,7 +12,7 @@ from typing import Any, Literal
 import anyio
 
 from .._definitions import SourceDefinition, StrategyDefinition, ViewExtensionDefinition
-from .._errors import CompositionRejected, CompositionUnavailable
+from .._errors import CompositionRejected, CompositionUnavailable, SourceError
 from .._json import FrozenDict, configuration_digest, digest
 from .._models import (
     Diagnostic,
@@ -22,6 +23,7 @@ from .._models import (
     SourceProvenance,
     SourceRoute,
 )
+from .._observe import Observers
 from .graph import check_activation_graph
 from .installed import Installed, RegistryState
 
@@ -293,13 +295,36 @@ class Lease:
 class Generation:
     """Live Source runtimes plus the plan they were built from, counted by leases."""
 
-    def __init__(self, plan: GenerationPlan, slots: tuple[SourceSlot, ...]) -> None:
+    def __init__(
+        self,
+        plan: GenerationPlan,
+        slots: tuple[SourceSlot, ...],
+        observers: Observers | None = None,
+    ) -> None:
         self.plan = plan
         self.sources = slots
+        self.observers = observers or Observers()
         self.by_key = {slot.key: slot for slot in slots}
         self._leases = 0
         self._retired = False
         self._disposed = False
+
+    def observe_call(
+        self, phase: str, key: str, failure: BaseException | None, timed_out: bool, started: float
+    ) -> None:
+        """Tell observers about one call into Source `key` that began at `started`."""
+        if not self.observers.active:
+            return
+        manifest = self.by_key[key].manifest
+        self.observers.emit(
+            "mnemon_observe_source_call",
+            phase=phase,
+            type_id=manifest.type_id,
+            role=manifest.role,
+            outcome="timeout" if timed_out else ("failed" if failure is not None else "ok"),
+            error_code=failure.code if isinstance(failure, SourceError) else None,
+            duration=time.perf_counter() - started,
+        )
 
     @property
     def id(self) -> str:
@@ -343,24 +368,35 @@ class Generation:
         if self._disposed:
             return
         self._disposed = True
-        await dispose_runtimes(self.sources, self.plan.settings.source_timeout)
+        await dispose_runtimes(self.sources, self.plan.settings.source_timeout, self)
 
 
-async def dispose_runtimes(slots: tuple[SourceSlot, ...], deadline: float) -> None:
+async def dispose_runtimes(
+    slots: tuple[SourceSlot, ...], deadline: float, generation: Generation | None = None
+) -> None:
     """Dispose runtimes once each, newest first; failures are logged without their text."""
     with anyio.CancelScope(shield=True):
         for slot in reversed(slots):
             dispose = getattr(slot.runtime, "dispose", None)
             if dispose is None:
                 continue
+            started = time.perf_counter()
+            failure: BaseException | None = None
+            timed_out = False
             try:
                 with anyio.fail_after(deadline):
                     result = dispose()
                     if inspect.isawaitable(result):
                         await result
-            except Exception:
+            except TimeoutError:
+                timed_out = True
+                _log.warning("Memory Source %s dispose() timed out", slot.key)
+            except Exception as exc:
+                failure = exc
                 _log.warning("Memory Source %s dispose() failed", slot.key)
                 _log.debug("dispose failure of %s", slot.key, exc_info=True)
+            if generation is not None:
+                generation.observe_call("dispose", slot.key, failure, timed_out, started)
 
 
 _REQUIRED_METHODS = ("facts", "project")
@@ -392,14 +428,14 @@ def _offerings(source: SourcePlan) -> tuple[tuple[SourceRoute, ...], tuple[Sourc
     return routes, actions
 
 
-async def realize_generation(plan: GenerationPlan) -> Generation:
+async def realize_generation(plan: GenerationPlan, observers: Observers) -> Generation:
     """Run every Source factory (in key order) and check each runtime's shape.
 
     Raises:
         CompositionRejected: a factory failed or returned something that is not a Source;
             runtimes already made are disposed first.
     """
-    return Generation(plan, await _create_runtimes(plan.sources, plan.settings))
+    return Generation(plan, await _create_runtimes(plan.sources, plan.settings), observers)
 
 
 async def trial_sources(state: RegistryState, settings: HostSettings) -> None:

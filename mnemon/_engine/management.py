@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from .._errors import ManagementError, RevisionConflict
 from .._models import (
     FactsRequest,
@@ -116,9 +118,11 @@ async def run_management(generation: Generation, request: ManagementRequest) -> 
         input=value,
         expected_revision=request.expected_revision,
     )
+    started = time.perf_counter()
     produced, failure, timed_out = await call_source(
         lambda: runtime.manage(manage_request), deadline
     )
+    generation.observe_call("manage", key, failure, timed_out, started)
     where = f"management {key}/{operation.id}: Memory Source {key} manage()"
     if timed_out:
         raise ManagementError(f"{where} timed out", code="timeout", retryable=True)

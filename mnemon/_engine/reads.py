@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
 import anyio.lowlevel
+
+from .._errors import SourceError
 
 __all__ = ["ReadOutcome", "call_source", "read_concurrently"]
 
@@ -18,11 +21,13 @@ Failure = Literal["timeout", "failed"]
 
 @dataclass(slots=True)
 class ReadOutcome:
-    """What one Source call produced: a value, or why there is none."""
+    """What one Source call produced: a value, or why there is none, and how long it took."""
 
     key: str
     value: Any = None
     failure: Failure | None = None
+    error_code: str | None = None  # the Source's own SourceError code, when it gave one
+    duration: float = 0.0
 
 
 async def read_concurrently(
@@ -38,14 +43,18 @@ async def read_concurrently(
 
     async def run(index: int) -> None:
         outcome = outcomes[index]
+        started = time.perf_counter()
         try:
             value = await calls[index][1]()
-        except Exception:
+        except Exception as exc:
             if not scope.cancel_called:
                 outcome.failure = "failed"
+                outcome.error_code = exc.code if isinstance(exc, SourceError) else None
                 _log.warning("Memory Source %s %s() failed", outcome.key, phase)
                 _log.debug("Memory Source %s %s() failure", outcome.key, phase, exc_info=True)
             return
+        finally:
+            outcome.duration = time.perf_counter() - started
         if not scope.cancel_called:  # a result after the deadline is late and discarded
             outcome.value = value
             outcome.failure = None

@@ -1,0 +1,143 @@
+"""Observer hooks: what a host can watch without patching, through pluggy.
+
+The hook specifications below (project name `mnemon`) are the whole observation surface. An
+observer is any object with one or more `mnemon_observe_*` methods (marked with
+`mnemon.hookimpl` or named exactly like the spec); pluggy checks each one against its spec
+when it is registered. Arguments are coarse and low-cardinality by design: phases, type ids,
+roles, outcomes, codes, counts and durations. Never query text, memory text, scope ids,
+grants or secrets. An observer that raises is logged and skipped; it never breaks a turn.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Iterable
+from typing import Any, Literal
+
+import pluggy
+
+__all__ = ["PROJECT", "Observers", "hookimpl", "hookspec"]
+
+PROJECT = "mnemon"
+hookspec = pluggy.HookspecMarker(PROJECT)
+#: Marks an observer's method as a mnemon hook implementation.
+hookimpl = pluggy.HookimplMarker(PROJECT)
+_log = logging.getLogger("mnemon.observe")
+
+Phase = Literal["facts", "project", "query", "mutate", "manage", "dispose"]
+
+
+class ObserverSpec:
+    """The hooks an observer may implement; every argument is passed by keyword."""
+
+    @hookspec
+    def mnemon_observe_generation(
+        self, state: str, generation_id: str | None, source_count: int, reason: str | None
+    ) -> None:
+        """The host's serving state changed (serving, incomplete, rejected, retired, disposed).
+
+        `reason` is a coded cause when nothing serves (`missing-source`, ...), else None.
+        """
+
+    @hookspec
+    def mnemon_observe_turn(
+        self, duration: float, outcome: str, source_count: int, diagnostic_codes: tuple[str, ...]
+    ) -> None:
+        """A turn ended its composition: `composed`, `rejected`, `unavailable` or `cancelled`.
+
+        `duration` is in seconds; the diagnostic codes are sorted and unique.
+        """
+
+    @hookspec
+    def mnemon_observe_source_call(
+        self,
+        phase: Phase,
+        type_id: str,
+        role: str,
+        outcome: str,
+        error_code: str | None,
+        duration: float,
+    ) -> None:
+        """One call into a Source: `outcome` is `ok`, `failed` or `timeout`.
+
+        `error_code` is the Source's own `SourceError` code when it gave one.
+        """
+
+    @hookspec
+    def mnemon_observe_route(
+        self,
+        type_id: str,
+        route_id: str,
+        outcome: str,
+        error_code: str | None,
+        items: int,
+        truncated: bool,
+        duration: float,
+    ) -> None:
+        """A route read ended: `outcome` `ok` or `failed` (`error_code` says why)."""
+
+    @hookspec
+    def mnemon_observe_action(
+        self,
+        type_id: str,
+        action_id: str,
+        completion: str | None,
+        error_code: str | None,
+        duration: float,
+    ) -> None:
+        """A write ended; `completion` is the receipt's (None when nothing was attempted)."""
+
+
+class _Manager(pluggy.PluginManager):
+    # like pytest's `pytest_` functions: a method named `mnemon_*` is a hook implementation
+    # even unmarked, so a misspelt one is reported instead of silently never called
+    def parse_hookimpl_opts(self, plugin: object, name: str) -> Any:
+        options = super().parse_hookimpl_opts(plugin, name)  # type: ignore[arg-type,unused-ignore]
+        unmarked = options is None and name.startswith("mnemon_")
+        if unmarked and inspect.isroutine(getattr(plugin, name, None)):
+            return {}
+        return options
+
+
+class Observers:
+    """The host's registered observers; calling a hook with none registered costs nothing."""
+
+    def __init__(self, observers: Iterable[object] = ()) -> None:
+        self._manager = _Manager(PROJECT)
+        self._manager.add_hookspecs(ObserverSpec)
+        for observer in observers:
+            self.register(observer)
+
+    def register(self, observer: object) -> None:
+        """Register one observer; pluggy checks its hooks against the specifications.
+
+        Raises:
+            pluggy.PluginValidationError: pluggy's own error for a misspelt hook or an
+                argument the specification does not have; the observer is not registered.
+        """
+        self._manager.register(observer)
+        try:
+            self._manager.check_pending()
+        except pluggy.PluginValidationError:
+            self._manager.unregister(observer)
+            raise
+
+    @property
+    def active(self) -> bool:
+        """Whether anyone listens."""
+        return bool(self._manager.get_plugins())
+
+    def emit(self, hook: str, **arguments: Any) -> None:
+        """Call `hook` on every observer; an observer's failure is logged, never raised."""
+        if not self._manager.get_plugins():
+            return
+        caller = getattr(self._manager.hook, hook)
+        for implementation in caller.get_hookimpls():
+            try:
+                implementation.function(
+                    **{name: arguments[name] for name in implementation.argnames}
+                )
+            except Exception:
+                _log.warning("observer %s failed in %s", implementation.plugin_name, hook)
+                _log.debug("observer failure", exc_info=True)
