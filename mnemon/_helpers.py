@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from ._errors import DefinitionError, SourceError
+from ._errors import DefinitionError, RevisionConflict, SourceError
 from ._models import (
     Completion,
     MutationReceipt,
@@ -190,7 +190,8 @@ async def guarded_call(
 ) -> _T:
     """Run a Source's blocking call in a worker thread, within `timeout`, failing by the taxonomy.
 
-    A `SourceError` the call raises passes through as it is. Otherwise a timeout becomes
+    A `SourceError` or `RevisionConflict` (a fence the call checked) the call raises passes
+    through as it is. Otherwise a timeout becomes
     `timeout`, `PermissionError` becomes `forbidden`, any other `OSError` becomes
     `provider_error` (both retryable ones say nothing about a write, so a receipt says
     `unknown`), and anything else becomes `provider_error` too; the message is `subject`'s,
@@ -216,7 +217,7 @@ async def guarded_call(
             )
         finished = True
         return result
-    except SourceError:
+    except (SourceError, RevisionConflict):
         finished = True
         raise
     except TimeoutError:
