@@ -182,13 +182,8 @@ class Workspace:
         if not self.folder.is_dir():
             return None
         with self._locked(exclusive=False, abandon=abandon):
-            found = read_document_file(self.documents, document_id)
-        if found is None:
-            return None
-        raw, stat = found
-        parsed = parse_document(raw, document_id)
-        record = DocumentRecord(document_id, parsed.title, document_revision(raw), stat)
-        return Document(record, parsed.body)
+            loaded = self._load(document_id)
+        return None if loaded is None else Document(loaded.record, loaded.body)
 
     def _consult(self, use: Use[_T], abandon: threading.Event) -> _T:
         with self._locked(exclusive=False, abandon=abandon):

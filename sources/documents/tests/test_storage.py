@@ -405,3 +405,10 @@ def test_concurrent_writer_processes_lose_nothing(tmp_path: Path) -> None:
     assert _titles_found(workspace, "proc3x14") == ["3 14"]
     assert _titles_found(workspace, "proc0x0") == ["0 0"]
     assert not [name for name in os.listdir(folder / "documents") if not name.endswith(".md")]
+
+
+def test_the_package_imports_where_there_is_no_fcntl() -> None:
+    # as on Windows: the lock is mnemon.storage's (portalocker), imported only when it is taken
+    code = "import sys; sys.modules['fcntl'] = None; import mnemon_source_documents"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, check=False)
+    assert result.returncode == 0, result.stderr.decode()
