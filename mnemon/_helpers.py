@@ -190,8 +190,8 @@ async def guarded_call(
 ) -> _T:
     """Run a Source's blocking call in a worker thread, within `timeout`, failing by the taxonomy.
 
-    A `SourceError` the call raises passes through as it is, and so does a `RevisionConflict`
-    (a fenced management write re-checked under the Source's own lock). Otherwise a timeout becomes
+    A `SourceError` or `RevisionConflict` (a fence the call checked) the call raises passes
+    through as it is. Otherwise a timeout becomes
     `timeout`, `PermissionError` becomes `forbidden`, any other `OSError` becomes
     `provider_error` (both retryable ones say nothing about a write, so a receipt says
     `unknown`), and anything else becomes `provider_error` too; the message is `subject`'s,

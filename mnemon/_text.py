@@ -22,28 +22,45 @@ __all__ = ["check_memory_text", "memory_text_schema", "visible_json", "visible_t
 _FORBIDDEN = r"\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029"
 _FORBIDDEN_IN_TEXT = re.compile(f"[{_FORBIDDEN}]")
 _FORBIDDEN_IN_LINE = re.compile(rf"[\n\t{_FORBIDDEN}]")
-_NAMES = {"Cc": "a control character", "Zl": "a line separator", "Zp": "a paragraph separator"}
+# not in the schema's pattern: a JSON Schema regex without Unicode mode reads astral characters
+# as surrogate pairs; the core refuses unpaired surrogates at the JSON boundary anyway
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_NAMES = {
+    "Cc": "a control character",
+    "Cs": "an unpaired surrogate",
+    "Zl": "a line separator",
+    "Zp": "a paragraph separator",
+}
 
 
 def check_memory_text(
-    text: str, *, max_characters: int, single_line: bool = False, field: str = "text"
+    text: str,
+    *,
+    max_characters: int,
+    single_line: bool = False,
+    field: str = "text",
+    allow_blank: bool = False,
 ) -> str:
     """Return `text` if it is valid memory text, else refuse it naming `field` and the rule.
 
-    Valid memory text is not blank, at most `max_characters` long, and has no control
-    character but newline and tab (neither, with `single_line`), no bidi control (U+061C,
-    U+200E, U+200F, U+202A-U+202E, U+2066-U+2069) and no line or paragraph separator
-    (U+2028, U+2029): nothing that could make one memory pose as two or reorder what a
-    reader sees. The message names the character by code point, never quotes the text.
+    Valid memory text is not blank (unless `allow_blank`: an optional body may be empty), at
+    most `max_characters` long, and has no control character but newline and tab (neither,
+    with `single_line`), no bidi control (U+061C, U+200E, U+200F, U+202A-U+202E,
+    U+2066-U+2069), no line or paragraph separator (U+2028, U+2029) and no unpaired surrogate
+    (it has no UTF-8 form to store): nothing that could make one memory pose as two or
+    reorder what a reader sees. The message names the character by code point, never quotes
+    the text.
 
     Raises:
         SourceError: `invalid_payload` (nothing is written).
     """
-    if not text.strip():
+    if not allow_blank and not text.strip():
         raise SourceError("invalid_payload", f"{field}: must not be blank")
     if len(text) > max_characters:
         raise SourceError("invalid_payload", f"{field}: at most {max_characters} characters")
     found = (_FORBIDDEN_IN_LINE if single_line else _FORBIDDEN_IN_TEXT).search(text)
+    if found is None:
+        found = _SURROGATE.search(text)
     if found is not None:
         character = found.group()
         kind = _NAMES.get(unicodedata.category(character), "a bidi control")
@@ -51,13 +68,17 @@ def check_memory_text(
     return text
 
 
-def memory_text_schema(max_characters: int, *, single_line: bool = False) -> dict[str, Any]:
+def memory_text_schema(
+    max_characters: int, *, single_line: bool = False, allow_blank: bool = False
+) -> dict[str, Any]:
     """A JSON Schema for an input property holding memory text, by the same rule.
 
     Use it in route and action input schemas so the core refuses bad text before the Source
     is called; `check_memory_text` remains the Source's own check.
     """
     forbidden = rf"\n\t{_FORBIDDEN}" if single_line else _FORBIDDEN
+    if allow_blank:
+        return {"type": "string", "maxLength": max_characters, "pattern": rf"^[^{forbidden}]*$"}
     return {
         "type": "string",
         "minLength": 1,

@@ -5,16 +5,20 @@ free:
 
 - `private_folder(path)` makes a folder (and the parents it has to make) mode 0700 whatever
   the umask, and tightens an existing one.
-- `open_private(path, flags)` opens a file with `O_NOFOLLOW`, so a symbolic link planted where
-  a store file belongs is refused (`SourceError` code `unsafe-path`), and makes it 0600.
+- `open_regular(path, flags)` opens a regular file without following a link or waiting on a
+  FIFO; a symbolic link, FIFO, socket, device or folder planted where a file belongs is refused
+  (`SourceError` code `unsafe-path`). Use it for files a user placed (their mode is left alone).
+- `open_private(path, flags)` does the same for a store file and makes it 0600.
 - `write_atomically(path, data)` replaces a file with new bytes in one step: a private
   temporary file in the same folder, fsync, rename, fsync of the folder. Readers see the old
-  bytes or the new ones, never a mix, even if the process is killed.
+  bytes or the new ones, never a mix, even if the process is killed. `temporary_path(path)`
+  names such a temporary for a file another library writes (a database being rebuilt).
 - `remove_leftovers(path)` deletes the temporaries a writer killed inside `write_atomically`
-  left beside `path` (and only those); call it while holding the file's lock.
+  left beside `path` (and only those); `remove_leftovers_in(folder, names)` does it for every
+  file of a folder. Call them while holding the lock.
 - `hold_lock(path, timeout)` holds a cross-process lock on a lock file (portalocker: works on
-  every platform Python supports) and fails as `SourceError` code `timeout` when another
-  writer keeps it longer than `timeout` seconds.
+  every platform Python supports), exclusive or `shared`, and fails as `SourceError` code
+  `timeout` when another writer keeps it longer than `timeout` seconds.
 
 Everything here blocks: call it from a worker thread (`mnemon.guarded_call`). The lock needs
 the `portalocker` package, which the `storage` extra of the core distribution installs.
@@ -23,13 +27,14 @@ the `portalocker` package, which the `storage` extra of the core distribution in
 from __future__ import annotations
 
 import errno
+import fnmatch
 import os
 import re
 import secrets
 import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -40,27 +45,36 @@ __all__ = [
     "PRIVATE_FOLDER_MODE",
     "hold_lock",
     "open_private",
+    "open_regular",
     "private_folder",
     "remove_leftovers",
+    "remove_leftovers_in",
+    "temporary_path",
     "tighten_file",
     "write_atomically",
 ]
 
 PRIVATE_FILE_MODE = 0o600
 PRIVATE_FOLDER_MODE = 0o700
-# never follow a link planted where a store file belongs; no descriptor leaks to children
-_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+# never follow a link planted where a store file belongs, never wait for a FIFO's other end;
+# no descriptor leaks to children
+_NO_FOLLOW = (
+    getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+)
+# what open() says when it meets a link (ELOOP), a socket or device (ENXIO, ENODEV, EOPNOTSUPP)
+# or a folder opened for writing (EISDIR) where a regular file belongs
+_NOT_A_FILE = {errno.ELOOP, errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP, errno.EISDIR}
 _TEMPORARY = ".{name}.{token}.tmp"
 _FIRST_DELAY = 0.001
 _LONGEST_DELAY = 0.02
 
 
-def _unsafe(path: Path) -> SourceError:
-    # the path is for the host developer; a Source never puts this text in a View
+def _unsafe(path: Path, what: str = "a symbolic link") -> SourceError:
+    # the name only: an absolute path can carry a secret, and the message reaches logs
     return SourceError(
         "unsafe-path",
-        f"{path} is a symbolic link where a store file belongs; it is not followed and "
-        "nothing was written (remove the link)",
+        f"{path.name!r} is {what} where a regular file belongs; it is not followed or used "
+        "and nothing was written (remove it)",
         nothing_written=True,
     )
 
@@ -91,13 +105,15 @@ def private_folder(path: Path) -> Path:
     return path
 
 
-def open_private(path: Path, flags: int = os.O_RDONLY) -> int:
-    """Open `path` without following a link and make it 0600; returns the descriptor.
+def open_regular(path: Path, flags: int = os.O_RDONLY) -> int:
+    """Open the regular file `path`, never following a link or blocking; returns the descriptor.
 
-    `flags` are `os.open` flags (add `os.O_CREAT` to create it, created 0600).
+    Whatever else stands at `path` (a symbolic link, FIFO, socket, device or folder) is
+    refused without being used, and opening never waits for a FIFO's writer. The file's mode
+    is left as it is (a file created with `os.O_CREAT` is 0600).
 
     Raises:
-        SourceError: `unsafe-path` when `path` is a symbolic link.
+        SourceError: `unsafe-path` when something other than a regular file is at `path`.
         OSError: anything else, such as `FileNotFoundError`.
     """
     try:
@@ -105,7 +121,28 @@ def open_private(path: Path, flags: int = os.O_RDONLY) -> int:
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise _unsafe(path) from None
+        if exc.errno in _NOT_A_FILE:
+            raise _unsafe(path, "not a regular file") from None
         raise
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise _unsafe(path, "not a regular file")
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
+def open_private(path: Path, flags: int = os.O_RDONLY) -> int:
+    """Open the regular file `path` as `open_regular` does and make it 0600.
+
+    `flags` are `os.open` flags (add `os.O_CREAT` to create it, created 0600).
+
+    Raises:
+        SourceError: `unsafe-path` when something other than a regular file is at `path`.
+        OSError: anything else, such as `FileNotFoundError`.
+    """
+    descriptor = open_regular(path, flags)
     try:
         fchmod = getattr(os, "fchmod", None)  # POSIX; elsewhere modes mean nothing
         if fchmod is not None and stat.S_IMODE(os.fstat(descriptor).st_mode) != PRIVATE_FILE_MODE:
@@ -120,7 +157,7 @@ def tighten_file(path: Path) -> bool:
     """Make an existing file 0600 (a file restored by hand may be looser); False if absent.
 
     Raises:
-        SourceError: `unsafe-path` when `path` is a symbolic link.
+        SourceError: `unsafe-path` when something other than a regular file is at `path`.
     """
     try:
         descriptor = open_private(path)
@@ -144,7 +181,7 @@ def write_atomically(path: Path, data: bytes) -> None:
     """
     if os.path.islink(path):
         raise _unsafe(path)
-    temporary = path.with_name(_TEMPORARY.format(name=path.name, token=secrets.token_hex(8)))
+    temporary = temporary_path(path)
     descriptor = open_private(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
         with os.fdopen(descriptor, "wb") as stream:
@@ -156,6 +193,17 @@ def write_atomically(path: Path, data: bytes) -> None:
         temporary.unlink(missing_ok=True)
         raise
     _sync_folder(path.parent)
+
+
+def temporary_path(path: Path) -> Path:
+    """A fresh name beside `path` for a temporary that will be renamed over `path`.
+
+    For a file another library writes (SQLite building a new database, say): create it
+    private (`open_private` with `os.O_CREAT | os.O_EXCL`), let the library fill it, then
+    `os.replace` it over `path`. It is the name `write_atomically` uses, so
+    `remove_leftovers(path)` deletes it when its writer was killed.
+    """
+    return path.with_name(_TEMPORARY.format(name=path.name, token=secrets.token_hex(8)))
 
 
 def _sync_folder(folder: Path) -> None:
@@ -182,49 +230,87 @@ def remove_leftovers(path: Path, *, earlier_names: re.Pattern[str] | None = None
             sweeping what its previous version left); files in the folder matching it are
             removed too.
     """
-    removed = 0
-    prefix, suffix = f".{path.name}.", ".tmp"
-    for candidate in path.parent.glob(f".{_glob_escape(path.name)}.*.tmp"):
-        token = candidate.name[len(prefix) : -len(suffix)]
-        if len(token) == 16 and all(c in "0123456789abcdef" for c in token):
-            candidate.unlink(missing_ok=True)
-            removed += 1
+    removed = _remove_temporaries(path.parent, lambda name: name == path.name)
     if earlier_names is not None:
         with suppress(FileNotFoundError):  # no folder yet: nothing was ever written
-            for candidate in path.parent.iterdir():
-                if candidate.name != path.name and earlier_names.fullmatch(candidate.name):
-                    candidate.unlink(missing_ok=True)
-                    removed += 1
+            for candidate in os.scandir(path.parent):
+                if (
+                    candidate.name != path.name
+                    and earlier_names.fullmatch(candidate.name)
+                    and candidate.is_file(follow_symlinks=False)
+                ):
+                    with suppress(FileNotFoundError):
+                        os.unlink(candidate.path)
+                        removed += 1
     return removed
 
 
-def _glob_escape(name: str) -> str:
-    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
+def remove_leftovers_in(folder: Path, names: str = "*") -> int:
+    """Delete the temporaries interrupted writes left for any file of `folder`; their count.
+
+    As `remove_leftovers`, for every file whose name matches the glob `names` (`"*.md"`: the
+    temporaries of any Markdown file), for a folder holding one file per record. Folders,
+    links and other entries that merely carry such a name are left alone.
+    """
+    return _remove_temporaries(folder, lambda name: fnmatch.fnmatchcase(name, names))
+
+
+def _remove_temporaries(folder: Path, wanted: Callable[[str], bool]) -> int:
+    removed = 0
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return 0
+    for entry in entries:
+        name = entry.name
+        if not (name.startswith(".") and name.endswith(".tmp")):
+            continue
+        target, _, token = name[1:-4].rpartition(".")
+        if (
+            target
+            and len(token) == 16
+            and all(c in "0123456789abcdef" for c in token)
+            and wanted(target)
+            and entry.is_file(follow_symlinks=False)
+        ):
+            with suppress(FileNotFoundError):
+                os.unlink(entry.path)
+                removed += 1
+    return removed
 
 
 @contextmanager
 def hold_lock(
-    path: Path, timeout: float, *, abandoned: threading.Event | None = None
+    path: Path,
+    timeout: float,
+    *,
+    abandoned: threading.Event | None = None,
+    shared: bool = False,
 ) -> Iterator[None]:
-    """Hold an exclusive cross-process lock on the lock file `path` for the `with` block.
+    """Hold a cross-process lock on the lock file `path` for the `with` block.
 
-    The lock file is created 0600 (never through a link). Waiting backs off from 1 ms to
-    20 ms between attempts. Closing the file releases the lock, so a killed holder never
-    leaves it held.
+    The lock is exclusive, or `shared` with other shared holders (readers) while no one holds
+    it exclusively. The lock file is created 0600 (never through a link, nor used when
+    something other than a regular file stands there). Waiting backs off from 1 ms to 20 ms
+    between attempts. Closing the file releases the lock, so a killed holder never leaves it
+    held.
 
     Args:
         path: the lock file (made if missing; its content is never used).
         timeout: seconds to wait for another holder before giving up.
         abandoned: set by the caller when it no longer waits (it was cancelled); the wait
             then stops with `SourceError` code `cancelled`, and nothing was done.
+        shared: take the lock shared (to read) instead of exclusive (to write).
 
     Raises:
         SourceError: `timeout` (another writer held the lock for `timeout` seconds; nothing
-            was written), `cancelled` (`abandoned` was set), `unsafe-path` (a link).
+            was written), `cancelled` (`abandoned` was set), `unsafe-path` (a link, FIFO,
+            socket or folder at `path`).
         OSError: the lock file cannot be opened.
     """
     import portalocker  # the `storage` extra; imported only by Sources that lock files
 
+    mode = portalocker.LockFlags.SHARED if shared else portalocker.LockFlags.EXCLUSIVE
     descriptor = open_private(path, os.O_RDWR | os.O_CREAT)
     with os.fdopen(descriptor, "r+b") as handle:
         deadline = time.monotonic() + timeout
@@ -233,9 +319,7 @@ def hold_lock(
             if abandoned is not None and abandoned.is_set():
                 raise SourceError("cancelled", "the caller stopped waiting for the lock")
             try:
-                portalocker.lock(
-                    handle, portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING
-                )
+                portalocker.lock(handle, mode | portalocker.LockFlags.NON_BLOCKING)
                 break
             except portalocker.exceptions.LockException:
                 pass

@@ -1,15 +1,23 @@
-"""Configuration of a documents Source: checked once, in the factory, naming the key at fault."""
+"""Configuration of a documents Source: a `SourceConfiguration`, checked once, in the factory."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated
 
-from mnemon import DefinitionError, SourceInit, source_data_directory
+from pydantic import Field, StrictFloat, StrictInt
 
-__all__ = ["LIMITS", "DocumentsSettings", "read_settings"]
+from mnemon import (
+    ConfigPath,
+    SourceConfiguration,
+    SourceInit,
+    read_configuration,
+    source_data_directory,
+)
+
+__all__ = ["LIMITS", "DocumentsConfiguration", "DocumentsSettings", "read_settings"]
 
 #: key -> (smallest, largest, default) of the integer settings
 LIMITS: Mapping[str, tuple[int, int, int]] = {
@@ -21,12 +29,30 @@ LIMITS: Mapping[str, tuple[int, int, int]] = {
     "excerpt_characters": (20, 4_000, 600),
 }
 LOCK_TIMEOUT = (0.01, 300.0, 10.0)
-KEYS = frozenset({"data_dir", "lock_timeout", *LIMITS})
+
+
+def _bounded(key: str) -> object:
+    low, high, default = LIMITS[key]
+    # strict: a bool or a numeric string is never a size
+    return Field(default=default, ge=low, le=high)
+
+
+class DocumentsConfiguration(SourceConfiguration):
+    """What a profile may say about a documents Source (see the README's table)."""
+
+    #: base folder; relative paths are taken from the profile's folder
+    data_dir: ConfigPath | None = None
+    max_document_bytes: Annotated[StrictInt, _bounded("max_document_bytes")]
+    max_documents: Annotated[StrictInt, _bounded("max_documents")]
+    excerpt_characters: Annotated[StrictInt, _bounded("excerpt_characters")]
+    lock_timeout: Annotated[
+        StrictFloat, Field(default=LOCK_TIMEOUT[2], ge=LOCK_TIMEOUT[0], le=LOCK_TIMEOUT[1])
+    ]
 
 
 @dataclass(frozen=True, slots=True)
 class DocumentsSettings:
-    """Validated settings of one documents Source instance."""
+    """Validated settings of one documents Source instance, with its data folder resolved."""
 
     root: Path
     max_document_bytes: int = LIMITS["max_document_bytes"][2]
@@ -35,47 +61,19 @@ class DocumentsSettings:
     lock_timeout: float = LOCK_TIMEOUT[2]
 
 
-def _integer(configuration: Mapping[str, Any], key: str) -> int:
-    low, high, default = LIMITS[key]
-    value = configuration.get(key, default)
-    # bool is an int in Python, never a size
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise DefinitionError(
-            f"documents configuration.{key}: must be an integer from {low} to {high}"
-        )
-    return value
-
-
 def read_settings(init: SourceInit) -> DocumentsSettings:
     """Check the configuration of one instance and resolve its data folder (not created here).
 
     Raises:
-        DefinitionError: an unknown key, a wrong type, a value out of range, or a relative
-            `data_dir`; the message names the key.
+        DefinitionError: an unknown key, a wrong type or a value out of range; the message
+            names the key (`documents configuration.<key>: <rule>`), never its value.
     """
-    configuration = init.configuration
-    unknown = sorted(set(configuration) - KEYS)
-    if unknown:
-        raise DefinitionError(f"documents configuration: unknown key {unknown[0]!r}")
-    try:
-        root = source_data_directory(init, configuration.get("data_dir"))
-    except DefinitionError as exc:
-        raise DefinitionError(f"documents {exc}") from None
-    low, high, default = LOCK_TIMEOUT
-    timeout = configuration.get("lock_timeout", default)
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, int | float)
-        or not low <= timeout <= high
-    ):
-        raise DefinitionError(
-            f"documents configuration.lock_timeout: must be a number of seconds from {low} "
-            f"to {high:g}"
-        )
+    configuration = read_configuration(DocumentsConfiguration, init, subject="documents")
+    data_dir = configuration.data_dir
     return DocumentsSettings(
-        root=root,
-        max_document_bytes=_integer(configuration, "max_document_bytes"),
-        max_documents=_integer(configuration, "max_documents"),
-        excerpt_characters=_integer(configuration, "excerpt_characters"),
-        lock_timeout=float(timeout),
+        root=source_data_directory(init, None if data_dir is None else str(data_dir)),
+        max_document_bytes=configuration.max_document_bytes,
+        max_documents=configuration.max_documents,
+        excerpt_characters=configuration.excerpt_characters,
+        lock_timeout=float(configuration.lock_timeout),
     )

@@ -1,46 +1,37 @@
-"""The workspace folder on disk: partition names, document files, atomic writes, the lock."""
+"""The workspace folder on disk: partition names, document ids and files, old leftovers.
+
+Opening, writing, locking and cleaning up files is `mnemon.storage`'s; this module knows what
+the documents Source keeps where.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import hashlib
 import json
 import os
 import re
 import secrets
 import stat
-import threading
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from mnemon import Scope, SourceError
+from mnemon import Scope, SourceError, scope_partition
+from mnemon.storage import open_regular
 
 __all__ = [
     "DOCUMENT_ID_PATTERN",
     "MAX_FILE_BYTES",
-    "Abandoned",
     "FileStat",
-    "NotRegularFile",
     "Scan",
-    "create_private_file",
     "derived_document_id",
     "document_path",
     "is_document_id",
-    "locked",
-    "make_private_folders",
     "new_document_id",
     "partition_name",
     "read_document_file",
-    "remove_stale_temporaries",
+    "remove_legacy_temporaries",
     "scan_documents",
-    "temporary_path",
-    "tighten_file",
-    "tighten_folders",
-    "write_atomically",
 ]
 
 #: the stem of a document file, which is also the document's handle
@@ -49,21 +40,10 @@ _DOCUMENT_ID = re.compile(DOCUMENT_ID_PATTERN)
 _SUFFIX = ".md"
 #: files larger than this (placed by hand) are not indexed; ours are far smaller
 MAX_FILE_BYTES = 16 * 1024 * 1024
-# the only names this Source gives its temporary files (a document being written, an index
-# being rebuilt, and SQLite's side files of the latter); nothing else is ever removed as one
-_TEMPORARY = re.compile(r"\.mnemon-[0-9a-f]{32}\.tmp(?:-wal|-shm|-journal)?")
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-# never follow a link, never wait for a FIFO's writer
-_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | _CLOEXEC
-_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW | _CLOEXEC
-
-
-class NotRegularFile(Exception):
-    """Something other than a regular file (a symlink, FIFO, socket, device) is at a path."""
-
-
-class Abandoned(Exception):
-    """The caller stopped waiting (cancelled or timed out) before anything was written."""
+# the names versions before mnemon.storage gave their temporaries (a document being written,
+# an index being rebuilt, and SQLite's side files of the latter): a store written by one of
+# them may still hold some after a crash
+_LEGACY_TEMPORARY = re.compile(r"\.mnemon-[0-9a-f]{32}\.tmp(?:-wal|-shm|-journal)?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,10 +66,16 @@ def partition_name(scope: Scope) -> str | None:
     The tenant, when present, is part of the partition: the same workspace name under two
     tenants (or with and without one) never shares documents. Raw ids never reach the disk.
     """
-    if scope.workspace is None:
+    partition = scope_partition(scope, ["workspace"])
+    if partition is None:
         return None
+    # named as stores were named before `ScopePartition.key` existed, so they are still found
     identity = json.dumps(
-        {"tenant_id": scope.tenant_id, "workspace": scope.workspace}, sort_keys=True
+        {
+            "tenant_id": partition.values.get("tenant_id"),
+            "workspace": partition.values["workspace"],
+        },
+        sort_keys=True,
     )
     return "ws-" + hashlib.sha256(identity.encode()).hexdigest()[:40]
 
@@ -160,17 +146,17 @@ def read_document_file(folder: Path, document_id: str) -> tuple[bytes, FileStat]
     """
     path = document_path(folder, document_id)
     try:
-        handle = os.open(path, _READ_FLAGS)
+        # a user's file: its mode is left as it is
+        handle = open_regular(path)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        # ELOOP: a symlink; ENXIO: a socket or a device with nothing behind it
-        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):
+    except SourceError as exc:
+        if exc.code == "unsafe-path":
             return None
         raise
     with os.fdopen(handle, "rb") as stream:
         status = os.fstat(stream.fileno())
-        if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_FILE_BYTES:
+        if status.st_size > MAX_FILE_BYTES:
             return None
         raw = stream.read(MAX_FILE_BYTES + 1)
     if len(raw) != status.st_size:
@@ -178,193 +164,14 @@ def read_document_file(folder: Path, document_id: str) -> tuple[bytes, FileStat]
     return raw, FileStat.of(status)
 
 
-def _sync_folder(folder: Path) -> None:
-    handle = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(handle)
-    finally:
-        os.close(handle)
+def remove_legacy_temporaries(folder: Path) -> None:
+    """Remove temporaries an earlier version's killed writer left (exclusive lock held).
 
-
-def _make_private_folder(folder: Path) -> None:
-    # the mode is set again after mkdir: the umask may have narrowed it (0o000 is possible)
-    try:
-        os.mkdir(folder, 0o700)
-    except FileExistsError:
-        return
-    os.chmod(folder, 0o700)
-
-
-def make_private_folders(folder: Path) -> None:
-    """Create `folder` and any missing parents at 0700; existing folders are left as they are."""
-    missing = []
-    for candidate in (folder, *folder.parents):
-        if candidate.is_dir():
-            break
-        missing.append(candidate)
-    for candidate in reversed(missing):
-        _make_private_folder(candidate)
-
-
-def tighten_folders(root: Path, folder: Path) -> None:
-    """Make `folder` and the folders between `root` and it (both included) exactly 0700.
-
-    `folder` must be `root` or lie inside it; missing folders are created, at 0700.
-    """
-    make_private_folders(folder)
-    inside = folder.relative_to(root)
-    for relative in (inside, *inside.parents):
-        path = root / relative
-        if stat.S_IMODE(os.stat(path).st_mode) != 0o700:
-            os.chmod(path, 0o700)
-
-
-def tighten_file(path: Path) -> bool:
-    """Make an existing regular file 0600, never following a symlink at `path`.
-
-    Returns:
-        False when nothing is at `path`, True when a regular file is there (now 0600).
-
-    Raises:
-        NotRegularFile: something other than a regular file stands at `path`.
-    """
-    try:
-        handle = os.open(path, _READ_FLAGS)
-    except FileNotFoundError:
-        return False
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):
-            raise NotRegularFile() from None
-        raise
-    try:
-        status = os.fstat(handle)
-        if not stat.S_ISREG(status.st_mode):
-            raise NotRegularFile()
-        if stat.S_IMODE(status.st_mode) != 0o600:
-            os.fchmod(handle, 0o600)
-    finally:
-        os.close(handle)
-    return True
-
-
-def temporary_path(folder: Path) -> Path:
-    """A fresh name for a temporary file in `folder`, one `remove_stale_temporaries` knows."""
-    return folder / f".mnemon-{secrets.token_hex(16)}.tmp"
-
-
-def create_private_file(path: Path) -> int:
-    """Create `path` (it must not exist) readable and writable by its owner only.
-
-    The mode is set explicitly, so it is 0600 whatever the process's umask.
-    """
-    handle = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC, 0o600)
-    try:
-        os.fchmod(handle, 0o600)
-    except BaseException:
-        os.close(handle)
-        raise
-    return handle
-
-
-def write_atomically(path: Path, data: bytes) -> FileStat:
-    """Replace `path` with `data` durably (temporary file, fsync, rename, fsync the folder).
-
-    The file is 0600 whatever the umask; its folder, when it has to be made, 0700.
-    """
-    make_private_folders(path.parent)
-    temporary = temporary_path(path.parent)
-    handle = create_private_file(temporary)
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    _sync_folder(path.parent)
-    return FileStat.of(os.stat(path, follow_symlinks=False))
-
-
-def remove_stale_temporaries(folder: Path) -> None:
-    """Remove temporary files a killed writer left (call only under the exclusive lock).
-
-    Only regular files named exactly as `temporary_path` names them (or SQLite's side files
-    of one) are removed: a user's `.tmp-notes` or `draft.tmp` is never touched.
+    Only regular files named exactly as earlier versions named them (`.mnemon-<32 hex>.tmp`,
+    or SQLite's side files of one) are removed: a user's `.tmp-notes` is never touched.
     """
     with contextlib.suppress(FileNotFoundError), os.scandir(folder) as entries:
         for entry in entries:
-            if _TEMPORARY.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+            if _LEGACY_TEMPORARY.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(entry.path)
-
-
-def _unsafe_lock() -> SourceError:
-    return SourceError(
-        "unsafe-lock",
-        "documents: the workspace lock file is not a regular file (a symlink, FIFO or "
-        "folder stands at its place); it is never followed or used",
-        kind="terminal",
-    )
-
-
-def _open_lock(lock_file: Path) -> int:
-    """The lock file's descriptor; whatever stands at its path is never followed."""
-    try:
-        handle = os.open(lock_file, _LOCK_FLAGS, 0o600)
-    except OSError as exc:
-        # ELOOP: a symlink; ENXIO: a socket; EISDIR: a folder
-        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR, errno.ENODEV):
-            raise _unsafe_lock() from None
-        raise
-    try:
-        status = os.fstat(handle)
-        if not stat.S_ISREG(status.st_mode):
-            raise _unsafe_lock()
-        if stat.S_IMODE(status.st_mode) != 0o600:
-            os.fchmod(handle, 0o600)  # private whatever the umask, and tightened if it was not
-    except BaseException:
-        os.close(handle)
-        raise
-    return handle
-
-
-@contextlib.contextmanager
-def locked(
-    lock_file: Path, *, exclusive: bool, timeout: float, abandon: threading.Event
-) -> Iterator[None]:
-    """Hold the workspace lock across processes (flock): shared to read, exclusive to write.
-
-    Waits by polling so that a caller who stopped waiting (`abandon` set) or a lock held too
-    long ends the wait instead of parking a thread forever.
-
-    Raises:
-        Abandoned: `abandon` was set while waiting.
-        SourceError: `timeout` (transient), the lock stayed taken for `timeout` seconds;
-            `unsafe-lock` (terminal), something other than a regular file (such as a
-            symlink) stands at the lock path.
-    """
-    handle = _open_lock(lock_file)
-    try:
-        mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
-        deadline = time.monotonic() + timeout
-        pause = 0.001
-        while True:
-            if abandon.is_set():
-                raise Abandoned()
-            try:
-                fcntl.flock(handle, mode | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise SourceError(
-                        "timeout",
-                        "documents: the workspace stayed locked by another writer",
-                        nothing_written=True,
-                    ) from None
-                time.sleep(pause)
-                pause = min(pause * 2, 0.02)
-        yield
-    finally:
-        os.close(handle)  # closing the descriptor releases the lock

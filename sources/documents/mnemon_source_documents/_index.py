@@ -14,13 +14,10 @@ from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._files import (
-    FileStat,
-    NotRegularFile,
-    create_private_file,
-    temporary_path,
-    tighten_file,
-)
+from mnemon import SourceError
+from mnemon.storage import open_private, temporary_path, tighten_file
+
+from ._files import FileStat
 
 __all__ = [
     "DocumentIndex",
@@ -129,16 +126,15 @@ class DocumentIndex:
         except FileNotFoundError:
             return None
 
-    def _connect(self, path: Path, *, create: bool) -> sqlite3.Connection:
-        mode = "rwc" if create else "rw"
+    def _connect(self, path: Path, *, journal: str = "WAL") -> sqlite3.Connection:
         connection = sqlite3.connect(
-            f"{path.as_uri()}?mode={mode}",
+            f"{path.as_uri()}?mode=rw",
             uri=True,
             timeout=self._busy_timeout,
             isolation_level=None,
         )
         try:
-            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute(f"PRAGMA journal_mode = {journal}")
             # the files are the source of truth: the cache need not survive a power cut
             connection.execute("PRAGMA synchronous = NORMAL")
         except BaseException:
@@ -160,10 +156,12 @@ class DocumentIndex:
                 raise IndexDamaged("missing")
             for suffix in _SIDE_FILES:
                 tighten_file(Path(f"{self.path}{suffix}"))
-        except NotRegularFile as exc:
+        except SourceError as exc:
+            if exc.code != "unsafe-path":
+                raise
             raise IndexDamaged("not a regular file") from exc
         try:
-            connection = self._connect(self.path, create=False)
+            connection = self._connect(self.path)
         except sqlite3.DatabaseError as exc:
             raise IndexDamaged("cannot open") from exc
         try:
@@ -178,12 +176,16 @@ class DocumentIndex:
             self._stamps[str(self.path)] = stamp
 
     def rebuild(self, documents: Iterable[IndexedDocument]) -> None:
-        """Build a fresh index beside the old one and swap it in (exclusive lock held)."""
-        temporary = temporary_path(self.path.parent)
+        """Build a fresh index beside the old one and swap it in (exclusive lock held).
+
+        The new file is built without a journal, so a builder killed mid-way leaves only the
+        temporary itself, which `remove_leftovers` knows; it takes the WAL mode once in place.
+        """
+        temporary = temporary_path(self.path)
         try:
             # created private first: SQLite gives its -wal and -shm the mode of this file
-            os.close(create_private_file(temporary))
-            connection = self._connect(temporary, create=True)
+            os.close(open_private(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+            connection = self._connect(temporary, journal="OFF")
             try:
                 connection.execute("BEGIN IMMEDIATE")
                 for statement in _SCHEMA:
@@ -201,8 +203,9 @@ class DocumentIndex:
                 Path(f"{self.path}{suffix}").unlink(missing_ok=True)
             os.replace(temporary, self.path)
         finally:
-            for suffix in ("", *_SIDE_FILES):
-                Path(f"{temporary}{suffix}").unlink(missing_ok=True)
+            temporary.unlink(missing_ok=True)
+        # the WAL mode is set while the exclusive lock keeps every other connection away
+        self._connect(self.path).close()
         stamp = self._stat()
         if stamp is not None:
             self._stamps[str(self.path)] = stamp

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._config import LIMITS
+from mnemon import memory_text_schema
+
 from ._files import DOCUMENT_ID_PATTERN
-from ._markdown import MAX_TITLE_CHARACTERS
+from ._markdown import MAX_BODY_CHARACTERS, MAX_TITLE_CHARACTERS
 
 __all__ = [
     "ACTION_IDS",
@@ -28,8 +29,6 @@ ACTION_IDS = ("create", "update")
 DEFAULT_SEARCH_LIMIT = 5
 MAX_SEARCH_LIMIT = 20
 MAX_QUERY_CHARACTERS = 500
-# the schema bounds a body by characters; the configured byte limit is checked by the Source
-MAX_BODY_CHARACTERS = LIMITS["max_document_bytes"][1]
 
 _DOCUMENT: dict[str, Any] = {
     "type": "string",
@@ -37,15 +36,12 @@ _DOCUMENT: dict[str, Any] = {
     "description": "The document handle, as search results and receipts give it.",
 }
 _TITLE: dict[str, Any] = {
-    "type": "string",
-    "minLength": 1,
-    "maxLength": MAX_TITLE_CHARACTERS,
-    "pattern": "^[^\\x00-\\x1f\\x7f]+$",
+    **memory_text_schema(MAX_TITLE_CHARACTERS, single_line=True),
     "description": "A one-line title.",
 }
+# the schema bounds a body by characters; the configured byte limit is checked by the Source
 _BODY: dict[str, Any] = {
-    "type": "string",
-    "maxLength": MAX_BODY_CHARACTERS,
+    **memory_text_schema(MAX_BODY_CHARACTERS, allow_blank=True),
     "description": "The Markdown body.",
 }
 _REVISION: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 512}

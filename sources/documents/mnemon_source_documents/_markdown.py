@@ -17,12 +17,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import unicodedata
 from dataclasses import dataclass
 
-from mnemon import SourceError
+from mnemon import SourceError, check_memory_text
+
+from ._config import LIMITS
 
 __all__ = [
+    "MAX_BODY_CHARACTERS",
     "MAX_TITLE_CHARACTERS",
     "ParsedDocument",
     "check_body",
@@ -33,6 +35,8 @@ __all__ = [
 ]
 
 MAX_TITLE_CHARACTERS = 200
+# a body is bounded by characters here; the configured byte limit is checked by the workspace
+MAX_BODY_CHARACTERS = LIMITS["max_document_bytes"][1]
 _FENCE = "---"
 _HEADING = re.compile(r"^#{1,6}[ \t]+(?P<title>.+?)[ \t#]*$")
 
@@ -57,8 +61,12 @@ def render_document(title: str, body: str) -> bytes:
 
 
 def _clean_title(text: str) -> str:
-    cleaned = "".join(" " if _is_control(char) else char for char in text).strip()
-    return cleaned[:MAX_TITLE_CHARACTERS].strip()
+    """The title of a file written by hand, or "" (the file name serves) when it is not one."""
+    title = text.strip()[:MAX_TITLE_CHARACTERS].strip()
+    try:
+        return check_memory_text(title, max_characters=MAX_TITLE_CHARACTERS, single_line=True)
+    except SourceError:
+        return ""
 
 
 def _header_title(value: str) -> str | None:
@@ -104,51 +112,29 @@ def parse_document(raw: bytes, fallback_title: str) -> ParsedDocument:
     return ParsedDocument(title=title, body=body)
 
 
-def _is_control(char: str) -> bool:
-    return unicodedata.category(char) in ("Cc", "Cs") or char in "\u2028\u2029"
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def check_title(title: str, action: str) -> str:
-    """The title to store (surrounding spaces removed).
+    """The title to store (surrounding spaces removed): one line of memory text.
 
     Raises:
         SourceError: `invalid_payload`, saying what is wrong with the title.
     """
-    cleaned = title.strip()
-    if not cleaned:
-        raise SourceError("invalid_payload", f"documents {action}: the title must not be empty")
-    if len(cleaned) > MAX_TITLE_CHARACTERS:
-        raise SourceError(
-            "invalid_payload",
-            f"documents {action}: the title has {len(cleaned)} characters; "
-            f"at most {MAX_TITLE_CHARACTERS} are allowed",
-        )
-    if not _encodable(cleaned) or any(_is_control(char) for char in cleaned):
-        raise SourceError(
-            "invalid_payload",
-            f"documents {action}: the title must be one line of text without control characters",
-        )
-    return cleaned
+    return check_memory_text(
+        title.strip(),
+        max_characters=MAX_TITLE_CHARACTERS,
+        single_line=True,
+        field=f"documents {action}: title",
+    )
 
 
 def check_body(body: str, action: str) -> str:
-    """The body to store, unchanged.
+    """The body to store, unchanged: memory text, which may be empty.
 
     Raises:
-        SourceError: `invalid_payload`, when the body holds NUL or unpaired surrogates.
+        SourceError: `invalid_payload`, saying what is wrong with the body.
     """
-    if "\x00" in body or not _encodable(body):
-        raise SourceError(
-            "invalid_payload",
-            f"documents {action}: the body must be text without NUL characters or unpaired "
-            "surrogates",
-        )
-    return body
+    return check_memory_text(
+        body,
+        max_characters=MAX_BODY_CHARACTERS,
+        field=f"documents {action}: body",
+        allow_blank=True,
+    )

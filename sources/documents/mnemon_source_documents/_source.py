@@ -29,7 +29,7 @@ from mnemon import (
     SourceInit,
     ViewContribution,
     create_mutation_receipt,
-    run_blocking,
+    guarded_call,
     truncate_text,
 )
 
@@ -140,11 +140,9 @@ class DocumentsSource:
     async def _blocking(self, call: Callable[..., _T]) -> _T:
         # a caller who stops waiting tells the worker thread, so it never writes afterwards
         abandon = threading.Event()
-        try:
-            return await run_blocking(partial(call, abandon=abandon))
-        except BaseException:
-            abandon.set()
-            raise
+        return await guarded_call(
+            partial(call, abandon=abandon), subject="the documents store", abandon=abandon
+        )
 
     def _facts(self, availability: str, **values: Any) -> SourceFacts:
         return SourceFacts.model_validate(
@@ -166,11 +164,9 @@ class DocumentsSource:
             return self._facts("unavailable", reason="missing-scope")
         try:
             state = await self._blocking(self._workspace(partition).state)
-        except SourceError as exc:
+        except SourceError as exc:  # an OSError arrives as `forbidden` or `provider_error`
             reason = _FACTS_REASONS.get(exc.code, "storage-error")
             return self._facts("unavailable", reason=reason)
-        except OSError:
-            return self._facts("unavailable", reason="storage-error")
         self._remember(partition, state)
         hints: dict[str, Any] = {"documents": len(state.documents)}
         if state.skipped:

@@ -1,14 +1,15 @@
 """One workspace partition: its document files and index, read and written under its lock.
 
-Everything here blocks (files, flock, sqlite3): the Source calls it through `run_blocking`.
-Readers hold the lock shared, writers and index repairs hold it exclusive, across threads and
-processes alike.
+Everything here blocks (files, the lock, sqlite3): the Source calls it through
+`guarded_call`. Readers hold the lock shared, writers and index repairs hold it exclusive,
+across threads and processes alike.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
@@ -17,18 +18,21 @@ from pathlib import Path
 from typing import TypeVar
 
 from mnemon import RevisionConflict, SourceError
+from mnemon.storage import (
+    hold_lock,
+    private_folder,
+    remove_leftovers,
+    remove_leftovers_in,
+    write_atomically,
+)
 
 from ._config import DocumentsSettings
 from ._files import (
-    Abandoned,
     FileStat,
     document_path,
-    locked,
     read_document_file,
-    remove_stale_temporaries,
+    remove_legacy_temporaries,
     scan_documents,
-    tighten_folders,
-    write_atomically,
 )
 from ._index import (
     DocumentIndex,
@@ -105,17 +109,39 @@ class Workspace:
         self._lock_file = folder / ".lock"
         self._settings = settings
 
-    def _locked(
-        self, *, exclusive: bool, abandon: threading.Event
-    ) -> contextlib.AbstractContextManager[None]:
+    @contextlib.contextmanager
+    def _locked(self, *, exclusive: bool, abandon: threading.Event) -> Iterator[None]:
+        """Hold the workspace lock: shared to read, exclusive to write or repair.
+
+        Raises:
+            SourceError: `timeout` (the lock stayed taken), `cancelled` (the caller stopped
+                waiting; nothing was written), `unsafe-lock` (something other than a regular
+                file stands at the lock's path; it is never followed or used).
+        """
+        root = self._settings.root
         # this instance's folders are private, whatever the umask and whatever made them before
-        tighten_folders(self._settings.root, self.folder)
-        return locked(
-            self._lock_file,
-            exclusive=exclusive,
-            timeout=self._settings.lock_timeout,
-            abandon=abandon,
-        )
+        for folder in (root, root / "workspaces", self.folder):
+            private_folder(folder)
+        with contextlib.ExitStack() as held:
+            try:
+                held.enter_context(
+                    hold_lock(
+                        self._lock_file,
+                        self._settings.lock_timeout,
+                        abandoned=abandon,
+                        shared=not exclusive,
+                    )
+                )
+            except SourceError as exc:
+                if exc.code != "unsafe-path":
+                    raise
+                raise SourceError(
+                    "unsafe-lock",
+                    "documents: the workspace lock file is not a regular file (a symlink, "
+                    "FIFO or folder stands at its place); it is never followed or used",
+                    kind="terminal",
+                ) from None
+            yield
 
     # ------------------------------------------------------------------ reads
 
@@ -123,9 +149,8 @@ class Workspace:
         """The documents as they are now; repairs the index first if it disagrees.
 
         Raises:
-            Abandoned: the caller stopped waiting for the lock.
-            SourceError: `timeout` (the lock stayed taken) or `provider_error` (the index
-                cannot be rebuilt).
+            SourceError: `timeout` (the lock stayed taken), `cancelled` (the caller stopped
+                waiting), `unsafe-lock`, or `provider_error` (the index cannot be rebuilt).
         """
         if not self.folder.is_dir():
             return WorkspaceState({})  # nothing was ever written here: create nothing
@@ -139,7 +164,6 @@ class Workspace:
         """The best `wanted` hits among documents pinned at their current revision.
 
         Raises:
-            Abandoned: the caller stopped waiting for the lock.
             SourceError: as for `state`.
         """
         if not self.folder.is_dir() or not pinned:
@@ -153,19 +177,13 @@ class Workspace:
         """One document as it is on disk now, or None when this workspace has no such one.
 
         Raises:
-            Abandoned: the caller stopped waiting for the lock.
-            SourceError: `timeout`, the lock stayed taken.
+            SourceError: as for `state`.
         """
         if not self.folder.is_dir():
             return None
         with self._locked(exclusive=False, abandon=abandon):
-            found = read_document_file(self.documents, document_id)
-        if found is None:
-            return None
-        raw, stat = found
-        parsed = parse_document(raw, document_id)
-        record = DocumentRecord(document_id, parsed.title, document_revision(raw), stat)
-        return Document(record, parsed.body)
+            loaded = self._load(document_id)
+        return None if loaded is None else Document(loaded.record, loaded.body)
 
     def _consult(self, use: Use[_T], abandon: threading.Event) -> _T:
         with self._locked(exclusive=False, abandon=abandon):
@@ -234,8 +252,10 @@ class Workspace:
 
     def _remove_leftovers(self) -> None:
         # what a writer killed mid-write left; only an exclusive lock holder writes temporaries
-        remove_stale_temporaries(self.folder)
-        remove_stale_temporaries(self.documents)
+        remove_leftovers(self.index.path)
+        remove_leftovers_in(self.documents, "*.md")
+        for folder in (self.folder, self.documents):
+            remove_legacy_temporaries(folder)
 
     def _rebuild(self) -> None:
         self._remove_leftovers()
@@ -278,9 +298,13 @@ class Workspace:
         documents: Mapping[str, DocumentRecord],
         abandon: threading.Event,
     ) -> WriteOutcome:
-        if abandon.is_set():
-            raise Abandoned()  # the caller is gone: nothing has been written yet
-        stat = write_atomically(document_path(self.documents, document_id), data)
+        if abandon.is_set():  # the caller is gone: nothing has been written yet
+            raise SourceError("cancelled", "documents: the caller stopped waiting")
+        if not self.documents.is_dir():
+            private_folder(self.documents)  # one that exists keeps the mode its owner chose
+        path = document_path(self.documents, document_id)
+        write_atomically(path, data)
+        stat = FileStat.of(os.stat(path, follow_symlinks=False))
         record = DocumentRecord(document_id, title, document_revision(data), stat)
         self._index_quietly(IndexedDocument(record, body))
         after = {**documents, document_id: record}
@@ -303,8 +327,8 @@ class Workspace:
         Raises:
             RevisionConflict: `expected_revision` is not the workspace's current revision.
             SourceError: `invalid_payload` (too large, or a reused idempotency key),
-                `documents-capacity` (the workspace is full), `timeout`, `provider_error`.
-            Abandoned: the caller stopped waiting; nothing was written.
+                `documents-capacity` (the workspace is full), `timeout`, `provider_error`,
+                `cancelled` (the caller stopped waiting; nothing was written).
         """
         data = render_document(title, body)
         self._check_size(data, "create")
@@ -348,8 +372,8 @@ class Workspace:
         Raises:
             RevisionConflict: the document (or the workspace) moved past the expected revision.
             SourceError: `not_found`, `invalid_payload` (too large), `timeout`,
-                `provider_error`.
-            Abandoned: the caller stopped waiting; nothing was written.
+                `provider_error`, `cancelled` (the caller stopped waiting; nothing was
+                written).
         """
         with self._locked(exclusive=True, abandon=abandon):
             self._remove_leftovers()

@@ -18,7 +18,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mnemon_source_documents._config import DocumentsSettings
 from mnemon_source_documents._files import (
-    Abandoned,
     derived_document_id,
     new_document_id,
     partition_name,
@@ -37,8 +36,10 @@ from mnemon_source_documents._workspace import Workspace, workspace_revision
 
 from mnemon import RevisionConflict, Scope, SourceError
 
+# memory text: no controls, surrogates, line or paragraph separators, or bidi controls
+BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 titles = st.text(
-    st.characters(blacklist_categories=("Cc", "Cs"), blacklist_characters="\u2028\u2029"),
+    st.characters(blacklist_categories=("Cc", "Cs"), blacklist_characters="\u2028\u2029" + BIDI),
     min_size=1,
     max_size=200,
 ).filter(lambda text: text.strip() == text and text)
@@ -88,6 +89,9 @@ def test_a_rendered_document_reads_back_exactly(title: str, body: str) -> None:
         ('---\ntitle: "broken json\n---\n\n# From heading\n', "From heading", "# From heading\n"),
         ("---\nno closing fence\n", "fallback", "---\nno closing fence\n"),
         ("", "fallback", ""),
+        # a title that is not memory text is not served: the file name stands in
+        ('---\ntitle: "right\\u202eleft"\n---\n\nBody', "fallback", "Body"),
+        ("# Tab\there\n", "fallback", "# Tab\there\n"),
     ],
     ids=[
         "heading",
@@ -98,6 +102,8 @@ def test_a_rendered_document_reads_back_exactly(title: str, body: str) -> None:
         "bad-json",
         "unclosed",
         "empty",
+        "bidi-title",
+        "tab-in-heading",
     ],
 )
 def test_files_written_by_hand_are_read_sensibly(text: str, title: str, body: str) -> None:
@@ -110,29 +116,37 @@ def test_undecodable_bytes_are_replaced_not_dropped() -> None:
     assert parsed.body == "# T\n\ncaf\ufffd \ufffd end"
 
 
-@pytest.mark.parametrize(
-    ("title", "message"),
-    [
-        ("", "must not be empty"),
-        ("  \t ", "must not be empty"),
-        ("x" * 201, "at most 200"),
-        ("a\nb", "one line"),
-        ("a\u2029b", "one line"),
-        ("bell \x07", "one line"),
-        ("half \ud800", "one line"),
-    ],
-)
-def test_bad_titles_are_refused_with_a_clear_message(title: str, message: str) -> None:
-    with pytest.raises(SourceError, match=message) as caught:
-        check_title(title, "create")
+# titles are one line of memory text, bodies memory text that may be empty (mnemon's rule)
+REFUSED = {
+    "blank-title": ("title", "  \t ", "title: must not be blank"),
+    "long-title": ("title", "x" * 201, "title: at most 200 characters"),
+    "newline-title": ("title", "a\nb", r"title: contains a control character \(U\+000A\)"),
+    "tab-title": ("title", "a\tb", r"title: contains a control character \(U\+0009\)"),
+    "paragraph-title": ("title", "a\u2029b", r"title: contains a paragraph separator \(U\+2029\)"),
+    "bell-title": ("title", "bell \x07", r"title: contains a control character \(U\+0007\)"),
+    "bidi-title": ("title", "right \u202e left", r"title: contains a bidi control \(U\+202E\)"),
+    "surrogate-title": ("title", "half \ud800", r"title: contains an unpaired surrogate"),
+    "nul-body": ("body", "nul \x00", r"body: contains a control character \(U\+0000\)"),
+    "escape-body": ("body", "escape \x1b[2J", r"body: contains a control character \(U\+001B\)"),
+    "bidi-body": ("body", "right \u2067 left", r"body: contains a bidi control \(U\+2067\)"),
+    "surrogate-body": ("body", "half \udfff", r"body: contains an unpaired surrogate"),
+}
+
+
+@pytest.mark.parametrize(("part", "text", "message"), REFUSED.values(), ids=REFUSED.keys())
+def test_bad_titles_and_bodies_are_refused_with_a_clear_message(
+    part: str, text: str, message: str
+) -> None:
+    check = check_title if part == "title" else check_body
+    with pytest.raises(SourceError, match=f"^documents update: {message}") as caught:
+        check(text, "update")
     assert caught.value.code == "invalid_payload"
     assert not caught.value.retryable
 
 
-@pytest.mark.parametrize("body", ["nul \x00", "half \udfff"])
-def test_bad_bodies_are_refused(body: str) -> None:
-    with pytest.raises(SourceError, match="NUL characters or unpaired surrogates"):
-        check_body(body, "update")
+@pytest.mark.parametrize("body", ["", "  ", "lines\n\tindented\n", "# Title\n\ntext"])
+def test_empty_and_multi_line_bodies_are_stored_unchanged(body: str) -> None:
+    assert check_body(body, "create") == body
 
 
 # ---------------------------------------------------------------------------- identities
@@ -349,8 +363,10 @@ def test_an_abandoned_write_writes_nothing(tmp_path: Path) -> None:
     workspace = _workspace(tmp_path / "ws")
     gone = threading.Event()
     gone.set()
-    with pytest.raises(Abandoned):
+    with pytest.raises(SourceError) as caught:
         workspace.create(new_document_id(), "T", "B", expected_revision=None, abandon=gone)
+    assert caught.value.code == "cancelled"
+    assert caught.value.nothing_written
     assert workspace.state(_idle()).documents == {}
 
 
@@ -389,3 +405,10 @@ def test_concurrent_writer_processes_lose_nothing(tmp_path: Path) -> None:
     assert _titles_found(workspace, "proc3x14") == ["3 14"]
     assert _titles_found(workspace, "proc0x0") == ["0 0"]
     assert not [name for name in os.listdir(folder / "documents") if not name.endswith(".md")]
+
+
+def test_the_package_imports_where_there_is_no_fcntl() -> None:
+    # as on Windows: the lock is mnemon.storage's (portalocker), imported only when it is taken
+    code = "import sys; sys.modules['fcntl'] = None; import mnemon_source_documents"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, check=False)
+    assert result.returncode == 0, result.stderr.decode()
