@@ -24,11 +24,11 @@ from mnemon_source_spaces import (
     SpaceProvider,
     define_space_provider,
 )
+from mnemon_source_spaces.testing import ProviderConformance, SeedMemory
 from pydantic import ValidationError
 from spaces_test_provider import ALL, LeakyRepr, MemoryProvider, memory_provider
 
 from mnemon import DefinitionError, SourceError
-from mnemon_testing.providers import ProviderConformance, SeedMemory
 
 MANIFEST = {
     "type_id": "memory",
