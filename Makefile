@@ -4,7 +4,7 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-PLUGINS := $(sort $(dir $(wildcard examples/*/pyproject.toml sources/*/pyproject.toml strategies/*/pyproject.toml)))
+PLUGINS := $(sort $(dir $(wildcard examples/*/pyproject.toml sources/*/pyproject.toml strategies/*/pyproject.toml integrations/*/pyproject.toml)))
 PACKAGES := $(wildcard $(addsuffix mnemon_*,$(PLUGINS)))
 MANIFESTS := pyproject.toml testing/pyproject.toml $(addsuffix pyproject.toml,$(PLUGINS))
 STAMP := $(VENV)/.installed

@@ -47,6 +47,7 @@ from ._host import MemoryHost as MemoryHost
 from ._host import MemoryTurn as MemoryTurn
 from ._host import Unmount as Unmount
 from ._install import MemoryContributions as MemoryContributions
+from ._install import MemoryPlugin as MemoryPlugin
 from ._install import PluginContext as PluginContext
 from ._install import install_memory as install_memory
 from ._json import configuration_digest as configuration_digest
@@ -66,6 +67,7 @@ from ._models import FactsRequest as FactsRequest
 from ._models import Fragment as Fragment
 from ._models import GrantRecord as GrantRecord
 from ._models import Guidance as Guidance
+from ._models import HostSettings as HostSettings
 from ._models import InstalledContribution as InstalledContribution
 from ._models import ManagementDescriptor as ManagementDescriptor
 from ._models import ManagementEntry as ManagementEntry
@@ -155,6 +157,7 @@ __all__ = [
     "Fragment",
     "GrantRecord",
     "Guidance",
+    "HostSettings",
     "InstallError",
     "InstalledContribution",
     "ManageRequest",
@@ -168,6 +171,7 @@ __all__ = [
     "ManagementResult",
     "MemoryContributions",
     "MemoryHost",
+    "MemoryPlugin",
     "MemorySource",
     "MemoryTurn",
     "MnemonError",

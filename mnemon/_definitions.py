@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Protocol, TypeAlias
@@ -250,6 +251,13 @@ def define_memory_strategy(
     checked = validate_model(StrategyManifest, manifest, subject="manifest", error=DefinitionError)
     if not callable(compose):
         raise DefinitionError("compose: a Strategy's compose must be callable")
+    if inspect.iscoroutinefunction(compose) or inspect.iscoroutinefunction(
+        getattr(compose, "__call__", None)  # noqa: B004 - a callable object's own method
+    ):
+        raise DefinitionError(
+            "compose: a Strategy's compose must be a plain function (def), not async def: "
+            "it is pure and never waits"
+        )
     if create_turn is not None and not callable(create_turn):
         raise DefinitionError("create_turn: must be callable or None")
     return StrategyDefinition(checked, compose, create_turn)

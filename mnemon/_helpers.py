@@ -18,7 +18,7 @@ from typing import Any, TypeVar, overload
 import anyio
 import anyio.to_thread
 
-from ._errors import DefinitionError, SourceError
+from ._errors import DefinitionError, RevisionConflict, SourceError
 from ._models import (
     Completion,
     MutationReceipt,
@@ -212,11 +212,12 @@ async def guarded_call(
     """Run a Source's blocking call in a worker thread, within `timeout`, failing by the taxonomy.
 
     A coroutine function (a client's `async def` method) is awaited instead, with the same
-    limit and mapping. A `SourceError` the call raises passes through as it is. Otherwise a
-    timeout becomes `timeout`, `PermissionError` becomes `forbidden`, any other `OSError`
-    becomes `provider_error` (both retryable ones say nothing about a write, so a receipt says
-    `unknown`), and anything else becomes `provider_error` too; the message is `subject`'s,
-    never the exception's text, which is logged with its traceback at DEBUG on
+    limit and mapping. A `SourceError` the call raises passes through as it is, and so does a
+    `RevisionConflict` (a fenced management write re-checked under the Source's own lock).
+    Otherwise a timeout becomes `timeout`, `PermissionError` becomes `forbidden`, any other
+    `OSError` becomes `provider_error` (both retryable ones say nothing about a write, so a
+    receipt says `unknown`), and anything else becomes `provider_error` too; the message is
+    `subject`'s, never the exception's text, which is logged with its traceback at DEBUG on
     `mnemon.sources` for the Source's author. When the caller stops waiting (timeout or
     cancellation) `abandon` is set, so a call that checks it can stop before it writes.
 
@@ -241,7 +242,7 @@ async def guarded_call(
                 )
         finished = True
         return result
-    except SourceError:
+    except (SourceError, RevisionConflict):
         finished = True
         raise
     except TimeoutError:

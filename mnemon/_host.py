@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import inspect as _inspect
 import logging
-import math
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from os import PathLike
-from pathlib import Path
-from typing import Any, Literal, Protocol
+from types import ModuleType
+from typing import Any, Protocol
 
 import anyio
+from pydantic import ValidationError
 
 from ._definitions import PluginDescriptor
 from ._engine import (
-    DEFAULT_MAX_INPUT_BYTES,
     Engine,
     EntryMemoryService,
-    HostSettings,
     Lease,
     PinnedView,
     TurnExecution,
@@ -35,15 +32,15 @@ from ._errors import (
     ManagementError,
     MnemonError,
 )
-from ._install import MemoryContributions, PluginContext
+from ._install import MemoryContributions, MemoryPlugin, PluginContext
 from ._json import FrozenDict, freeze_json, json_size_exceeds
 from ._models import (
     ENTRY_ID_PATTERN,
-    SOURCE_CAPABILITIES,
     Authorize,
     CompositionRequest,
     Evidence,
     EvidenceLimits,
+    HostSettings,
     ManagementEntry,
     ManagementRequest,
     ManagementResult,
@@ -54,15 +51,12 @@ from ._models import (
     ViewBudget,
     validate_model,
 )
-from ._wake import render_wake
+from ._wake import WakeTools, render_wake
 
 __all__ = ["ManagementClient", "MemoryHost", "MemoryTurn", "Unmount"]
 
 _log = logging.getLogger("mnemon.host")
 _ENTRY_ID = re.compile(ENTRY_ID_PATTERN)
-MAX_SOURCE_TIMEOUT = 300.0
-MIN_INPUT_BYTES = 1024
-MAX_INPUT_BYTES = 64 * 1024 * 1024
 
 
 class Unmount(Protocol):
@@ -73,70 +67,30 @@ class Unmount(Protocol):
         ...
 
 
-def _settings(
-    source_timeout: float,
-    strategy_type_id: str | None,
-    strategy_fallback: str | None,
-    source_configuration: Mapping[str, Mapping[str, Any]] | None,
-    source_capabilities: Mapping[str, Iterable[str]] | None,
-    data_dir: str | PathLike[str] | None,
-    max_input_bytes: int,
-    config_dir: str | PathLike[str] | None,
-) -> HostSettings:
-    folders: dict[str, str | None] = {}
-    for name, folder in (("data_dir", data_dir), ("config_dir", config_dir)):
-        folders[name] = None if folder is None else str(Path(folder).expanduser())
-        if folder is not None and not Path(folder).expanduser().is_absolute():
-            # never the value: a path may carry a token
-            raise DefinitionError(f"{name}: must be an absolute path")
-    if (
-        isinstance(max_input_bytes, bool)
-        or not isinstance(max_input_bytes, int)
-        or not MIN_INPUT_BYTES <= max_input_bytes <= MAX_INPUT_BYTES
-    ):
-        raise DefinitionError(
-            f"max_input_bytes: must be an integer from {MIN_INPUT_BYTES} to {MAX_INPUT_BYTES}"
-        )
-    if (
-        isinstance(source_timeout, bool)
-        or not isinstance(source_timeout, int | float)
-        or not math.isfinite(source_timeout)
-        or not 0 < source_timeout <= MAX_SOURCE_TIMEOUT
-    ):
-        raise DefinitionError(
-            f"source_timeout: must be a number of seconds in (0, {MAX_SOURCE_TIMEOUT:g}]"
-        )
-    if strategy_type_id is not None and not isinstance(strategy_type_id, str):
-        raise DefinitionError("strategy_type_id: must be a Strategy type id or instance key")
-    if strategy_fallback not in (None, "sole-strategy"):
-        raise DefinitionError('strategy_fallback: must be None or "sole-strategy"')
-    configuration = freeze_json(
-        source_configuration or {}, what="source_configuration", error=DefinitionError
+def host_settings(base: HostSettings | None, options: Mapping[str, Any]) -> HostSettings:
+    """`base` (or the defaults) with `options` applied, validated as a whole.
+
+    Raises:
+        DefinitionError: the first setting at fault, with its rule (never a path's value).
+    """
+    if base is not None and not isinstance(base, HostSettings):
+        raise DefinitionError("settings: must be a HostSettings")
+    values = (
+        {} if base is None else {name: getattr(base, name) for name in HostSettings.model_fields}
     )
-    for key, value in configuration.items():
-        if not isinstance(value, Mapping):
-            raise DefinitionError(f"source_configuration[{key!r}]: must be a JSON object")
-    ceilings: dict[str, frozenset[str]] | None = None
-    if source_capabilities is not None:
-        ceilings = {}
-        for key, allowed in source_capabilities.items():
-            listed = [allowed] if isinstance(allowed, str) else list(allowed)
-            unknown = sorted(set(listed) - set(SOURCE_CAPABILITIES))
-            if unknown:
-                raise DefinitionError(
-                    f"source_capabilities[{key!r}]: unknown capability {unknown[0]!r}"
-                )
-            ceilings[key] = frozenset(listed)
-    return HostSettings(
-        source_timeout=float(source_timeout),
-        max_input_bytes=max_input_bytes,
-        strategy_selector=strategy_type_id,
-        strategy_fallback=strategy_fallback,  # type: ignore[arg-type]
-        source_configuration=configuration,
-        source_capabilities=ceilings,
-        data_dir=folders["data_dir"],
-        config_dir=folders["config_dir"],
-    )
+    values.update(options)
+    try:
+        return HostSettings.model_validate(values)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False, include_input=False)[0]
+        name = ".".join(str(part) for part in error["loc"])
+        if error["type"] == "extra_forbidden":
+            problem = f"unknown host setting {name!r}"
+        else:
+            problem = str(error["msg"]).removeprefix("Value error, ")
+            if not problem.startswith(name.split(".")[0]):
+                problem = f"{name}: {problem}"
+        raise DefinitionError(problem) from None
 
 
 class MemoryTurn:
@@ -160,9 +114,9 @@ class MemoryTurn:
         """Whether the turn has ended."""
         return self._released
 
-    def wake(self) -> str:
-        """The text the model sees for this turn."""
-        return render_wake(self._pinned.view)
+    def wake(self, *, tools: WakeTools = "inline") -> str:
+        """The text the model sees for this turn; `tools="native"` omits the input schemas."""
+        return render_wake(self._pinned.view, tools=tools)
 
     async def execute_route(
         self,
@@ -302,7 +256,7 @@ class ManagementClient:
 @dataclass(slots=True)
 class _Entry:
     entry_id: str
-    plugin: Any
+    plugin: MemoryPlugin
     context: PluginContext
     batches: list[int] = field(default_factory=list)
 
@@ -323,49 +277,18 @@ class MemoryHost:
     """What an agent host embeds: the registry, generations and turns.
 
     Args:
-        source_timeout: the per-read deadline for `facts()` and `project()`, in seconds.
-        strategy_type_id: the Strategy to select, by type id or instance key.
-        strategy_fallback: `"sole-strategy"` to fall back to the only installed Strategy
-            when the selected one is not installed.
-        source_configuration: per instance key, configuration overriding the entry's.
-        source_capabilities: per instance key (or `"*"`), the capabilities the model may
-            use: a ceiling narrowing what each Source offers.
-        data_dir: the absolute folder Sources keep their data under unless their
-            configuration names one (default: `$MNEMON_HOME`, else `~/.mnemon`).
-        max_input_bytes: the largest route, action or management input accepted, in bytes
-            of compact JSON (default 256 KiB); a larger one is refused with the code
-            `input-too-large` before it is copied or validated.
-        config_dir: the absolute folder relative paths in Source configuration are taken
-            from (a profile passes its own folder); Sources receive it as
-            `SourceInit.config_dir`.
+        settings: a `HostSettings` to start from (the defaults when omitted).
+        **options: `HostSettings` fields overriding it: `source_timeout` (the per-read
+            deadline), `strategy_type_id` and `strategy_fallback` (which Strategy serves),
+            `source_configuration` and `source_capabilities` (per instance key),
+            `data_dir` and `config_dir` (absolute folders), `max_input_bytes`.
 
     Raises:
-        DefinitionError: an argument is invalid; the message names it.
+        DefinitionError: a setting is invalid (or unknown); the message names it.
     """
 
-    def __init__(
-        self,
-        source_timeout: float = 10.0,
-        strategy_type_id: str | None = None,
-        strategy_fallback: Literal["sole-strategy"] | None = None,
-        source_configuration: Mapping[str, Mapping[str, Any]] | None = None,
-        source_capabilities: Mapping[str, Iterable[str]] | None = None,
-        data_dir: str | PathLike[str] | None = None,
-        max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
-        config_dir: str | PathLike[str] | None = None,
-    ) -> None:
-        self._engine = Engine(
-            _settings(
-                source_timeout,
-                strategy_type_id,
-                strategy_fallback,
-                source_configuration,
-                source_capabilities,
-                data_dir,
-                max_input_bytes,
-                config_dir,
-            )
-        )
+    def __init__(self, settings: HostSettings | None = None, /, **options: Any) -> None:
+        self._engine = Engine(host_settings(settings, options))
         self._entries: dict[str, _Entry] = {}
 
     async def __aenter__(self) -> MemoryHost:
@@ -393,7 +316,11 @@ class MemoryHost:
     # ------------------------------------------------------------------ plugins
 
     async def mount(
-        self, plugin: Any, *, instance_id: str, config: Mapping[str, Any] | None = None
+        self,
+        plugin: MemoryPlugin | ModuleType,
+        *,
+        instance_id: str,
+        config: Mapping[str, Any] | None = None,
     ) -> Unmount:
         """Mount one entry of `plugin`: call its `apply(ctx)` and serve the result.
 
@@ -411,7 +338,7 @@ class MemoryHost:
         return unmount
 
     async def mount_all(
-        self, entries: Sequence[tuple[Any, str, Mapping[str, Any] | None]]
+        self, entries: Sequence[tuple[MemoryPlugin | ModuleType, str, Mapping[str, Any] | None]]
     ) -> list[Unmount]:
         """Mount several `(plugin, instance_id, config)` entries as one atomic change.
 
@@ -463,7 +390,9 @@ class MemoryHost:
 
         return unmount
 
-    def _prepare(self, plugin: Any, instance_id: str, config: Mapping[str, Any] | None) -> _Entry:
+    def _prepare(
+        self, plugin: MemoryPlugin | ModuleType, instance_id: str, config: Mapping[str, Any] | None
+    ) -> _Entry:
         """Check one entry and bind its context to the registry (nothing is installed yet)."""
         if not isinstance(instance_id, str) or not _ENTRY_ID.match(instance_id):
             raise InstallError(f"entry id {instance_id!r} must match {ENTRY_ID_PATTERN}")
@@ -510,36 +439,21 @@ class MemoryHost:
             await self._engine.refresh()
             await _run_callbacks(instance_id, entry.context)
 
-    async def reconfigure(
-        self,
-        *,
-        source_timeout: float | None = None,
-        strategy_type_id: str | None = None,
-        strategy_fallback: Literal["sole-strategy"] | None = None,
-        source_configuration: Mapping[str, Mapping[str, Any]] | None = None,
-        source_capabilities: Mapping[str, Iterable[str]] | None = None,
-        max_input_bytes: int | None = None,
-    ) -> None:
-        """Replace host settings atomically; an identical result reuses the serving generation.
+    async def reconfigure(self, **options: Any) -> None:
+        """Change host settings atomically; an identical result reuses the serving generation.
 
-        Arguments left as None keep their current value.
+        `options` are `HostSettings` fields; those not given keep their current value.
 
         Raises:
-            DefinitionError: an argument is invalid.
+            DefinitionError: a setting is invalid.
             CompositionRejected: the new settings cannot serve; nothing changed.
         """
-        current = self._engine.settings
-        settings = _settings(
-            current.source_timeout if source_timeout is None else source_timeout,
-            current.strategy_selector if strategy_type_id is None else strategy_type_id,
-            current.strategy_fallback if strategy_fallback is None else strategy_fallback,
-            current.source_configuration if source_configuration is None else source_configuration,
-            current.source_capabilities if source_capabilities is None else source_capabilities,
-            current.data_dir,
-            current.max_input_bytes if max_input_bytes is None else max_input_bytes,
-            current.config_dir,
-        )
-        await self._engine.change(settings=settings)
+        await self._engine.change(settings=host_settings(self._engine.settings, options))
+
+    @property
+    def settings(self) -> HostSettings:
+        """The host's current settings."""
+        return self._engine.settings
 
     def subscribe(self, listener: Callable[[RegistrySnapshot], None]) -> Callable[[], None]:
         """Call `listener` with a frozen registry snapshot after every change."""

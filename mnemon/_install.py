@@ -18,6 +18,7 @@ __all__ = [
     "DisposeCallback",
     "Disposer",
     "MemoryContributions",
+    "MemoryPlugin",
     "MemoryService",
     "PluginContext",
     "install_memory",
@@ -125,3 +126,16 @@ def _checked(items: Iterable[Any], kind: type[Any], field: str, helper: str) -> 
         if not isinstance(item, kind):
             raise InstallError(f"install_memory {field}[{index}]: expected a {helper}() result")
     return checked
+
+
+class MemoryPlugin(Protocol):
+    """What `MemoryHost.mount` accepts: any object, or a module, with `apply(ctx)`.
+
+    `apply` receives the entry's `PluginContext` and installs contributions through
+    `install_memory`; it may be async. A `memory_plugin` attribute (`define_memory_plugin`)
+    declares what the plugin provides and requires, checked before any Source is made.
+    """
+
+    def apply(self, ctx: PluginContext, /) -> Awaitable[None] | None:
+        """Install this entry's contributions."""
+        ...

@@ -12,11 +12,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, Strict, StringConstraints
 
-from ._engine import DEFAULT_MAX_INPUT_BYTES
 from ._errors import DefinitionError
-from ._host import MemoryHost
+from ._host import MemoryHost, host_settings
 from ._json import freeze_json, thaw_json
-from ._models import ENTRY_ID_PATTERN, WireModel, validate_model
+from ._models import (
+    DEFAULT_MAX_INPUT_BYTES,
+    ENTRY_ID_PATTERN,
+    HostSettings,
+    WireModel,
+    validate_model,
+)
 
 __all__ = ["PROFILE_FILE", "Profile", "ProfileEntry", "load_profile"]
 
@@ -101,29 +106,41 @@ class Profile:
             config["data_dir"] = str(_resolved(self.path, config["data_dir"], key))
         return config
 
+    def host_settings(self) -> HostSettings:
+        """The host settings this profile describes (its folder for relative paths).
+
+        Raises:
+            DefinitionError: a setting is invalid; the message names it.
+        """
+        return host_settings(
+            None,
+            {
+                "data_dir": self.data_dir,
+                "config_dir": self.path.parent,
+                "max_input_bytes": self.max_input_bytes,
+                "source_timeout": self.source_timeout,
+                "strategy_type_id": self.strategy,
+                "strategy_fallback": self.strategy_fallback,
+            },
+        )
+
     @asynccontextmanager
     async def open_host(self, **host: Any) -> AsyncIterator[MemoryHost]:
         """A `MemoryHost` with every enabled entry mounted in one atomic change.
 
+        `host` holds `HostSettings` fields that override the profile's.
+
         Raises:
-            DefinitionError: an entry's plugin cannot be imported.
+            DefinitionError: an entry's plugin cannot be imported, or a setting is invalid.
             InstallError: the entries could not be mounted together.
         """
-        settings: dict[str, Any] = {
-            "data_dir": self.data_dir,
-            "config_dir": self.path.parent,
-            "max_input_bytes": self.max_input_bytes,
-            "source_timeout": self.source_timeout,
-            "strategy_type_id": self.strategy,
-            "strategy_fallback": self.strategy_fallback,
-        }
-        settings.update(host)
+        settings = self.host_settings()
         mounts = []
         for entry in self.entries:
             if entry.enabled:
                 plugin = entry.load_plugin(self.path)
                 mounts.append((plugin, entry.id, self.entry_config(entry)))
-        async with MemoryHost(**settings) as memory:
+        async with MemoryHost(settings, **host) as memory:
             if mounts:
                 await memory.mount_all(mounts)
             yield memory

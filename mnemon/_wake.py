@@ -9,18 +9,25 @@ public body, so they cannot reach the Wake.
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 import orjson
 
+from ._errors import DefinitionError
 from ._models import Fragment, View
 from ._text import visible_text
+from ._tool_names import name_tools
 
-__all__ = ["render_wake"]
+__all__ = ["WakeTools", "quote_block", "render_wake"]
+
+WakeTools = Literal["inline", "native"]
+"""How the host passes routes and actions: in the Wake as JSON, or as native tools."""
 
 _BACKTICKS = re.compile(r"`+")
 
 
-def _fence(text: str, info: str = "") -> str:
+def quote_block(text: str, info: str = "") -> str:
+    """`text` in a fence longer than any backtick run inside it, so it cannot close early."""
     longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}{info}\n{text}\n{fence}"
@@ -40,12 +47,43 @@ def _listing_json(listing: dict[str, list[dict[str, object]]]) -> str:
 def _fragments(fragments: list[Fragment]) -> list[str]:
     # CRLF is one line break; anything else that breaks lines or controls the reader is shown
     return [
-        _fence(visible_text(fragment.text.replace("\r\n", "\n")), "text") for fragment in fragments
+        quote_block(visible_text(fragment.text.replace("\r\n", "\n")), "text")
+        for fragment in fragments
     ]
 
 
-def render_wake(view: View) -> str:
-    """Render `view` as the text a model sees: guidance, quoted memory, routes, availability."""
+def _tool_lines(view: View) -> str:
+    """One line per tool: its name (as `mnemon.tools` gives it) and what it is for."""
+    routes = {route.id: route for route in view.routes}
+    lines = []
+    for tool in name_tools(view):
+        if tool.kind == "route":
+            described = routes[tool.id].description
+            calls = routes[tool.id].max_calls
+            what = f"read, up to {calls} call{'s' if calls != 1 else ''} this turn"
+        else:
+            offer = view.offer(tool.id)
+            described = offer.description if offer is not None else ""
+            what = "write, authorized by the host on each call"
+        first = described.strip().splitlines()[0] if described.strip() else ""
+        lines.append(f"- {tool.name}: {visible_text(first, keep_newlines=False)} ({what})")
+    return "\n".join(lines)
+
+
+def render_wake(view: View, *, tools: WakeTools = "inline") -> str:
+    """Render `view` as the text a model sees: guidance, quoted memory, routes, availability.
+
+    Args:
+        view: the pinned View.
+        tools: `inline` lists routes and actions with their input schemas as quoted JSON;
+            `native` (the host passes them as native tools, see `mnemon.tools`) lists only
+            their tool names, one line each, and leaves the schemas to the tool definitions.
+
+    Raises:
+        DefinitionError: `tools` is neither `inline` nor `native`.
+    """
+    if tools not in ("inline", "native"):
+        raise DefinitionError("wake tools: must be 'inline' or 'native'")
     parts: list[str] = []
     guidance = view.guidance
     if guidance is not None and (guidance.system or guidance.routing):
@@ -71,7 +109,12 @@ def render_wake(view: View) -> str:
             section.extend(_fragments(fragments))
         parts.append("\n\n".join(section))
 
-    if view.routes or view.offers:
+    if (view.routes or view.offers) and tools == "native":
+        parts.append(
+            "## Memory tools\n"
+            "Memory reads and writes you may request, passed to you as tools:\n" + _tool_lines(view)
+        )
+    elif view.routes or view.offers:
         listing: dict[str, list[dict[str, object]]] = {
             "routes": [
                 {
@@ -95,7 +138,7 @@ def render_wake(view: View) -> str:
         parts.append(
             "## Memory routes and actions\n"
             "Reads (routes) and writes (actions) you may request, as quoted JSON:\n"
-            + _fence(block, "json")
+            + quote_block(block, "json")
         )
 
     if view.diagnostics:

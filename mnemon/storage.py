@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import secrets
 import stat
 import threading
@@ -167,12 +168,19 @@ def _sync_folder(folder: Path) -> None:
         os.close(descriptor)
 
 
-def remove_leftovers(path: Path) -> int:
+def remove_leftovers(path: Path, *, earlier_names: re.Pattern[str] | None = None) -> int:
     """Delete the temporaries an interrupted `write_atomically(path, ...)` left; their count.
 
     Only names `write_atomically` makes for `path` (`.<name>.<16 hex>.tmp`) are touched, never
     a user's file that merely looks similar. Call it while holding the file's lock, so no
     live writer's temporary is removed.
+
+    Args:
+        path: the file `write_atomically` replaces.
+        earlier_names: the whole names the Source's own earlier writer gave its temporaries
+            beside `path`, if they differ (a Source moving onto `write_atomically` keeps
+            sweeping what its previous version left); files in the folder matching it are
+            removed too.
     """
     removed = 0
     prefix, suffix = f".{path.name}.", ".tmp"
@@ -181,6 +189,12 @@ def remove_leftovers(path: Path) -> int:
         if len(token) == 16 and all(c in "0123456789abcdef" for c in token):
             candidate.unlink(missing_ok=True)
             removed += 1
+    if earlier_names is not None:
+        with suppress(FileNotFoundError):  # no folder yet: nothing was ever written
+            for candidate in path.parent.iterdir():
+                if candidate.name != path.name and earlier_names.fullmatch(candidate.name):
+                    candidate.unlink(missing_ok=True)
+                    removed += 1
     return removed
 
 

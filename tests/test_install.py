@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from mnemon import (
+    DefinitionError,
     InstallError,
     MemoryHost,
     PluginContext,
@@ -267,3 +270,53 @@ async def test_mount_all_is_all_or_nothing() -> None:
         with pytest.raises(InstallError, match="mounted twice in one call"):
             await host.mount_all([(good, "same", None), (good, "same", None)])
     assert probe.disposed == probe.created
+
+
+class _SyncFacts:
+    """A Source runtime whose facts() is a plain function: a shape error, found at mount."""
+
+    def __init__(self, init: Any) -> None:
+        self.key = init.instance_key
+
+    def facts(self, request: Any) -> Any:
+        raise AssertionError("never called")
+
+    async def project(self, request: Any) -> Any:
+        raise AssertionError("never called")
+
+
+async def test_a_source_whose_callbacks_are_not_coroutines_is_refused_at_mount() -> None:
+    from mnemon import define_memory_source
+    from tests.kit import source_manifest
+
+    definition = define_memory_source(
+        source_manifest(routes=(), actions=(), capabilities=("project",)), _SyncFacts
+    )
+    async with MemoryHost() as host:
+        with pytest.raises(
+            InstallError,
+            match=r"Memory Source source:bad runtime: facts\(\) must be an async function "
+            r"\(async def\), not a plain function",
+        ):
+            await host.mount(Plugin(sources=[definition]), instance_id="bad")
+        assert host.inspect()["entries"] == []
+
+
+def test_a_strategy_whose_compose_is_a_coroutine_is_refused_at_definition() -> None:
+    from mnemon import define_memory_strategy
+
+    async def compose(request: Any, sources: Any, contributions: Any) -> Any:
+        raise AssertionError("never called")
+
+    with pytest.raises(DefinitionError, match=r"compose: .* must be a plain function \(def\)"):
+        define_memory_strategy(
+            {
+                "type_id": "bad",
+                "package_name": "mnemon-test-bad",
+                "supported_source_roles": ["*"],
+                "max_sources": 1,
+                "max_routes": 1,
+                "max_actions": 1,
+            },
+            compose,
+        )

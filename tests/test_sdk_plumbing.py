@@ -17,6 +17,7 @@ from pydantic import SecretStr
 from mnemon import (
     ConfigPath,
     DefinitionError,
+    RevisionConflict,
     Scope,
     ScopePartition,
     SourceConfiguration,
@@ -288,3 +289,12 @@ async def test_a_coroutine_function_is_awaited_under_the_same_limit_and_mapping(
     with pytest.raises(SourceError) as failed:
         await guarded_call(failing, subject="the client call")
     assert (failed.value.code, str(failed.value)) == ("provider_error", "the client call failed")
+
+
+async def test_a_revision_conflict_passes_through_as_it_is() -> None:
+    # a fenced management write re-checks the revision under the Source's lock, in the thread
+    def fenced() -> None:
+        raise RevisionConflict("revision conflict: source:notes is at 'r2', not 'r1'")
+
+    with pytest.raises(RevisionConflict, match="is at 'r2', not 'r1'"):
+        await guarded_call(fenced, subject="the fenced write")

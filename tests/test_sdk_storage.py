@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 import stat
 import threading
 from collections.abc import Iterator
@@ -109,6 +110,29 @@ def test_leftovers_of_a_killed_writer_are_removed_and_nothing_else(tmp_path: Pat
     assert remove_leftovers(path) == 1
     assert path.read_bytes() == b"committed"
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["store.json", *lookalikes])
+
+
+def test_leftovers_an_earlier_writer_named_its_own_way_are_swept_when_asked(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "store.json"
+    path.write_bytes(b"committed")
+    # what tempfile.mkstemp(prefix=".store.json.", suffix=".tmp") left before a port
+    earlier = tmp_path / ".store.json.k1ll_3d9.tmp"
+    earlier.write_bytes(b"half")
+    others = [".other.json.k1ll_3d9.tmp", "notes.tmp"]
+    for name in others:
+        (tmp_path / name).write_bytes(b"a user's file")
+    assert remove_leftovers(path) == 0
+    assert earlier.exists()
+    names = re.compile(r"\.store\.json\.[a-z0-9_]+\.tmp")
+    assert remove_leftovers(path, earlier_names=names) == 1
+    assert not earlier.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["store.json", *others])
+    # the file itself is never removed, whatever the pattern; a missing folder is no error
+    assert remove_leftovers(path, earlier_names=re.compile(r".*")) == len(others)
+    assert path.read_bytes() == b"committed"
+    assert remove_leftovers(tmp_path / "absent" / "x.json", earlier_names=names) == 0
 
 
 def _hold(path: str, ready: object, release: object) -> None:

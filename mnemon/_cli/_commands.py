@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import signal
 import sys
@@ -388,6 +389,28 @@ def inspect(ctx: click.Context, as_json: bool) -> None:
         echo_json(json.dumps(report, indent=2, ensure_ascii=False))
         return
     ctx.obj["printer"].report(report)
+
+
+# ---------------------------------------------------------------------- mcp
+
+
+@cli.command(
+    context_settings={"ignore_unknown_options": True, "help_option_names": []},
+    add_help_option=False,
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def mcp(ctx: click.Context, args: tuple[str, ...]) -> None:
+    """Serve memory to MCP clients (stdio, or --http); needs mnemon-mcp."""
+    try:  # a separate distribution: its SDK is too heavy for the core
+        server = importlib.import_module("mnemon_mcp")
+    except ModuleNotFoundError as exc:
+        if exc.name != "mnemon_mcp":
+            raise
+        raise click.ClickException(
+            "mnemon mcp needs the MCP server, which is not installed: pip install mnemon-mcp"
+        ) from None
+    server.command.main(args=list(args), prog_name="mnemon mcp", obj=ctx.obj)
 
 
 # ---------------------------------------------------------------------- demo

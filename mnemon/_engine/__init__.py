@@ -7,14 +7,12 @@ and an import-linter contract keeps it so.
 from .compose import PinnedView
 from .engine import Engine, EntryMemoryService
 from .execution import TurnExecution
-from .generation import DEFAULT_MAX_INPUT_BYTES, HostSettings, Lease
+from .generation import Lease
 from .management import current_revision, management_catalog, run_management
 
 __all__ = [
-    "DEFAULT_MAX_INPUT_BYTES",
     "Engine",
     "EntryMemoryService",
-    "HostSettings",
     "Lease",
     "PinnedView",
     "TurnExecution",

@@ -13,12 +13,11 @@ import anyio.lowlevel
 from .._errors import CompositionRejected, CompositionUnavailable, InstallError
 from .._install import Disposer, MemoryContributions
 from .._json import thaw_json
-from .._models import CompositionRequest, Diagnostic
+from .._models import CompositionRequest, Diagnostic, HostSettings
 from .compose import PinnedView, compose_view
 from .generation import (
     Generation,
     GenerationPlan,
-    HostSettings,
     Incomplete,
     Lease,
     plan_generation,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
@@ -15,6 +15,7 @@ from .._errors import CompositionRejected, CompositionUnavailable
 from .._json import FrozenDict, configuration_digest, digest
 from .._models import (
     Diagnostic,
+    HostSettings,
     SourceAction,
     SourceInit,
     SourceManifest,
@@ -27,7 +28,6 @@ from .installed import Installed, RegistryState
 __all__ = [
     "Generation",
     "GenerationPlan",
-    "HostSettings",
     "Incomplete",
     "Lease",
     "SourceSlot",
@@ -37,23 +37,8 @@ __all__ = [
 ]
 
 _log = logging.getLogger("mnemon.generation")
-# route, action and management inputs larger than this are refused before any other work
-DEFAULT_MAX_INPUT_BYTES = 256 * 1024
+
 StrategyFallback = Literal["sole-strategy"]
-
-
-@dataclass(frozen=True, slots=True)
-class HostSettings:
-    """Host-level inputs of a generation."""
-
-    source_timeout: float = 10.0
-    max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
-    strategy_selector: str | None = None
-    strategy_fallback: StrategyFallback | None = None
-    source_configuration: Mapping[str, Mapping[str, Any]] = field(default_factory=FrozenDict)
-    source_capabilities: Mapping[str, frozenset[str]] | None = None
-    data_dir: str | None = None
-    config_dir: str | None = None
 
 
 class Incomplete(Exception):
@@ -102,7 +87,7 @@ class GenerationPlan:
 def _select_strategy(
     strategies: tuple[Installed, ...], settings: HostSettings
 ) -> tuple[Installed, list[Diagnostic]]:
-    selector = settings.strategy_selector
+    selector = settings.strategy_type_id
     if selector is None:
         if len(strategies) != 1:
             raise CompositionRejected(
@@ -381,6 +366,10 @@ async def dispose_runtimes(slots: tuple[SourceSlot, ...], deadline: float) -> No
 _REQUIRED_METHODS = ("facts", "project")
 
 
+def _kind_of(function: object) -> str:
+    return "a generator" if inspect.isgeneratorfunction(function) else "a plain function"
+
+
 def _offerings(source: SourcePlan) -> tuple[tuple[SourceRoute, ...], tuple[SourceAction, ...]]:
     """Routes and actions as a Strategy sees them, derived once per generation."""
     key = source.key
@@ -462,6 +451,18 @@ async def _create_runtimes(
             if missing:
                 raise CompositionRejected(
                     f"Memory Source {source.key} runtime lacks {', '.join(missing)}()"
+                )
+            # checked now, with an exact message, not discovered later as "facts() failed"
+            blocking = [
+                name
+                for name in needed
+                if callable(getattr(runtime, name, None))
+                and not inspect.iscoroutinefunction(getattr(runtime, name))
+            ]
+            if blocking:
+                raise CompositionRejected(
+                    f"Memory Source {source.key} runtime: {blocking[0]}() must be an async "
+                    f"function (async def), not {_kind_of(getattr(runtime, blocking[0]))}"
                 )
     except BaseException:
         await dispose_runtimes(tuple(slots), settings.source_timeout)

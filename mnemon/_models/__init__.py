@@ -38,6 +38,12 @@ from .base import (
     describe_validation_error,
     validate_model,
 )
+from .host import (
+    DEFAULT_MAX_INPUT_BYTES,
+    MAX_INPUT_BYTES,
+    MAX_SOURCE_TIMEOUT,
+    HostSettings,
+)
 from .management import ManagementEntry, ManagementRequest, ManagementResult, ManageRequest
 from .manifests import (
     ActionDescriptor,
@@ -100,11 +106,14 @@ from .view import (
 
 __all__ = [
     "CAPABILITY_PATTERN",
+    "DEFAULT_MAX_INPUT_BYTES",
     "ENTRY_ID_PATTERN",
     "GUIDANCE_LIMIT",
     "ID_PATTERN",
     "KEEP_FROZEN",
+    "MAX_INPUT_BYTES",
     "MAX_PROJECTION_CHARACTERS",
+    "MAX_SOURCE_TIMEOUT",
     "PACKAGE_PATTERN",
     "SCENARIO_PATTERN",
     "SOURCE_CAPABILITIES",
@@ -130,6 +139,7 @@ __all__ = [
     "Fragment",
     "GrantRecord",
     "Guidance",
+    "HostSettings",
     "Id",
     "InputSchema",
     "InstalledContribution",

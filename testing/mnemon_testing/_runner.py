@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from os import PathLike
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable, Mapping
+from types import ModuleType
+from typing import Any
 
 from mnemon import (
     ActionOffer,
     CompositionRequest,
     Evidence,
     EvidenceLimits,
+    HostSettings,
     ManagementClient,
     MemoryHost,
+    MemoryPlugin,
     MemoryTurn,
     MutationReceipt,
     Scope,
@@ -91,32 +93,12 @@ class RunnerTurn:
 class MemoryCompositionRunner:
     """Drive real compositions the way a host does, without exposing the engine.
 
-    Arguments are those of `MemoryHost`. Use as an async context manager, or call
-    `dispose()` when done.
+    Arguments are those of `MemoryHost`: a `HostSettings` and/or its fields. Use it as an
+    async context manager, or call `dispose()` when done.
     """
 
-    def __init__(
-        self,
-        *,
-        source_timeout: float = 10.0,
-        strategy_type_id: str | None = None,
-        strategy_fallback: Literal["sole-strategy"] | None = None,
-        source_configuration: Mapping[str, Mapping[str, Any]] | None = None,
-        source_capabilities: Mapping[str, Iterable[str]] | None = None,
-        data_dir: str | PathLike[str] | None = None,
-        max_input_bytes: int = 256 * 1024,
-        config_dir: str | PathLike[str] | None = None,
-    ) -> None:
-        self._host = MemoryHost(
-            source_timeout=source_timeout,
-            strategy_type_id=strategy_type_id,
-            strategy_fallback=strategy_fallback,
-            source_configuration=source_configuration,
-            source_capabilities=source_capabilities,
-            data_dir=data_dir,
-            max_input_bytes=max_input_bytes,
-            config_dir=config_dir,
-        )
+    def __init__(self, settings: HostSettings | None = None, /, **options: Any) -> None:
+        self._host = MemoryHost(settings, **options)
 
     async def __aenter__(self) -> MemoryCompositionRunner:
         """Use the runner in `async with`; it is disposed on exit.
@@ -131,7 +113,11 @@ class MemoryCompositionRunner:
         await self.dispose()
 
     async def mount(
-        self, plugin: Any, *, instance_id: str, config: Mapping[str, Any] | None = None
+        self,
+        plugin: MemoryPlugin | ModuleType,
+        *,
+        instance_id: str,
+        config: Mapping[str, Any] | None = None,
     ) -> Any:
         """Mount one entry of `plugin`; returns an idempotent async unmount.
 

@@ -27,8 +27,10 @@ from mnemon import (
     create_mutation_receipt,
     define_memory_plugin,
     define_memory_source,
+    guarded_call,
     install_memory,
-    run_blocking,
+    memory_text_schema,
+    scope_partition,
 )
 
 from ._config import RuntimeSettings, read_settings
@@ -46,7 +48,7 @@ from ._document import (
     read_change,
 )
 from ._projection import render_fragments
-from ._store import Partition, Snapshot, damaged_error, load, partition_of, transact
+from ._store import Partition, Snapshot, damaged_error, read, transact
 
 __all__ = ["MANIFEST", "RUNTIME_SOURCE", "RuntimeSource", "apply", "memory_plugin"]
 
@@ -79,9 +81,7 @@ MUTATE_SCHEMA: dict[str, Any] = {
         },
         "operation": {"enum": ["add", "replace", "remove"]},
         "text": {
-            "type": "string",
-            "minLength": 1,
-            "maxLength": MAX_TEXT_CHARACTERS,
+            **memory_text_schema(MAX_TEXT_CHARACTERS),
             "description": "The whole entry, for add and replace.",
         },
         "id": {
@@ -174,17 +174,12 @@ class RuntimeSource:
     # ------------------------------------------------------------------ helpers
 
     def _partition(self, scope: Scope) -> Partition | None:
-        values = {}
-        for name in self._settings.scope_keys:
-            value = getattr(scope, name)
-            if value is None:
-                return None
-            values[name] = value
-        # a tenant always splits memory, listed or not: tenants never see each other's data,
-        # and a scope without a tenant is a partition of its own, never a fallback
-        if scope.tenant_id is not None:
-            values["tenant_id"] = scope.tenant_id
-        return partition_of(self._settings.directory, values)
+        # a tenant always splits memory, listed or not (scope_partition adds it when present);
+        # agents' notes are kept apart inside the partition's file, not in partitions of their own
+        partition = scope_partition(scope, self._settings.scope_keys)
+        if partition is None:
+            return None
+        return Partition.of(self._settings.directory, partition)
 
     def _required_partition(self, scope: Scope) -> Partition:
         partition = self._partition(scope)
@@ -207,17 +202,25 @@ class RuntimeSource:
             raise SourceError(
                 "timeout", f"the runtime store stayed busy for {timeout} s; nothing was written"
             )
-        abandoned = threading.Event()
         try:
             remaining = max(0.0, timeout - (anyio.current_time() - started))
             # the whole locked read-change-write runs in one thread call: a cancelled caller
             # leaves it to finish and release the file lock, and to drop a write not begun
-            return await run_blocking(transact, partition, step, remaining, abandoned)
-        except BaseException:
-            abandoned.set()
-            raise
+            abandoned = threading.Event()  # set by guarded_call when the caller stops waiting
+            return await guarded_call(
+                transact,
+                partition,
+                step,
+                remaining,
+                abandoned,
+                subject="the runtime store write",
+                abandon=abandoned,
+            )
         finally:
             stripe.release()
+
+    async def _read(self, partition: Partition) -> Snapshot | Damaged:
+        return await guarded_call(read, partition, subject="the runtime store read")
 
     def _step(
         self,
@@ -262,10 +265,9 @@ class RuntimeSource:
             return self._unavailable(
                 "missing-scope", hints={"needs": list(self._settings.scope_keys)}
             )
-        try:
-            snapshot = await run_blocking(load, partition)
-        except Damaged as exc:
-            return self._unavailable("damaged-file", revision=exc.revision)
+        snapshot = await self._read(partition)
+        if isinstance(snapshot, Damaged):
+            return self._unavailable("damaged-file", revision=snapshot.revision)
         self._remember(partition, snapshot)
         document = snapshot.document
         notes = document.notes_of(request.scope.agent_id)
@@ -313,10 +315,10 @@ class RuntimeSource:
         expected = request.expected_revision
         snapshot = self._snapshots.get((partition.name, expected)) if expected else None
         if snapshot is None:
-            try:
-                snapshot = await run_blocking(load, partition)
-            except Damaged as exc:
-                raise damaged_error(partition, exc.problem) from None
+            current = await self._read(partition)
+            if isinstance(current, Damaged):
+                raise damaged_error(partition, current.problem)
+            snapshot = current
             if expected is not None and snapshot.revision != expected:
                 raise SourceError("degraded", "the runtime memory changed after facts were read")
         fragments = render_fragments(
@@ -364,7 +366,7 @@ class RuntimeSource:
         operation = request.operation.id
         agent_id = request.scope.agent_id
         if operation == "read":
-            return await self._read(partition, agent_id)
+            return await self._manage_read(partition, agent_id)
         change = read_change(request.input)
         step = self._step(change, agent_id, None, request.expected_revision)
         snapshot, applied = await self._transact(partition, step)
@@ -379,21 +381,20 @@ class RuntimeSource:
             revision=snapshot.revision,
         )
 
-    async def _read(self, partition: Partition, agent_id: str | None) -> ManagementResult:
-        try:
-            snapshot = await run_blocking(load, partition)
-        except Damaged as exc:
+    async def _manage_read(self, partition: Partition, agent_id: str | None) -> ManagementResult:
+        snapshot = await self._read(partition)
+        if isinstance(snapshot, Damaged):
             # the human plane says what is wrong and where, so the file can be repaired
             return ManagementResult(
                 source_key=self._key,
                 operation="read",
                 output={
                     "status": "damaged",
-                    "problem": exc.problem,
+                    "problem": snapshot.problem,
                     "file": str(partition.data),
-                    "revision": exc.revision,
+                    "revision": snapshot.revision,
                 },
-                revision=exc.revision,
+                revision=snapshot.revision,
             )
         document = snapshot.document
         return ManagementResult(

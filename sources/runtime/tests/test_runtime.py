@@ -674,22 +674,31 @@ async def test_management_writes_need_confirmation_and_the_current_revision(
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({"data_dir": "relative/dir"}, "data_dir: must be an absolute path"),
-        ({"data_dir": 7}, "must be an absolute path"),
-        ({"colour": "red"}, "unknown key 'colour'"),
-        ({"memory_limit_bytes": 0}, "memory_limit_bytes"),
-        ({"memory_limit_bytes": True}, "memory_limit_bytes"),
-        ({"memory_limit_bytes": "64k"}, "memory_limit_bytes"),
-        ({"scope_keys": []}, "scope_keys"),
-        ({"scope_keys": "user_id"}, "scope_keys"),
-        ({"scope_keys": ["user_id", "team"]}, "'team' is not one of"),
-        ({"scope_keys": ["user_id", "user_id"]}, "duplicate"),
-        ({"lock_timeout": 0}, "lock_timeout"),
-        ({"lock_timeout": "soon"}, "lock_timeout"),
-        ({"idempotency_records": 0}, "idempotency_records: must be an integer from 1 to"),
-        ({"idempotency_records": 10_001}, "idempotency_records: must be"),
-        ({"idempotency_records": True}, "idempotency_records: must be"),
-        ({"idempotency_records": "many"}, "idempotency_records: must be"),
+        ({"data_dir": "relative/dir"}, "configuration.data_dir: must be an absolute path"),
+        ({"data_dir": 7}, "configuration.data_dir: Input is not a valid path"),
+        ({"colour": "red"}, "configuration.colour: unknown key"),
+        (
+            {"memory_limit_bytes": 0},
+            "memory_limit_bytes: Input should be greater than or equal to 1024",
+        ),
+        ({"memory_limit_bytes": True}, "memory_limit_bytes: Input should be a valid integer"),
+        ({"memory_limit_bytes": "64k"}, "memory_limit_bytes: Input should be a valid integer"),
+        ({"scope_keys": []}, "scope_keys: Tuple should have at least 1 item"),
+        ({"scope_keys": "user_id"}, "scope_keys: Input should be a valid tuple"),
+        ({"scope_keys": ["user_id", "team"]}, r"scope_keys\[1\]: Input should be 'tenant_id', "),
+        ({"scope_keys": ["user_id", "user_id"]}, "scope_keys: duplicate scope id"),
+        ({"lock_timeout": 0}, "lock_timeout: Input should be greater than or equal to 0.01"),
+        ({"lock_timeout": "soon"}, "lock_timeout: Input should be a valid number"),
+        (
+            {"idempotency_records": 0},
+            "idempotency_records: Input should be greater than or equal to 1",
+        ),
+        (
+            {"idempotency_records": 10_001},
+            "idempotency_records: Input should be less than or equal",
+        ),
+        ({"idempotency_records": True}, "idempotency_records: Input should be a valid integer"),
+        ({"idempotency_records": "many"}, "idempotency_records: Input should be a valid integer"),
     ],
     ids=lambda value: orjson.dumps(value).decode() if isinstance(value, dict) else "",
 )
@@ -708,6 +717,18 @@ async def test_invalid_configuration_fails_at_mount_and_publishes_nothing(
     assert after["entries"] == ["show"]
     assert after["serving"] is None
     assert not files_in(tmp_path)
+
+
+async def test_a_relative_data_dir_is_taken_from_the_profiles_folder(tmp_path: Path) -> None:
+    async with MemoryCompositionRunner(config_dir=tmp_path / "profile") as runner:
+        await open_runtime(runner, {"data_dir": "../memory"})
+        await write(runner, add("beside the profile"))
+        with pytest.raises(
+            InstallError, match=r"configuration\.scope_key: unknown key; did you mean 'scope_keys'"
+        ):
+            await runner.mount(runtime, instance_id="typo", config={"scope_key": ["user_id"]})
+    (stored,) = store_files(tmp_path)
+    assert stored.parent == tmp_path / "memory" / "sources" / "runtime" / "runtime"
 
 
 async def test_a_relative_mnemon_home_fails_at_mount(

@@ -19,9 +19,9 @@ from mnemon_source_runtime._document import (
     encode,
     read_change,
 )
-from mnemon_source_runtime._store import load, partition_of, transact
+from mnemon_source_runtime._store import Partition, load, transact
 
-from mnemon import SourceError
+from mnemon import Scope, SourceError, scope_partition
 
 ADA = (("user_id", "ada"),)
 NOW = "2026-01-02T03:04:05.000006+00:00"
@@ -122,7 +122,10 @@ def test_only_the_latest_records_are_kept_and_the_oldest_goes_first() -> None:
     ("value", "message"),
     [
         ({"target": "user", "operation": "add", "text": "  "}, "text: must not be blank"),
-        ({"target": "user", "operation": "add", "text": "a\x07b"}, "control characters"),
+        (
+            {"target": "user", "operation": "add", "text": "a\x07b"},
+            r"text: contains a control character \(U\+0007\)",
+        ),
         ({"target": "user", "operation": "add", "text": "x", "id": "u1"}, "an add takes no id"),
         ({"target": "user", "operation": "replace", "text": "x"}, "needs the id"),
         ({"target": "memory", "operation": "remove", "id": "u1"}, "memory ids start with 'm'"),
@@ -193,6 +196,13 @@ def test_a_document_breaking_the_schema_is_damaged(mutate, problem: str) -> None
     mutate(body)
     with pytest.raises(Damaged, match=re.escape(problem)):
         decode(orjson.dumps(body), ADA)
+
+
+def partition_of(directory: Path, values: dict[str, str]) -> Partition:
+    """The partition of a Source whose scope_keys are exactly the ids of `values`."""
+    partition = scope_partition(Scope(**values), values)
+    assert partition is not None
+    return Partition.of(directory, partition)
 
 
 def test_partition_files_are_named_by_a_digest_of_the_scope_values(tmp_path: Path) -> None:

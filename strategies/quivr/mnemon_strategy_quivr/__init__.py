@@ -1,0 +1,88 @@
+"""Quivr retrieval plugins as mnemon rankers.
+
+Mount the package with a configuration to rank `recall` and `search` through a Quivr
+retrieval plugin: `await host.mount(mnemon_strategy_quivr, instance_id="quivr",
+config={"manifest": "/path/quivr-plugin.yaml", "endpoint": "http://127.0.0.1:8080"})`.
+
+The rule engine (`check_search_output`), the manifest inspector (`inspect_manifest`) and the
+signed-request helpers judge a plugin exactly as Quivr's normative fixtures do.
+"""
+
+from __future__ import annotations
+
+from ._certify import FixtureIssue, FixtureOutcome, invoke_fixture, serve_fixture
+from ._manifest import (
+    ENGINE_VERSION,
+    PLUGIN_API_VERSIONS,
+    ManifestIssue,
+    ManifestReport,
+    inspect_manifest,
+)
+from ._plugin import LaunchedPlugin, PluginRefused, PluginUnavailable, QuivrPlugin, launch_plugin
+from ._ranking import QuivrRanker, QuivrRankingTurn, candidate_from_item
+from ._rules import (
+    RetrievalLimits,
+    RetrievalProfile,
+    RetrievalSession,
+    check_search_output,
+    check_search_request,
+)
+from ._signing import (
+    EngineRequestAuth,
+    EngineRequestClaims,
+    SignatureRejected,
+    sign_engine_request,
+    verify_engine_request,
+)
+from ._strategy import (
+    QUIVR_CONFIGURATION,
+    TYPE_ID,
+    apply,
+    compose,
+    create_ranker,
+    define_ranking_strategy,
+    memory_plugin,
+)
+from ._versions import RangeError, Version, VersionRange, parse_range, parse_version
+
+__all__ = [
+    "ENGINE_VERSION",
+    "PLUGIN_API_VERSIONS",
+    "QUIVR_CONFIGURATION",
+    "TYPE_ID",
+    "EngineRequestAuth",
+    "EngineRequestClaims",
+    "FixtureIssue",
+    "FixtureOutcome",
+    "LaunchedPlugin",
+    "ManifestIssue",
+    "ManifestReport",
+    "PluginRefused",
+    "PluginUnavailable",
+    "QuivrPlugin",
+    "QuivrRanker",
+    "QuivrRankingTurn",
+    "RangeError",
+    "RetrievalLimits",
+    "RetrievalProfile",
+    "RetrievalSession",
+    "SignatureRejected",
+    "Version",
+    "VersionRange",
+    "apply",
+    "candidate_from_item",
+    "check_search_output",
+    "check_search_request",
+    "compose",
+    "create_ranker",
+    "define_ranking_strategy",
+    "inspect_manifest",
+    "invoke_fixture",
+    "launch_plugin",
+    "memory_plugin",
+    "parse_range",
+    "parse_version",
+    "serve_fixture",
+    "sign_engine_request",
+    "verify_engine_request",
+]

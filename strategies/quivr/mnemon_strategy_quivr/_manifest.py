@@ -1,0 +1,280 @@
+"""The `quivr-plugin.yaml` inspector: shape, ranges, compatibility and the semantic rules.
+
+It reads a manifest without running the plugin and reports every rule it breaks with Quivr's
+codes, as `quivr plugin inspect` does, for the Contributions mnemon knows: `retrieval` (which it
+hosts) and the protocol-level rules every manifest shares.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from ._schemas import manifest_validator
+from ._versions import RangeError, Version, VersionRange, parse_range, parse_version
+
+__all__ = [
+    "ENGINE_VERSION",
+    "PLUGIN_API_VERSIONS",
+    "ManifestIssue",
+    "ManifestReport",
+    "inspect_manifest",
+]
+
+# the Quivr engine version mnemon answers to, for `compatibility.engine`
+ENGINE_VERSION = "0.1.0"
+# the Plugin API versions mnemon speaks, for `compatibility.plugin_api`; 0.14 signs requests
+PLUGIN_API_VERSIONS = tuple(
+    parse_version(f"0.{minor}.{patch}") for minor, patch in [(m, 0) for m in range(15)] + [(3, 1)]
+)
+# the first Plugin API version of each Contribution and feature
+SINCE = {
+    "normalizer": parse_version("0.1.0"),
+    "subscription": parse_version("0.2.0"),
+    "connector": parse_version("0.3.0"),
+    "ingestion": parse_version("0.6.0"),
+    "retrieval": parse_version("0.7.0"),
+    "requires": parse_version("0.12.0"),
+}
+RESERVED = frozenset({"enricher", "validator", "projector", "retriever"})
+
+
+@dataclass(frozen=True)
+class ManifestIssue:
+    """One broken rule: its code, the JSON path at fault, and a message naming the rule."""
+
+    code: str
+    path: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ManifestReport:
+    """What inspecting one manifest found.
+
+    Attributes:
+        manifest: the parsed value (None when the file is not a YAML mapping).
+        digest: `sha256:<hex>` of the manifest's exact bytes.
+        issues: every broken rule.
+        plugin_api: the Plugin API version spoken (the highest admitted), when compatible.
+    """
+
+    manifest: Mapping[str, Any] | None
+    digest: str
+    issues: tuple[ManifestIssue, ...]
+    plugin_api: str | None
+
+    @property
+    def codes(self) -> frozenset[str]:
+        """The exact set of codes."""
+        return frozenset(issue.code for issue in self.issues)
+
+    @property
+    def valid(self) -> bool:
+        """Whether no rule is broken."""
+        return not self.issues
+
+
+def _path(parts: Any) -> str:
+    return "/" + "/".join(str(part) for part in parts)
+
+
+def inspect_manifest(source: str | bytes | Path) -> ManifestReport:
+    """Inspect a `quivr-plugin.yaml` (a path, or its bytes or text).
+
+    Messages name the path and the rule, never a value from the file.
+    """
+    raw = source.read_bytes() if isinstance(source, Path) else source
+    data = raw.encode("utf-8") if isinstance(raw, str) else raw
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    try:
+        value = yaml.safe_load(data)
+    except yaml.YAMLError:
+        value = None
+    if not isinstance(value, dict):
+        issue = ManifestIssue("schema_violation", "/", "the manifest is not a YAML mapping")
+        return ManifestReport(None, digest, (issue,), None)
+    issues = _shape(value)
+    issues += _semantics(value)
+    admitted = _admitted(value)
+    spoken = str(admitted[-1]) if admitted and not issues else None
+    unique = tuple(dict.fromkeys(issues))
+    return ManifestReport(value, digest, unique, spoken)
+
+
+def _shape(value: Mapping[str, Any]) -> list[ManifestIssue]:
+    issues = []
+    for error in manifest_validator().iter_errors(value):
+        where = list(error.absolute_path)
+        if where == ["contributions"] and error.validator is None:
+            continue  # a reserved name's `false` schema: reserved_contribution, below
+        in_range = where[:1] == ["compatibility"] or where[:1] + where[-1:] == [
+            "requires",
+            "version",
+        ]
+        if in_range and error.validator in ("pattern", "type", "maxLength"):
+            continue  # a malformed range is invalid_range, reported below
+        issues.append(
+            ManifestIssue("schema_violation", _path(where), f"{error.validator} rule broken")
+        )
+    return issues
+
+
+def _range(value: Any, path: str, issues: list[ManifestIssue]) -> VersionRange | None:
+    if not isinstance(value, str):
+        return None  # a missing or non-string range is a schema_violation already
+    try:
+        return parse_range(value)
+    except RangeError as error:
+        issues.append(ManifestIssue("invalid_range", path, str(error)))
+        return None
+
+
+def _admitted(value: Mapping[str, Any]) -> list[Version]:
+    """Plugin API versions mnemon speaks that the manifest admits, lowest first."""
+    compatibility = value.get("compatibility")
+    if not isinstance(compatibility, Mapping):
+        return []
+    try:
+        declared = parse_range(str(compatibility.get("plugin_api")))
+    except RangeError:
+        return []
+    return sorted(version for version in PLUGIN_API_VERSIONS if declared.admits(version))
+
+
+def _semantics(value: Mapping[str, Any]) -> list[ManifestIssue]:
+    issues: list[ManifestIssue] = []
+    compatibility = value.get("compatibility")
+    contributions = value.get("contributions")
+    contributions = contributions if isinstance(contributions, Mapping) else {}
+    if isinstance(compatibility, Mapping):
+        engine = _range(compatibility.get("engine"), "/compatibility/engine", issues)
+        if engine is not None and not engine.admits(ENGINE_VERSION):
+            issues.append(
+                ManifestIssue(
+                    "incompatible_engine",
+                    "/compatibility/engine",
+                    f"engine {ENGINE_VERSION} is outside the declared range",
+                )
+            )
+        plugin_api = _range(compatibility.get("plugin_api"), "/compatibility/plugin_api", issues)
+        if plugin_api is not None:
+            issues.extend(_plugin_api(value, contributions, _admitted(value)))
+    for name in contributions:
+        if name in RESERVED:
+            issues.append(
+                ManifestIssue(
+                    "reserved_contribution", f"/contributions/{name}", "a reserved Contribution"
+                )
+            )
+    requires = value.get("requires")
+    if isinstance(requires, list):
+        for index, item in enumerate(requires):
+            if isinstance(item, Mapping) and "version" in item:
+                _range(item["version"], f"/requires/{index}/version", issues)
+    issues.extend(_namespaces(value))
+    issues.extend(_secrets(value))
+    issues.extend(_schemas(value))
+    return issues
+
+
+def _plugin_api(
+    value: Mapping[str, Any], contributions: Mapping[str, Any], admitted: list[Version]
+) -> list[ManifestIssue]:
+    path = "/compatibility/plugin_api"
+    if not admitted:
+        return [
+            ManifestIssue(
+                "incompatible_plugin_api", path, "no Plugin API version mnemon speaks is admitted"
+            )
+        ]
+    features = [name for name in contributions if name in SINCE]
+    if "requires" in value:
+        features.append("requires")
+    return [
+        ManifestIssue(
+            "incompatible_plugin_api",
+            path,
+            f"{feature} needs Plugin API {SINCE[feature]} or later, outside the declared range",
+        )
+        for feature in features
+        if admitted[-1] < SINCE[feature]
+    ]
+
+
+def _namespaces(value: Mapping[str, Any]) -> list[ManifestIssue]:
+    extensions = value.get("extensions")
+    plugin_id = value.get("id")
+    if not isinstance(extensions, Mapping) or not isinstance(plugin_id, str):
+        return []
+    return [
+        ManifestIssue(
+            "foreign_namespace",
+            f"/extensions/{namespace}",
+            "an extension namespace is the plugin id or starts with the plugin id and a dot",
+        )
+        for namespace in extensions
+        if namespace != plugin_id and not str(namespace).startswith(plugin_id + ".")
+    ]
+
+
+def _secrets(value: Mapping[str, Any]) -> list[ManifestIssue]:
+    secrets = value.get("secrets")
+    if not isinstance(secrets, list):
+        return []
+    seen: set[str] = set()
+    issues = []
+    for index, secret in enumerate(secrets):
+        name = secret.get("name") if isinstance(secret, Mapping) else None
+        if isinstance(name, str):
+            if name in seen:
+                issues.append(
+                    ManifestIssue(
+                        "duplicate_secret", f"/secrets/{index}/name", "a secret declared twice"
+                    )
+                )
+            seen.add(name)
+    return issues
+
+
+def _compiles(schema: Any) -> bool:
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError:
+        return False
+    return True
+
+
+def _schemas(value: Mapping[str, Any]) -> list[ManifestIssue]:
+    issues = []
+    configuration = value.get("configuration")
+    if isinstance(configuration, Mapping) and not _compiles(configuration.get("schema", True)):
+        issues.append(
+            ManifestIssue(
+                "invalid_config_schema",
+                "/configuration/schema",
+                "not a valid JSON Schema 2020-12",
+            )
+        )
+    extensions = value.get("extensions")
+    if isinstance(extensions, Mapping):
+        for namespace, versions in extensions.items():
+            if not isinstance(versions, Mapping):
+                continue
+            for version, schema in versions.items():
+                if not _compiles(schema):
+                    issues.append(
+                        ManifestIssue(
+                            "invalid_extension_schema",
+                            f"/extensions/{namespace}/{version}",
+                            "not a valid JSON Schema 2020-12",
+                        )
+                    )
+    return issues

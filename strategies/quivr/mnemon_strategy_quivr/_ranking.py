@@ -1,0 +1,348 @@
+"""The `quivr-ranking` turn policy: a Quivr retrieval plugin ranks `recall` and `search`.
+
+Round by round the plugin asks for candidates and the policy serves each `bm25` request by
+reading the same route; the plugin's final ranking, checked by the rule engine, becomes the
+route's evidence. The user's own read happens first and is never lost: when the plugin is
+unavailable, answers invalid output or overruns, the Source's own order is returned with a
+coded diagnostic in the evidence's `output`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+
+from mnemon import (
+    Evidence,
+    EvidenceItem,
+    PolicyRequest,
+    RouteError,
+    RouteReader,
+    View,
+)
+
+from ._manifest import ManifestReport
+from ._plugin import (
+    LaunchedPlugin,
+    PluginRefused,
+    PluginUnavailable,
+    QuivrPlugin,
+    ResponseTooLarge,
+    launch_plugin,
+)
+from ._rules import RetrievalLimits, RetrievalProfile, RetrievalSession, check_search_output
+
+__all__ = ["QuivrRanker", "QuivrRankingTurn", "candidate_from_item"]
+
+MAX_LIMIT = 50  # a Quivr search's `limit` is 1 to 50
+_log = logging.getLogger("mnemon.quivr")
+
+
+class _Fallback(Exception):
+    """Stop the search and return the Source's own order with this diagnostic."""
+
+    def __init__(self, code: str, message: str, rules: Iterable[str] = ()) -> None:
+        super().__init__(code)
+        self.code = code
+        self.message = message
+        self.rules = tuple(sorted(rules))
+
+
+def candidate_from_item(item: EvidenceItem, rank: int) -> dict[str, Any]:
+    """A served Quivr candidate made from one evidence item (rank starts at 1).
+
+    `segment_id` is the item id, `record_id` the stored body it comes from (the memory or
+    document in its provenance), offsets are code points of the item's text, and `score` is
+    the Source's own score when it gives one, else `1 / rank`.
+    """
+    provenance = item.provenance
+    record = provenance.get("memory") or provenance.get("document") or item.id
+    version = provenance.get("revision") or provenance.get("created_at") or "1"
+    score = provenance.get("score")
+    if not isinstance(score, int | float) or isinstance(score, bool):
+        score = 1 / rank
+    return {
+        "segment_id": item.id,
+        "record_id": str(record)[:200],
+        "version_id": str(version)[:200],
+        "part_key": "body",
+        "text": item.text,
+        "start": 0,
+        "end": len(item.text),
+        "score": float(score),
+    }
+
+
+def _namespace(item: EvidenceItem) -> str | None:
+    space = item.provenance.get("space")
+    return space if isinstance(space, str) else None
+
+
+@dataclass
+class QuivrRanker:
+    """One hosted retrieval plugin and how it ranks, shared by the turns of one entry.
+
+    Args:
+        report: the inspected manifest (valid, declaring `retrieval`).
+        manifest_path: where the manifest is (the launched plugin runs in its folder).
+        profile: the profile searches run under.
+        routes: the route ids (`recall`, `search`) the plugin ranks.
+        endpoint: the plugin's base URL, or None to launch `run.command`.
+        auth: httpx authentication for signed engine requests, or None.
+        transport: an httpx transport (for an in-process ASGI plugin), or None.
+        startup_timeout: seconds a launched plugin has to become healthy.
+    """
+
+    report: ManifestReport
+    manifest_path: Path
+    profile: RetrievalProfile
+    routes: frozenset[str]
+    endpoint: str | None = None
+    auth: httpx.Auth | None = None
+    transport: httpx.AsyncBaseTransport | None = None
+    startup_timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        manifest = self.report.manifest or {}
+        self.plugin_id = str(manifest.get("id", ""))
+        self.limits = RetrievalLimits.from_manifest(manifest["contributions"]["retrieval"])
+        self._plugin: QuivrPlugin | None = None
+        self._launched: LaunchedPlugin | None = None
+        self._lock = anyio.Lock()
+        self._searches = 0
+
+    async def plugin(self) -> QuivrPlugin:
+        """The plugin's client; a launched plugin is started on first use.
+
+        Raises:
+            PluginUnavailable: when the plugin cannot be launched.
+        """
+        async with self._lock:
+            if self._plugin is None:
+                endpoint = self.endpoint
+                if endpoint is None:
+                    self._launched = await launch_plugin(
+                        self.manifest_path, self.report, startup_timeout=self.startup_timeout
+                    )
+                    endpoint = self._launched.endpoint
+                self._plugin = QuivrPlugin(
+                    endpoint, self.report, auth=self.auth, transport=self.transport
+                )
+            return self._plugin
+
+    @property
+    def serving_endpoint(self) -> str | None:
+        """The base URL in use: the endpoint, or the launched plugin's; None before first use."""
+        return None if self._plugin is None else str(self._plugin.endpoint)
+
+    def next_search(self) -> int:
+        """A number for the next search, for its invocation ids."""
+        self._searches += 1
+        return self._searches
+
+    async def aclose(self) -> None:
+        """Close connections and stop a launched plugin (SIGTERM, then SIGKILL)."""
+        with anyio.CancelScope(shield=True):
+            if self._plugin is not None:
+                await self._plugin.aclose()
+                self._plugin = None
+            if self._launched is not None:
+                await self._launched.stop()
+                self._launched = None
+
+    def create_turn(self, view: View) -> QuivrRankingTurn:
+        """The read policy of one turn."""
+        return QuivrRankingTurn(self, view)
+
+
+class QuivrRankingTurn:
+    """One turn's policy: ranked `recall`/`search`, every other route read as asked."""
+
+    def __init__(self, ranker: QuivrRanker, view: View) -> None:
+        self._ranker = ranker
+        self._view = view
+
+    async def query(self, request: PolicyRequest, read: RouteReader) -> Evidence:
+        """Rank one `recall` or `search` read through the plugin; pass other reads through."""
+        query = request.input.get("query")
+        if request.route.route_id not in self._ranker.routes or not isinstance(query, str):
+            return await read()
+        # the user's own read first: whatever the plugin does, these results are kept
+        own = await read()
+        search = _Search(self._ranker, request, read, own, query)
+        try:
+            return await search.run()
+        except _Fallback as fallback:
+            _log.info(
+                "quivr ranker %s: the Source's own order is used (%s)",
+                self._ranker.plugin_id,
+                fallback.code,
+            )
+            diagnostic: dict[str, Any] = {"code": fallback.code, "message": fallback.message}
+            if fallback.rules:
+                diagnostic["rules"] = list(fallback.rules)
+            output: dict[str, Any] = {"status": "fallback", "ranker": self._ranker.plugin_id}
+            if isinstance(fallback, _Refused):
+                # the plugin's decision: no ranking for this search, the Source's order stays
+                output = {**output, "status": "refused", "plugin_code": fallback.plugin_code}
+            return own.model_copy(update={"output": {**output, "diagnostic": diagnostic}})
+
+
+class _Search:
+    """One search: rounds, serving, checking; raises `_Fallback` on any plugin failure."""
+
+    def __init__(
+        self,
+        ranker: QuivrRanker,
+        request: PolicyRequest,
+        read: RouteReader,
+        own: Evidence,
+        query: str,
+    ) -> None:
+        self.ranker = ranker
+        self.request = request
+        self.read = read
+        self.query = query
+        wanted = request.input.get("limit")
+        limit = wanted if isinstance(wanted, int) else request.route.max_results
+        self.session = RetrievalSession(
+            profile=ranker.profile,
+            limits=ranker.limits,
+            # no mnemon Source declares a vector space yet: near_vector/hybrid get unknown_space
+            spaces=(),
+            scope={"corpus_ids": [request.route.source_key]},
+            limit=max(1, min(MAX_LIMIT, limit)),
+        )
+        self.items: dict[str, EvidenceItem] = {}
+        # each read with the most results it asked for: a larger k reads again
+        self.reads: dict[str, tuple[Evidence, int]] = {query: (own, self.session.limit)}
+        self.number = ranker.next_search()
+
+    async def run(self) -> Evidence:
+        try:
+            plugin = await self.ranker.plugin()
+        except PluginUnavailable:
+            raise _Fallback("retrieval_plugin_unavailable", "the ranker could not start") from None
+        seconds = self.ranker.profile.max_latency_ms / 1000
+        with anyio.move_on_after(seconds) as deadline:
+            return await self._rounds(plugin)
+        assert deadline.cancelled_caught
+        raise _Fallback("search_deadline_exceeded", "the ranker overran the profile's latency")
+
+    async def _rounds(self, plugin: QuivrPlugin) -> Evidence:
+        session = self.session
+        while True:
+            body = session.request_body(
+                invocation_id=f"mnemon-{self.request.view.id[5:21]}-{self.number}-{session.round}",
+                organization_id="mnemon",
+                query_text=self.query,
+            )
+            raw = await self._call(plugin, body)
+            codes = check_search_output(raw, session)
+            if codes:
+                raise _Fallback(
+                    "retrieval_plugin_invalid", "the ranker's answer broke a rule", codes
+                )
+            answer = json.loads(raw)
+            session.spend(answer)
+            if "ranking" in answer:
+                return self._ranked(answer["ranking"]["hits"])
+            for index, wanted in enumerate(answer["requests"]):
+                session.serve(index, wanted, await self._serve(wanted))
+            session.next_round()
+
+    async def _call(self, plugin: QuivrPlugin, body: dict[str, Any]) -> bytes:
+        try:
+            return await plugin.search(
+                body, max_response_bytes=self.session.limits.max_response_bytes
+            )
+        except ResponseTooLarge:
+            raise _Fallback(
+                "retrieval_plugin_invalid",
+                "the ranker's answer broke a rule",
+                ["response_too_large"],
+            ) from None
+        except PluginRefused as refused:
+            if refused.retryable:
+                raise _Fallback(
+                    "retrieval_plugin_unavailable", "the ranker asked to retry later"
+                ) from None
+            raise _Refused(refused.code) from None
+        except PluginUnavailable:
+            raise _Fallback("retrieval_plugin_unavailable", "the ranker is unavailable") from None
+
+    async def _serve(self, wanted: Mapping[str, Any]) -> list[dict[str, Any]]:
+        # the rule engine admits only bm25 here: no space is offered, and no profile declared
+        text = str(wanted["query_text"])
+        k = int(wanted["k"])
+        evidence, asked = self.reads.get(text, (None, 0))
+        if evidence is None or k > asked:
+            evidence = await self._read(text, k)
+            self.reads[text] = (evidence, k)
+        items = list(evidence.items)
+        namespaces = (wanted.get("filter") or {}).get("source_namespaces")
+        if namespaces is not None:
+            items = [item for item in items if _namespace(item) in namespaces]
+        candidates = []
+        records: set[str] = set()
+        for rank, item in enumerate(items, start=1):
+            candidate = candidate_from_item(item, rank)
+            if wanted.get("group_by") == "record":
+                if candidate["record_id"] in records:
+                    continue
+                records.add(candidate["record_id"])
+            self.items.setdefault(item.id, item)
+            candidates.append(candidate)
+            if len(candidates) == k:
+                break
+        return candidates
+
+    async def _read(self, text: str, k: int) -> Evidence:
+        route = self.request.route
+        value = {**self.request.input, "query": text}
+        properties = route.input_schema.get("properties") or {}
+        if "limit" in properties:
+            value["limit"] = min(k, int(properties["limit"].get("maximum", k)))
+        try:
+            return await self.read(input=value, limits={"max_results": min(k, route.max_results)})
+        except RouteError as error:
+            if error.code == "call-budget-exhausted":
+                raise _Fallback(
+                    "search_call_budget_exhausted", "the route's max_calls ran out mid-search"
+                ) from None
+            raise _Fallback("search_read_failed", "serving candidates failed") from None
+
+    def _ranked(self, hits: Sequence[Mapping[str, Any]]) -> Evidence:
+        items = []
+        for hit in hits:
+            item = self.items[hit["segment_id"]]
+            metadata = {**item.metadata, "ranker_score": hit["score"]}
+            items.append(item.model_copy(update={"metadata": metadata}))
+        route = self.request.route
+        return Evidence(
+            view_id=self.request.view.id,
+            route_id=route.id,
+            source_key=route.source_key,
+            items=tuple(items),
+            output={
+                "status": "ranked",
+                "ranker": self.ranker.plugin_id,
+                "profile": self.ranker.profile.name,
+                "rounds": self.session.round,
+            },
+        )
+
+
+class _Refused(_Fallback):
+    """A terminal error envelope: the plugin's decision not to rank this search."""
+
+    def __init__(self, plugin_code: str) -> None:
+        super().__init__("unsupported_search", "the ranker does not support this search")
+        self.plugin_code = plugin_code

@@ -1,0 +1,242 @@
+"""The `quivr-ranking` Strategy: every Source offered, and a Quivr ranker on recall and search.
+
+Composition is role-agnostic (working context eager, the rest routed, every route and action
+offered within the maxima); what the plugin changes is the order of the evidence a ranked
+route returns, never what the View may read.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mnemon import (
+    ComposeRequest,
+    ExtensionContribution,
+    InstallError,
+    PluginContext,
+    SourceCandidate,
+    StrategyDefinition,
+    ViewSpec,
+    allocate_characters,
+    define_memory_plugin,
+    define_memory_strategy,
+    define_strategy_configuration,
+    install_memory,
+)
+
+from ._manifest import inspect_manifest
+from ._ranking import QuivrRanker
+from ._rules import RetrievalProfile
+from ._signing import EngineRequestAuth
+
+__all__ = ["QUIVR_CONFIGURATION", "TYPE_ID", "apply", "compose", "create_ranker", "memory_plugin"]
+
+TYPE_ID = "quivr-ranking"
+MAX_SOURCES = 32
+MAX_ROUTES = 64
+MAX_ACTIONS = 64
+WORKING = "working-context"
+
+memory_plugin = define_memory_plugin(
+    "mnemon-strategy-quivr",
+    label="Quivr ranking",
+    description="A Quivr retrieval plugin, reached over HTTP, ranks recall and document search.",
+    roles=["strategy"],
+    provides=["strategy.quivr-ranking"],
+)
+
+
+def compose(
+    request: ComposeRequest,
+    sources: tuple[SourceCandidate, ...],
+    contributions: tuple[ExtensionContribution, ...],
+) -> ViewSpec:
+    """Compose the View (pure): working context eager, the others routed, all offers."""
+    admitted = sorted(
+        (s for s in sources if s.facts.availability != "unavailable"), key=lambda s: s.key
+    )[:MAX_SOURCES]
+    projecting = [s for s in admitted if "project" in s.facts.capabilities]
+    weights = [9 if s.facts.role == WORKING else 1 for s in projecting]
+    shares = dict(
+        zip(
+            (s.key for s in projecting),
+            allocate_characters(request.budget.max_projection_characters, weights),
+            strict=True,
+        )
+    )
+    selections = []
+    routes = actions = 0
+    for source in admitted:
+        route_ids = [r.id for r in source.routes][: MAX_ROUTES - routes]
+        action_ids = [a.id for a in source.actions][: MAX_ACTIONS - actions]
+        routes += len(route_ids)
+        actions += len(action_ids)
+        selection: dict[str, Any] = {
+            "source_key": source.key,
+            "required": False,
+            "route_ids": route_ids,
+            "action_ids": action_ids,
+        }
+        if source.key in shares:
+            mode = "eager" if source.facts.role == WORKING else "routed"
+            selection["projection"] = {"mode": mode, "max_characters": shares[source.key]}
+        selections.append(selection)
+    return ViewSpec.model_validate(
+        {
+            "strategy_type_id": TYPE_ID,
+            "sources": selections,
+            "explanation": f"quivr-ranking: {len(selections)} Source(s); recall and search ranked",
+        }
+    )
+
+
+def _fail(field: str, rule: str) -> InstallError:
+    return InstallError(f"{TYPE_ID} configuration.{field}: {rule}")
+
+
+def create_ranker(config: Mapping[str, Any], **options: Any) -> QuivrRanker:
+    """The ranker a validated configuration describes (`options` go to `QuivrRanker`).
+
+    Raises:
+        InstallError: naming the configuration key at fault (never its value).
+    """
+    path = Path(str(config["manifest"]))
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        raise _fail("manifest", "cannot be read") from None
+    report = inspect_manifest(raw)
+    if not report.valid:
+        raise _fail("manifest", f"the manifest is invalid ({', '.join(sorted(report.codes))})")
+    manifest = report.manifest or {}
+    retrieval = manifest["contributions"].get("retrieval")
+    if retrieval is None:
+        raise _fail("manifest", "the plugin declares no retrieval Contribution")
+    name = str(config.get("profile", "default"))
+    declared = retrieval["profiles"].get(name)
+    if declared is None:
+        raise _fail("profile", "not a profile the manifest declares")
+    endpoint = config.get("endpoint")
+    if (endpoint is None) == (not config.get("launch", False)):
+        raise _fail("endpoint", "give either an endpoint or launch: true")
+    if endpoint is not None and not str(endpoint).startswith(("http://", "https://")):
+        raise _fail("endpoint", "must be an http:// or https:// URL")
+    auth = None
+    secret_env = config.get("signing_secret_env")
+    if secret_env is not None:
+        secret = os.environ.get(str(secret_env))
+        if not secret:
+            raise _fail("signing_secret_env", "the environment variable is not set")
+        auth = EngineRequestAuth(
+            secret.encode("utf-8"),
+            plugin_id=str(manifest["id"]),
+            contribution="retrieval",
+            clock=_now,
+        )
+    profile = RetrievalProfile(name, declared["max_latency_ms"], declared["max_cost_cents"])
+    return QuivrRanker(
+        report=report,
+        manifest_path=path.resolve(),
+        profile=profile,
+        routes=frozenset(config.get("routes", ("recall", "search"))),
+        endpoint=None if endpoint is None else str(endpoint),
+        auth=auth,
+        startup_timeout=int(config.get("startup_timeout_ms", 10_000)) / 1000,
+        **options,
+    )
+
+
+def _now() -> int:
+    return int(time.time())
+
+
+def define_ranking_strategy(ranker: QuivrRanker) -> StrategyDefinition:
+    """The Strategy whose turns rank through `ranker`."""
+    return define_memory_strategy(
+        {
+            "type_id": TYPE_ID,
+            "package_name": "mnemon-strategy-quivr",
+            "supported_source_roles": ["*"],
+            "max_sources": MAX_SOURCES,
+            "max_routes": MAX_ROUTES,
+            "max_actions": MAX_ACTIONS,
+        },
+        compose,
+        ranker.create_turn,
+    )
+
+
+QUIVR_CONFIGURATION = define_strategy_configuration(
+    "strategy",
+    TYPE_ID,
+    "Quivr ranking",
+    "A Quivr retrieval plugin ranks recall and search.",
+    [
+        {
+            "id": "manifest",
+            "label": "Manifest",
+            "input": "text",
+            "required": True,
+            "description": "Path of the plugin's quivr-plugin.yaml.",
+        },
+        {
+            "id": "endpoint",
+            "label": "Endpoint",
+            "input": "text",
+            "description": "Base URL of a running plugin; or set launch.",
+        },
+        {
+            "id": "launch",
+            "label": "Launch",
+            "input": "boolean",
+            "description": "Start the plugin from the manifest's run.command.",
+        },
+        {
+            "id": "profile",
+            "label": "Profile",
+            "input": "text",
+            "default": "default",
+            "description": "The manifest profile searches run under.",
+        },
+        {
+            "id": "routes",
+            "label": "Ranked routes",
+            "input": "string-list",
+            "default": ["recall", "search"],
+            "description": "Route ids the plugin ranks.",
+        },
+        {
+            "id": "signing_secret_env",
+            "label": "Signing secret variable",
+            "input": "text",
+            "description": "Environment variable holding the HS256 key for signed requests.",
+        },
+        {
+            "id": "startup_timeout_ms",
+            "label": "Startup timeout (ms)",
+            "input": "number",
+            "minimum": 100,
+            "maximum": 120_000,
+            "default": 10_000,
+            "description": "How long a launched plugin has to become healthy.",
+        },
+    ],
+    # hosts that mount the package get the ranker stopped with the entry (see apply)
+    lambda config: define_ranking_strategy(create_ranker(config)),
+)
+
+
+def apply(ctx: PluginContext) -> None:
+    """Install the `quivr-ranking` Strategy the entry's configuration describes.
+
+    Raises:
+        InstallError: naming the configuration key at fault.
+    """
+    config = QUIVR_CONFIGURATION.validate(ctx.configuration)
+    ranker = create_ranker(config)
+    ctx.on_dispose(ranker.aclose)
+    install_memory(ctx, strategies=[define_ranking_strategy(ranker)])
