@@ -134,9 +134,10 @@ class SpacesSettings(SourceConfiguration):
     """The whole validated configuration; the token is a `SecretStr`, never shown."""
 
     data_dir: ConfigPath | None = None
-    #: the Provider's own configuration, with its `type`
+    #: the Provider's own configuration, with its `type` (never in a repr: it may hold a
+    #: credential)
     provider: Annotated[dict[str, Any], BeforeValidator(_provider)] = Field(
-        default_factory=lambda: {"type": "sqlite"}
+        default_factory=lambda: {"type": "sqlite"}, repr=False
     )
     spaces: Annotated[tuple[SpaceSettings, ...], _list_of("spaces", at_most=MAX_SPACES)] = (
         SpaceSettings(name="memories", writable=True),

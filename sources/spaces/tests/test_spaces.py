@@ -38,6 +38,8 @@ from mnemon import (
     ManagementError,
     PluginContext,
     RouteError,
+    SourceInit,
+    SourceProvenance,
     install_memory,
     render_wake,
 )
@@ -138,6 +140,24 @@ async def test_invalid_configuration_is_refused_at_mount_and_nothing_is_publishe
     assert after["registry_revision"] == before["registry_revision"]
     assert after["entries"] == ["strategy"]
     assert not _listing(tmp_path), "a refused mount created files"
+
+
+def test_the_read_configuration_never_shows_a_credential() -> None:
+    from mnemon_source_spaces._config import read_settings
+
+    init = SourceInit(
+        instance_key="source:spaces",
+        provenance=SourceProvenance(entry_id="spaces", package_name="p", type_id="spaces"),
+        configuration={
+            "data_dir": "/srv/memory",
+            "provider": {"type": "sqlite", "token": "tok-in-provider-9"},
+            "provider_token": "tok-top-level-9",
+        },
+    )
+    settings = read_settings(init)
+    assert settings.provider_configuration == {"token": "tok-in-provider-9"}
+    assert "tok-" not in repr(settings)
+    assert "tok-" not in str(settings)
 
 
 async def test_a_relative_data_dir_is_taken_from_the_profiles_folder(tmp_path: Path) -> None:
