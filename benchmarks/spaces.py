@@ -50,7 +50,7 @@ from typing import Any
 import anyio
 import mnemon_source_spaces as spaces
 from mnemon_source_spaces import SQLITE_PROVIDER, ProviderInit, SearchRequest
-from mnemon_source_spaces._grants import parent_of, partition_of
+from mnemon_source_spaces._grants import parent_of
 from mnemon_source_spaces._sqlite_rows import insert_memory
 from mnemon_source_spaces._sqlite_schema import ensure_schema
 from mnemon_source_spaces._text import STOPWORDS, fts_phrase, query_terms
@@ -134,6 +134,13 @@ class Corpus:
                 picked = chooser.sample(content, min(len(content), chooser.randint(2, 4)))
                 made.append((" ".join(picked), target))
         return made
+
+
+def _parent() -> str:
+    """The parent the Source derives for the benchmark's scope and space."""
+    partition = mnemon.scope_partition(mnemon.Scope(**SCOPE), ("user_id",))
+    assert partition is not None
+    return parent_of(partition, SPACE)
 
 
 def load(path: Path, parent: str, corpus: Corpus, count: int) -> float:
@@ -287,7 +294,7 @@ async def measure(
     try:
         await host.mount(spaces, instance_id="spaces", config=config)
         await host.mount(AllRoutes(), instance_id="strategy")
-        parent = parent_of(partition_of(mnemon.Scope(**SCOPE), ("user_id",)) or b"", SPACE)
+        parent = _parent()
         clock = time.perf_counter
         samples: list[float] = []
         found = 0
@@ -370,7 +377,7 @@ async def run(plan: Plan) -> bool:
     with tempfile.TemporaryDirectory(prefix="mnemon-bench-spaces-") as folder:
         directory = Path(folder)
         store = directory / "spaces.sqlite3"
-        parent = parent_of(partition_of(mnemon.Scope(**SCOPE), ("user_id",)) or b"", SPACE)
+        parent = _parent()
         loaded = 0
         for number, size in enumerate(plan.sizes):
             seconds = load(store, parent, corpus, size - loaded)

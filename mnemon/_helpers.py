@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import inspect
 import logging
 import os
 import re
 import threading
 import unicodedata
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import anyio
 import anyio.to_thread
@@ -181,26 +182,47 @@ async def run_blocking(func: Callable[..., _T], *args: Any) -> _T:
     return await anyio.to_thread.run_sync(func, *args, abandon_on_cancel=True)
 
 
+@overload
+async def guarded_call(
+    function: Callable[..., Coroutine[Any, Any, _T]],
+    *args: Any,
+    subject: str,
+    timeout: float | None = None,  # noqa: ASYNC109
+    abandon: threading.Event | None = None,
+) -> _T: ...
+
+
+@overload
 async def guarded_call(
     function: Callable[..., _T],
     *args: Any,
     subject: str,
+    timeout: float | None = None,  # noqa: ASYNC109
+    abandon: threading.Event | None = None,
+) -> _T: ...
+
+
+async def guarded_call(
+    function: Callable[..., Any],
+    *args: Any,
+    subject: str,
     timeout: float | None = None,  # noqa: ASYNC109 - the Source's own limit, mapped to its code
     abandon: threading.Event | None = None,
-) -> _T:
+) -> Any:
     """Run a Source's blocking call in a worker thread, within `timeout`, failing by the taxonomy.
 
-    A `SourceError` or `RevisionConflict` (a fence the call checked) the call raises passes
-    through as it is. Otherwise a timeout becomes
-    `timeout`, `PermissionError` becomes `forbidden`, any other `OSError` becomes
-    `provider_error` (both retryable ones say nothing about a write, so a receipt says
-    `unknown`), and anything else becomes `provider_error` too; the message is `subject`'s,
-    never the exception's text, which is logged with its traceback at DEBUG on
+    A coroutine function (a client's `async def` method) is awaited instead, with the same
+    limit and mapping. A `SourceError` the call raises passes through as it is, and so does a
+    `RevisionConflict` (a fenced management write re-checked under the Source's own lock).
+    Otherwise a timeout becomes `timeout`, `PermissionError` becomes `forbidden`, any other
+    `OSError` becomes `provider_error` (both retryable ones say nothing about a write, so a
+    receipt says `unknown`), and anything else becomes `provider_error` too; the message is
+    `subject`'s, never the exception's text, which is logged with its traceback at DEBUG on
     `mnemon.sources` for the Source's author. When the caller stops waiting (timeout or
     cancellation) `abandon` is set, so a call that checks it can stop before it writes.
 
     Args:
-        function: the blocking callable.
+        function: the blocking callable, or a coroutine function.
         *args: its positional arguments.
         subject: what the call does, for messages ("the runtime store write").
         timeout: seconds before the caller stops waiting (None: the caller's own deadline).
@@ -212,9 +234,12 @@ async def guarded_call(
     finished = False
     try:
         with anyio.fail_after(timeout) if timeout is not None else nullcontext():
-            result = await anyio.to_thread.run_sync(
-                partial(function, *args), abandon_on_cancel=True
-            )
+            if inspect.iscoroutinefunction(function):
+                result = await function(*args)
+            else:
+                result = await anyio.to_thread.run_sync(
+                    partial(function, *args), abandon_on_cancel=True
+                )
         finished = True
         return result
     except (SourceError, RevisionConflict):

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import jsonschema
 import pytest
 from pydantic import SecretStr
@@ -266,6 +267,28 @@ async def test_failures_map_onto_the_taxonomy_without_their_text(
             assert record.levelno == logging.DEBUG
             assert record.name == "mnemon.sources"
     assert any(record.exc_info for record in caplog.records)
+
+
+async def test_a_coroutine_function_is_awaited_under_the_same_limit_and_mapping() -> None:
+    async def answer(value: int) -> int:
+        await anyio.lowlevel.checkpoint()
+        return value * 2
+
+    async def stall() -> None:
+        await anyio.sleep(5)
+
+    async def failing() -> None:
+        raise ValueError("upstream said tok-SECRET")
+
+    assert await guarded_call(answer, 21, subject="the client call") == 42
+    abandon = threading.Event()
+    with pytest.raises(SourceError) as late:
+        await guarded_call(stall, subject="the client call", timeout=0.02, abandon=abandon)
+    assert late.value.code == "timeout"
+    assert abandon.is_set()
+    with pytest.raises(SourceError) as failed:
+        await guarded_call(failing, subject="the client call")
+    assert (failed.value.code, str(failed.value)) == ("provider_error", "the client call failed")
 
 
 async def test_a_revision_conflict_passes_through_as_it_is() -> None:

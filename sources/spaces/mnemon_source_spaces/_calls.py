@@ -14,7 +14,7 @@ from typing import TypeVar
 import anyio
 from pydantic import BaseModel, ValidationError
 
-from mnemon import SourceError
+from mnemon import SourceError, guarded_call
 
 from ._grants import PinnedSpace
 from ._provider import Memory, ProviderStatus, SpaceProvider, SpaceProviderDefinition, StatusRequest
@@ -66,19 +66,17 @@ class ProviderCalls:
         """
         if self._disposed:
             raise SourceError("unavailable", "the spaces Source is disposed", kind="transient")
-        function = getattr(self._adapter, method)
         try:
-            with anyio.fail_after(self._timeout):
-                produced = await function(request)
-        except TimeoutError:
-            raise SourceError("timeout", "the memory Provider did not answer in time") from None
+            produced = await guarded_call(
+                getattr(self._adapter, method),
+                request,
+                subject="the memory Provider",
+                timeout=self._timeout,
+            )
         except SourceError as exc:  # ProviderError included: keep the code, drop the text
             raise SourceError(
                 exc.code, f"the memory Provider refused or failed ({exc.code})", kind=exc.kind
             ) from None
-        except Exception:
-            _log.debug("the memory Provider failed", exc_info=True)
-            raise SourceError("provider_error", "the memory Provider failed") from None
         if isinstance(produced, result):
             return produced
         try:

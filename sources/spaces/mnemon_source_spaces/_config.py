@@ -3,204 +3,200 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from mnemon import DefinitionError
+from pydantic import BeforeValidator, Field, SecretStr, Strict, StringConstraints
 
-from ._wire import SPACE_PATTERN, check_json
+from mnemon import (
+    ConfigPath,
+    DefinitionError,
+    SourceConfiguration,
+    SourceInit,
+    read_configuration,
+)
+
+from ._wire import SPACE_PATTERN, json_object
 
 __all__ = [
-    "ALWAYS_PARTITIONS",
-    "SCOPE_KEYS",
+    "SUBJECT",
     "SpaceSettings",
     "SpacesSettings",
-    "parse_configuration",
+    "configuration_error",
+    "read_settings",
 ]
 
-SUBJECT = "spaces configuration"
+SUBJECT = "spaces"
 SCOPE_KEYS = ("tenant_id", "user_id", "agent_id", "session_id", "workspace")
-#: scope ids that partition every space whenever the scope carries them, with no setting
-ALWAYS_PARTITIONS = ("tenant_id",)
-SPACE_KEYS = ("name", "writable", "description", "partition_by")
-TOP_LEVEL_KEYS = (
-    "data_dir",
-    "provider",
-    "spaces",
-    "scope_keys",
-    "default_space",
-    "provider_timeout",
-    "provider_token",
-)
+#: scope ids a space may be split by (the tenant splits every space, with no setting)
+PARTITION_KEYS = SCOPE_KEYS[1:]
 MAX_SPACES = 32
 MAX_DESCRIPTION = 500
 DEFAULT_TIMEOUT = 8.0
 MAX_TIMEOUT = 120.0
-DEFAULT_SPACES = ({"name": "memories", "writable": True},)
-_SPACE = re.compile(SPACE_PATTERN)
 
 
-@dataclass(frozen=True, slots=True)
-class SpaceSettings:
+def configuration_error(key: str, rule: str) -> DefinitionError:
+    """A refusal naming `key` in the form every Source's configuration errors take."""
+    return DefinitionError(f"{SUBJECT} configuration.{key}: {rule}")
+
+
+# pydantic's own words ("Input should be ...") for these would not say what to write instead
+
+
+def _flag(value: Any) -> Any:
+    if not isinstance(value, bool):
+        raise ValueError("must be true or false")
+    return value
+
+
+def _scope_key(value: Any) -> Any:
+    if value not in SCOPE_KEYS:
+        raise ValueError(f"must be one of {', '.join(SCOPE_KEYS)}")
+    return value
+
+
+def _partition_key(value: Any) -> Any:
+    if value == "tenant_id":
+        raise ValueError("tenant_id partitions every space whenever the scope has one")
+    if value not in PARTITION_KEYS:
+        raise ValueError(f"must be one of {', '.join(PARTITION_KEYS)}")
+    return value
+
+
+def _list_of(what: str, *, at_most: int | None = None) -> BeforeValidator:
+    def check(value: Any) -> Any:
+        if not isinstance(value, list | tuple) or not value:
+            raise ValueError(f"must be a non-empty list of {what}")
+        if at_most is not None and len(value) > at_most:
+            raise ValueError(f"at most {at_most} {what}")
+        return value
+
+    return BeforeValidator(check)
+
+
+def _partition_list(value: Any) -> Any:
+    if not isinstance(value, list | tuple):
+        raise ValueError("must be a list of scope ids")
+    return value
+
+
+def _description(value: Any) -> Any:
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_DESCRIPTION:
+        raise ValueError(f"must be text of 1 to {MAX_DESCRIPTION} characters")
+    return value
+
+
+def _seconds(value: Any) -> Any:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0 < value <= MAX_TIMEOUT
+    ):
+        raise ValueError(f"must be a number of seconds in (0, {MAX_TIMEOUT:g}]")
+    return value
+
+
+def _token(value: Any) -> Any:
+    if not isinstance(value, str) or not value:
+        raise ValueError("must be a non-empty string")
+    return value
+
+
+def _provider(value: Any) -> Any:
+    if not isinstance(value, Mapping):
+        raise ValueError('must be an object such as {"type": "sqlite"}')
+    kind = value.get("type", "sqlite")
+    if not isinstance(kind, str) or not kind:
+        raise ValueError("type must be a Provider type id")
+    try:
+        return json_object({**value, "type": kind})
+    except ValueError:
+        raise ValueError("must hold JSON values only") from None
+
+
+ScopeKey = Annotated[str, BeforeValidator(_scope_key)]
+PartitionKey = Annotated[str, BeforeValidator(_partition_key)]
+
+
+class SpaceSettings(SourceConfiguration):
     """One configured space."""
 
-    name: str
-    writable: bool
-    description: str | None = None
+    name: Annotated[str, Strict(), StringConstraints(pattern=SPACE_PATTERN)]
+    writable: Annotated[bool, BeforeValidator(_flag)] = False
+    description: Annotated[str, BeforeValidator(_description)] | None = None
     #: scope ids that split this space further whenever the scope carries them
-    partition_by: tuple[str, ...] = ()
+    partition_by: Annotated[tuple[PartitionKey, ...], BeforeValidator(_partition_list)] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class SpacesSettings:
-    """The whole validated configuration; the token never shows in its repr."""
+class SpacesSettings(SourceConfiguration):
+    """The whole validated configuration; the token is a `SecretStr`, never shown."""
 
-    data_dir: str | None
-    provider_type: str
-    provider_configuration: Mapping[str, Any] = field(repr=False)
-    spaces: tuple[SpaceSettings, ...]
-    scope_keys: tuple[str, ...]
-    default_space: str | None
-    provider_timeout: float
-    provider_token: str | None = field(default=None, repr=False)
+    data_dir: ConfigPath | None = None
+    #: the Provider's own configuration, with its `type` (never in a repr: it may hold a
+    #: credential)
+    provider: Annotated[dict[str, Any], BeforeValidator(_provider)] = Field(
+        default_factory=lambda: {"type": "sqlite"}, repr=False
+    )
+    spaces: Annotated[tuple[SpaceSettings, ...], _list_of("spaces", at_most=MAX_SPACES)] = (
+        SpaceSettings(name="memories", writable=True),
+    )
+    scope_keys: Annotated[tuple[ScopeKey, ...], _list_of("scope ids")] = ("user_id",)
+    default_space: str | None = None
+    provider_timeout: Annotated[float, BeforeValidator(_seconds)] = DEFAULT_TIMEOUT
+    provider_token: Annotated[SecretStr, BeforeValidator(_token)] | None = None
+
+    @property
+    def provider_type(self) -> str:
+        """The configured Provider type id."""
+        return str(self.provider["type"])
+
+    @property
+    def provider_configuration(self) -> dict[str, Any]:
+        """What the Provider's factory receives: the `provider` object without `type`."""
+        return {key: value for key, value in self.provider.items() if key != "type"}
+
+    @property
+    def write_space(self) -> str | None:
+        """Where `remember` writes when no space is named: the default, else the first writable."""
+        if self.default_space is not None:
+            return self.default_space
+        return next((space.name for space in self.spaces if space.writable), None)
 
     def space(self, name: str) -> SpaceSettings | None:
         """The space called `name`, if configured."""
         return next((space for space in self.spaces if space.name == name), None)
 
 
-def _fail(path: str, problem: str) -> DefinitionError:
-    return DefinitionError(f"{SUBJECT}.{path}: {problem}" if path else f"{SUBJECT}: {problem}")
-
-
-def _partition_by(raw: Any, where: str, scope_keys: tuple[str, ...]) -> tuple[str, ...]:
-    if not isinstance(raw, list | tuple):
-        raise _fail(where, "must be a list of scope ids")
-    keys: list[str] = []
-    for index, key in enumerate(raw):
-        at = f"{where}[{index}]"
-        if key in ALWAYS_PARTITIONS:
-            raise _fail(at, "tenant_id partitions every space whenever the scope has one")
-        if key not in SCOPE_KEYS:
-            raise _fail(at, f"must be one of {', '.join(SCOPE_KEYS[1:])}")
-        if key in scope_keys:
-            raise _fail(at, "already required by scope_keys")
-        if key in keys:
-            raise _fail(at, "duplicate scope id")
-        keys.append(key)
-    return tuple(keys)
-
-
-def _spaces(raw: Any, scope_keys: tuple[str, ...]) -> tuple[SpaceSettings, ...]:
-    if not isinstance(raw, list | tuple) or not raw:
-        raise _fail("spaces", "must be a non-empty list of spaces")
-    if len(raw) > MAX_SPACES:
-        raise _fail("spaces", f"at most {MAX_SPACES} spaces")
-    spaces: list[SpaceSettings] = []
-    for index, item in enumerate(raw):
-        where = f"spaces[{index}]"
-        if not isinstance(item, Mapping):
-            raise _fail(where, "must be an object with name and writable")
-        unknown = sorted(set(item) - set(SPACE_KEYS))
-        if unknown:
-            raise _fail(f"{where}.{unknown[0]}", "unknown key")
-        name = item.get("name")
-        if not isinstance(name, str) or not _SPACE.match(name):
-            raise _fail(f"{where}.name", f"must match {SPACE_PATTERN}")
-        if any(space.name == name for space in spaces):
-            raise _fail(f"{where}.name", f"duplicate space {name!r}")
-        writable = item.get("writable", False)
-        if not isinstance(writable, bool):
-            raise _fail(f"{where}.writable", "must be true or false")
-        description = item.get("description")
-        if description is not None and (
-            not isinstance(description, str)
-            or not description.strip()
-            or len(description) > MAX_DESCRIPTION
-        ):
-            raise _fail(
-                f"{where}.description", f"must be text of 1 to {MAX_DESCRIPTION} characters"
-            )
-        partition_by = _partition_by(
-            item.get("partition_by", ()), f"{where}.partition_by", scope_keys
-        )
-        spaces.append(SpaceSettings(name, writable, description, partition_by))
-    return tuple(spaces)
-
-
-def _scope_keys(raw: Any) -> tuple[str, ...]:
-    if not isinstance(raw, list | tuple) or not raw:
-        raise _fail("scope_keys", "must be a non-empty list of scope ids")
-    keys: list[str] = []
-    for index, key in enumerate(raw):
-        if key not in SCOPE_KEYS:
-            raise _fail(f"scope_keys[{index}]", f"must be one of {', '.join(SCOPE_KEYS)}")
-        if key in keys:
-            raise _fail(f"scope_keys[{index}]", "duplicate scope id")
-        keys.append(key)
-    return tuple(keys)
-
-
-def _provider(raw: Any) -> tuple[str, dict[str, Any]]:
-    if not isinstance(raw, Mapping):
-        raise _fail("provider", 'must be an object such as {"type": "sqlite"}')
-    kind = raw.get("type", "sqlite")
-    if not isinstance(kind, str) or not kind:
-        raise _fail("provider.type", "must be a Provider type id")
-    rest = {key: value for key, value in raw.items() if key != "type"}
-    try:
-        check_json(rest, "provider")
-    except ValueError:
-        raise _fail("provider", "must hold JSON values only") from None
-    return kind, rest
-
-
-def parse_configuration(raw: Mapping[str, Any]) -> SpacesSettings:
-    """Validate the Source's configuration.
+def read_settings(init: SourceInit) -> SpacesSettings:
+    """Validate the Source's configuration: each value, then how the values fit together.
 
     Raises:
-        DefinitionError: naming the first key at fault (`spaces configuration.<key>: ...`);
-            values are never quoted, so a secret cannot leak through the message.
+        DefinitionError: naming the key at fault (`spaces configuration.<key>: ...`); values
+            are never quoted, so a secret cannot leak through the message.
     """
-    unknown = sorted(set(raw) - set(TOP_LEVEL_KEYS))
-    if unknown:
-        raise _fail(unknown[0], "unknown key")
-    data_dir = raw.get("data_dir")
-    if data_dir is not None and (not isinstance(data_dir, str) or not Path(data_dir).is_absolute()):
-        raise _fail("data_dir", "must be an absolute path")
-    kind, provider = _provider(raw.get("provider", {"type": "sqlite"}))
-    scope_keys = _scope_keys(raw.get("scope_keys", ["user_id"]))
-    spaces = _spaces(raw.get("spaces", list(DEFAULT_SPACES)), scope_keys)
-    default = raw.get("default_space")
-    if default is not None:
-        chosen = next((space for space in spaces if space.name == default), None)
+    settings = read_configuration(SpacesSettings, init, subject=SUBJECT)
+    for index, key in enumerate(settings.scope_keys):
+        if key in settings.scope_keys[:index]:
+            raise configuration_error(f"scope_keys[{index}]", "duplicate scope id")
+    names: set[str] = set()
+    for index, space in enumerate(settings.spaces):
+        where = f"spaces[{index}]"
+        if space.name in names:
+            raise configuration_error(f"{where}.name", f"duplicate space {space.name!r}")
+        names.add(space.name)
+        for at, key in enumerate(space.partition_by):
+            if key in settings.scope_keys:
+                raise configuration_error(
+                    f"{where}.partition_by[{at}]", "already required by scope_keys"
+                )
+            if key in space.partition_by[:at]:
+                raise configuration_error(f"{where}.partition_by[{at}]", "duplicate scope id")
+    if settings.default_space is not None:
+        chosen = settings.space(settings.default_space)
         if chosen is None:
-            raise _fail("default_space", "must name a configured space")
+            raise configuration_error("default_space", "must name a configured space")
         if not chosen.writable:
-            raise _fail("default_space", "must name a writable space")
-    else:
-        default = next((space.name for space in spaces if space.writable), None)
-    timeout = raw.get("provider_timeout", DEFAULT_TIMEOUT)
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, int | float)
-        or not math.isfinite(timeout)
-        or not 0 < timeout <= MAX_TIMEOUT
-    ):
-        raise _fail("provider_timeout", f"must be a number of seconds in (0, {MAX_TIMEOUT:g}]")
-    token = raw.get("provider_token")
-    if token is not None and (not isinstance(token, str) or not token):
-        raise _fail("provider_token", "must be a non-empty string")
-    return SpacesSettings(
-        data_dir=data_dir,
-        provider_type=kind,
-        provider_configuration=provider,
-        spaces=spaces,
-        scope_keys=scope_keys,
-        default_space=default,
-        provider_timeout=float(timeout),
-        provider_token=token,
-    )
+            raise configuration_error("default_space", "must name a writable space")
+    return settings

@@ -1,9 +1,9 @@
 """Namespaces, revisions, grants and memory handles: what a View may read and name.
 
-- A *partition* is the scope ids named by `scope_keys` (required), plus the tenant and the
-  space's `partition_by` ids whenever the scope carries them; a *parent* is a digest of
-  partition and space name, so a Provider never sees scope ids and two scopes never share a
-  parent.
+- A *partition* (`mnemon.scope_partition`) is the scope ids named by `scope_keys`
+  (required), plus the tenant and the space's `partition_by` ids whenever the scope carries
+  them; a *parent* is a digest of partition and space name, so a Provider never sees scope
+  ids and two scopes never share a parent.
 - The *revision* names the namespace set (Provider type, visible spaces, their parents and
   writability), not the contents: reads inside the pinned namespaces are live.
 - A *handle* is the id a View hands the model for a memory: `<memory id>~<mac>`, where mac is
@@ -24,9 +24,9 @@ from typing import Any
 
 import orjson
 
-from mnemon import ReadGrant, Scope, SourceError
+from mnemon import ReadGrant, Scope, ScopePartition, SourceError, scope_partition
 
-from ._config import ALWAYS_PARTITIONS, SpacesSettings
+from ._config import SpacesSettings
 
 __all__ = [
     "HANDLE_SEPARATOR",
@@ -38,7 +38,6 @@ __all__ = [
     "memory_id_of",
     "namespace_revision",
     "parent_of",
-    "partition_of",
     "pinned_from_grant",
 ]
 
@@ -60,30 +59,14 @@ def _canonical(value: Any) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
-def partition_of(scope: Scope, keys: Sequence[str], optional: Sequence[str] = ()) -> bytes | None:
-    """The canonical partition of `scope`, or None when an id of `keys` is missing.
+def parent_of(partition: ScopePartition, space: str) -> str:
+    """The parent namespace of one space in one partition.
 
-    `keys` are required; the tenant and `optional` ids join the partition when the scope
-    carries them and are left out when it does not. The encoding is sorted JSON of the ids
-    present, so it is injective: an absent id and any value of it never meet, and a scope
-    without a tenant keeps the partition it had before tenants were part of it.
+    It digests the partition's canonical JSON (sorted keys, the ids present), so a scope
+    without a tenant keeps the parent it had before tenants were part of every partition.
     """
-    values = {}
-    for key in keys:
-        value = getattr(scope, key)
-        if value is None:
-            return None
-        values[key] = value
-    for key in (*ALWAYS_PARTITIONS, *optional):
-        value = getattr(scope, key)
-        if value is not None:
-            values[key] = value
-    return _canonical(values)
-
-
-def parent_of(partition: bytes, space: str) -> str:
-    """The parent namespace of one space in one partition."""
-    digest = hashlib.sha256(b"mnemon-spaces/parent/v1\x00" + partition + b"\x00" + space.encode())
+    canonical = _canonical(dict(partition.values))
+    digest = hashlib.sha256(b"mnemon-spaces/parent/v1\x00" + canonical + b"\x00" + space.encode())
     return "s1-" + digest.hexdigest()[:40]
 
 
@@ -152,7 +135,9 @@ class Namespaces:
         """The spaces `scope` sees, or None when it lacks an id of `scope_keys`."""
         pinned = []
         for space in self._settings.spaces:
-            partition = partition_of(scope, self._settings.scope_keys, space.partition_by)
+            partition = scope_partition(
+                scope, self._settings.scope_keys, when_present=space.partition_by
+            )
             if partition is None:
                 return None
             pinned.append(PinnedSpace(space.name, parent_of(partition, space.name), space.writable))

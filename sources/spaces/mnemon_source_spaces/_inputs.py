@@ -1,4 +1,4 @@
-"""What the JSON Schema of an input cannot say: printable text, valid labels, memory ids."""
+"""What the JSON Schema of an input cannot say: valid memory text and labels, memory ids."""
 
 from __future__ import annotations
 
@@ -6,14 +6,15 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from mnemon import SourceError
+from mnemon import SourceError, check_memory_text
 
-from ._wire import CONTROL_CHARACTERS, MEMORY_ID_PATTERN
+from ._manifest import MAX_ENTITY_CHARACTERS, MAX_TAG_CHARACTERS, MAX_TEXT_CHARACTERS
+from ._wire import MEMORY_ID_PATTERN
 
 __all__ = ["checked_labels", "checked_text", "is_memory_id"]
 
-_CONTROL = re.compile(CONTROL_CHARACTERS)
 _MEMORY_ID = re.compile(MEMORY_ID_PATTERN)
+_LABEL_CHARACTERS = {"tags": MAX_TAG_CHARACTERS, "entities": MAX_ENTITY_CHARACTERS}
 
 
 def is_memory_id(value: str) -> bool:
@@ -21,40 +22,33 @@ def is_memory_id(value: str) -> bool:
     return bool(_MEMORY_ID.match(value))
 
 
-def _encodable(value: str) -> bool:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def checked_text(value: Any) -> str:
-    """A memory text with something other than whitespace and no control characters.
+    """A memory's text, by the one rule for memory text (`mnemon.check_memory_text`).
 
     Raises:
         SourceError: `invalid_payload`.
     """
-    if not isinstance(value, str) or not value.strip():
-        raise SourceError("invalid_payload", "text must hold something other than whitespace")
-    if _CONTROL.search(value):
-        raise SourceError("invalid_payload", "text must not contain control characters")
-    if not _encodable(value):
-        raise SourceError("invalid_payload", "text must be valid Unicode")
-    return value
+    if not isinstance(value, str):
+        raise SourceError("invalid_payload", "text: must be a string")
+    return check_memory_text(value, max_characters=MAX_TEXT_CHARACTERS, field="text")
 
 
 def checked_labels(values: Iterable[Any], what: str) -> tuple[str, ...]:
-    """Tags or entities: whitespace collapsed, printable, each once, in order.
+    """Tags or entities: whitespace collapsed, one line of memory text each, each once, in order.
 
     Raises:
         SourceError: `invalid_payload`.
     """
     labels: list[str] = []
-    for value in values:
-        label = " ".join(str(value).split())
-        if not label or _CONTROL.search(label) or not _encodable(label):
-            raise SourceError("invalid_payload", f"{what} must be short, printable text")
+    for index, value in enumerate(values):
+        if not isinstance(value, str):
+            raise SourceError("invalid_payload", f"{what}[{index}]: must be a string")
+        label = check_memory_text(
+            " ".join(value.split()),
+            max_characters=_LABEL_CHARACTERS[what],
+            single_line=True,
+            field=f"{what}[{index}]",
+        )
         if label not in labels:
             labels.append(label)
     return tuple(labels)

@@ -6,8 +6,6 @@ import inspect
 import secrets
 from collections.abc import Iterable
 
-from pydantic import ValidationError
-
 from mnemon import (
     DefinitionError,
     PluginContext,
@@ -20,7 +18,7 @@ from mnemon import (
 )
 
 from ._calls import ProviderCalls
-from ._config import SUBJECT, parse_configuration
+from ._config import configuration_error, read_settings
 from ._grants import Handles
 from ._manifest import MANIFEST, PACKAGE
 from ._provider import ProviderInit, SpaceProvider, SpaceProviderDefinition, check_adapter
@@ -64,22 +62,21 @@ def define_spaces_source(
         raise DefinitionError("providers: at least one Provider is needed")
 
     async def create(init: SourceInit) -> SpacesSource:
-        settings = parse_configuration(init.configuration)
+        settings = read_settings(init)
         provider = known.get(settings.provider_type)
         if provider is None:
-            raise DefinitionError(
-                f"{SUBJECT}.provider.type: unknown Provider type; known: {', '.join(sorted(known))}"
+            raise configuration_error(
+                "provider.type", f"unknown Provider type; known: {', '.join(sorted(known))}"
             )
-        directory = source_data_directory(init, settings.data_dir)
-        try:
-            provider_init = ProviderInit(
-                instance_key=init.instance_key,
-                data_directory=str(directory),
-                configuration=dict(settings.provider_configuration),
-                token=settings.provider_token,
-            )
-        except ValidationError:
-            raise DefinitionError(f"{SUBJECT}.provider: must hold JSON values only") from None
+        data_dir = None if settings.data_dir is None else str(settings.data_dir)
+        directory = source_data_directory(init, data_dir)
+        token = settings.provider_token
+        provider_init = ProviderInit(
+            instance_key=init.instance_key,
+            data_directory=str(directory),
+            configuration=settings.provider_configuration,
+            token=None if token is None else token.get_secret_value(),
+        )
         adapter = await _open(provider, provider_init)
         calls = ProviderCalls(provider, adapter, settings.provider_timeout)
         return SpacesSource(init.instance_key, settings, calls, Handles(secrets.token_bytes(32)))
@@ -93,10 +90,11 @@ async def _open(provider: SpaceProviderDefinition, init: ProviderInit) -> SpaceP
         adapter: SpaceProvider = await made if inspect.isawaitable(made) else made
     except DefinitionError as exc:
         # the factory names the key ("path: ..."); never a value
-        raise DefinitionError(f"{SUBJECT}.provider.{exc}") from None
+        key, _, rule = str(exc).partition(": ")
+        raise configuration_error(f"provider.{key}", rule) from None
     except Exception:
-        raise DefinitionError(
-            f"{SUBJECT}.provider: the {provider.type_id} Provider could not be created"
+        raise configuration_error(
+            "provider", f"the {provider.type_id} Provider could not be created"
         ) from None
     try:
         check_adapter(provider.manifest, adapter)

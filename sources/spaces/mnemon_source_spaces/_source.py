@@ -414,7 +414,7 @@ class SpacesSource:
     ) -> MutationReceipt:
         self._calls.require("remember")
         payload = request.input
-        name = payload.get("space", self._settings.default_space)
+        name = payload.get("space", self._settings.write_space)
         if name is None:
             raise SourceError("forbidden", "no space is writable for this View")
         space = next((space for space in pinned if space.name == name), None)

@@ -45,6 +45,7 @@ from ._provider import (
     StatusRequest,
     define_space_provider,
 )
+from ._sqlite_layout import COUNTER_SPAN, idempotency_digest, slot_range
 from ._sqlite_rows import (
     MEMORY_COLUMNS,
     SlotsExhausted,
@@ -54,7 +55,6 @@ from ._sqlite_rows import (
     memory_from_row,
     namespace_slot,
 )
-from ._sqlite_schema import COUNTER_SPAN, idempotency_digest, slot_range
 from ._sqlite_search import search_store
 from ._sqlite_store import StoreConnections, store_error, store_reason
 

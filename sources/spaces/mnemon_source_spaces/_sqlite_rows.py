@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ._provider import Memory
-from ._sqlite_schema import (
+from ._sqlite_layout import (
     COUNTER_SPAN,
     MAX_SLOT,
     STORE_SLOT,

@@ -1,10 +1,8 @@
 """The SQLite store's schema, versioned with `PRAGMA user_version`, and its migrations.
 
-Version 2 (current) lays memories out so one parent's rows are one rowid range:
-`seq = slot * 2**40 + (2**40 - 1 - counter)`, where `slot` numbers the parent and `counter`
-counts its writes. FTS5 filters a parent by that range without touching other parents, and
-ascending rowids within a parent are newest first. `terms` keeps exact document frequencies
-per parent (slot) and for the whole store (slot 0) so ranking never scans a posting list.
+Version 2 (current) lays memories out so one parent's rows are one rowid range (see
+`_sqlite_layout`): FTS5 filters a parent by that range without touching other parents, and
+`terms` keeps exact document frequencies so ranking never scans a posting list.
 
 Version 1 was the first layout: memories keyed by (parent, id) and an FTS5 index over their
 text only (the migration test writes it out by hand). Opening a version 1 store migrates it
@@ -14,31 +12,15 @@ idempotency key.
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
-from ._text import words
+from ._sqlite_layout import idempotency_digest
+from ._sqlite_rows import insert_memory  # one writer of rows for new and migrated data
 
-__all__ = [
-    "COUNTER_SPAN",
-    "CURRENT_VERSION",
-    "MAX_SLOT",
-    "STORE_SLOT",
-    "SchemaMismatch",
-    "document_terms",
-    "ensure_schema",
-    "idempotency_digest",
-    "record_terms",
-    "slot_range",
-]
+__all__ = ["CURRENT_VERSION", "SchemaMismatch", "ensure_schema"]
 
 CURRENT_VERSION = 2
-COUNTER_SPAN = 1 << 40
-MAX_SLOT = (1 << 22) - 1
-STORE_SLOT = 0  # the row of `namespaces` and `terms` that counts the whole store
-TAG_WEIGHT = 0.5
-ENTITY_WEIGHT = 0.75
 
 SCHEMA_V2 = """
 CREATE TABLE namespaces (
@@ -112,43 +94,6 @@ class SchemaMismatch(Exception):
     """The file is not a spaces store this version can open (newer, or something else)."""
 
 
-def slot_range(slot: int) -> tuple[int, int]:
-    """The inclusive rowid range of one parent's memories."""
-    return slot * COUNTER_SPAN, slot * COUNTER_SPAN + COUNTER_SPAN - 1
-
-
-def idempotency_digest(key: str) -> str:
-    """What the store keeps of an idempotency key: its SHA-256, fixed-size and opaque."""
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()
-
-
-def document_terms(text: str, tags: Iterable[str], entities: Iterable[str]) -> dict[str, float]:
-    """Weighted term frequencies of one memory (text 1, tags 0.5, entities 0.75)."""
-    counts: dict[str, float] = {}
-    for weight, parts in ((1.0, (text,)), (TAG_WEIGHT, tags), (ENTITY_WEIGHT, entities)):
-        for part in parts:
-            for term in words(part):
-                counts[term] = counts.get(term, 0.0) + weight
-    return counts
-
-
-def record_terms(
-    connection: sqlite3.Connection, slot: int, terms: Iterable[str], delta: int
-) -> None:
-    """Add `delta` to the document frequency of `terms` in `slot` and in the whole store."""
-    rows = [(target, term, delta) for term in terms for target in (slot, STORE_SLOT)]
-    connection.executemany(
-        "INSERT INTO terms (slot, term, documents) VALUES (?, ?, ?) "
-        "ON CONFLICT (slot, term) DO UPDATE SET documents = documents + excluded.documents",
-        rows,
-    )
-    if delta < 0:
-        connection.executemany(
-            "DELETE FROM terms WHERE slot = ? AND term = ? AND documents <= 0",
-            [(target, term) for target, term, _ in rows],
-        )
-
-
 def ensure_schema(connection: sqlite3.Connection) -> None:
     """Create or migrate the schema inside one write transaction.
 
@@ -208,8 +153,6 @@ def _migrate_1_to_2(connection: sqlite3.Connection) -> None:
         "SELECT parent, id, text, tags, created_at, idempotency_key FROM memories_v1 "
         "ORDER BY parent, created_at, id"
     ).fetchall()
-    from ._sqlite_rows import insert_memory  # one writer of rows for new and migrated data
-
     for parent, memory_id, text, tags, created_at, key in rows:
         insert_memory(
             connection,

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._provider import SearchHit, SearchRequest, SearchResult
+from ._sqlite_layout import COUNTER_SPAN, STORE_SLOT, document_terms, slot_range
 from ._sqlite_rows import MEMORY_COLUMNS, memory_from_row
-from ._sqlite_schema import COUNTER_SPAN, STORE_SLOT, document_terms, slot_range
 from ._text import bm25_term, fts_phrase, inverse_document_frequency, query_terms
 
 __all__ = ["SELECTIVE", "WINDOW", "search_store"]

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Literal
+
+from mnemon import SourceError, storage
 
 from ._provider import ProviderError
 from ._sqlite_schema import CURRENT_VERSION, SchemaMismatch, ensure_schema
@@ -27,8 +28,6 @@ from ._sqlite_schema import CURRENT_VERSION, SchemaMismatch, ensure_schema
 __all__ = ["StoreConnections", "make_private", "store_error", "store_reason"]
 
 MAX_IDLE = 4
-FILE_MODE = 0o600
-FOLDER_MODE = 0o700
 STORE_SUFFIXES = ("", "-wal", "-shm", "-journal")
 _FILE_LOCKS: dict[str, tuple[threading.Lock, threading.Lock]] = {}
 _FILE_LOCKS_GUARD = threading.Lock()
@@ -47,40 +46,6 @@ def _file_locks(path: Path) -> tuple[threading.Lock, threading.Lock]:
         return _FILE_LOCKS[key]
 
 
-def _private_folder(folder: Path, *, tighten: bool) -> None:
-    """Create `folder` and its missing parents 0700; with `tighten`, narrow it if it exists."""
-    missing = []
-    current = folder
-    while not os.path.lexists(current):
-        missing.append(current)
-        current = current.parent
-    for made in reversed(missing):
-        try:
-            os.mkdir(made, FOLDER_MODE)
-        except FileExistsError:
-            continue  # made by someone else meanwhile: not ours to change
-        os.chmod(made, FOLDER_MODE)  # mkdir's mode is narrowed by the umask, never widened
-    if tighten and not missing and stat.S_IMODE(os.stat(folder).st_mode) != FOLDER_MODE:
-        os.chmod(folder, FOLDER_MODE)
-
-
-def _private_file(path: Path) -> None:
-    """Narrow an existing file of the store to 0600 (a symlink is left alone)."""
-    try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except (FileNotFoundError, IsADirectoryError):
-        return
-    except OSError:
-        if os.path.islink(path):
-            return  # the operator's link: its target is theirs to secure
-        raise
-    try:
-        if stat.S_IMODE(os.fstat(descriptor).st_mode) & 0o077:
-            os.fchmod(descriptor, FILE_MODE)
-    finally:
-        os.close(descriptor)
-
-
 def make_private(path: Path, *, own_folder: bool) -> None:
     """Make the store at `path` private: 0600 files, 0700 folders made for it.
 
@@ -90,28 +55,26 @@ def make_private(path: Path, *, own_folder: bool) -> None:
     operator chose for a configured `path` is only created, never changed.
 
     Raises:
+        SourceError: `unsafe-path` when the Source's own folder is a symbolic link.
         OSError: the folder or file cannot be created or changed.
     """
-    _private_folder(path.parent, tighten=own_folder)
-    try:
-        descriptor = os.open(
-            path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE
-        )
-    except FileExistsError:
-        pass
-    else:
-        try:
-            os.fchmod(descriptor, FILE_MODE)
-        finally:
-            os.close(descriptor)
+    if own_folder or not os.path.lexists(path.parent):
+        storage.private_folder(path.parent)
+    with suppress(FileExistsError):
+        os.close(storage.open_private(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
     for suffix in STORE_SUFFIXES:
-        _private_file(path.with_name(path.name + suffix))
+        part = path.with_name(path.name + suffix)
+        # an operator's link is left alone: its target is theirs to secure
+        if part.is_file() and not part.is_symlink():
+            storage.tighten_file(part)
 
 
 def store_error(exc: BaseException) -> ProviderError:
     """The `ProviderError` a failure of the store maps to (its text is not copied)."""
     if isinstance(exc, ProviderError):
         return exc
+    if isinstance(exc, SourceError):  # mnemon.storage refused a symbolic link
+        return ProviderError("unavailable", "the store's folder or file is a symbolic link")
     if isinstance(exc, SchemaMismatch):
         return ProviderError("schema_mismatch", "the store's schema is not one this version reads")
     if isinstance(exc, sqlite3.OperationalError):
@@ -217,7 +180,7 @@ class StoreConnections:
         if connection is None:
             try:
                 connection = self._open()
-            except (sqlite3.Error, OSError, SchemaMismatch) as exc:
+            except (sqlite3.Error, OSError, SchemaMismatch, SourceError) as exc:
                 raise store_error(exc) from None
         try:
             yield connection

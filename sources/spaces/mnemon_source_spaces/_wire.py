@@ -10,7 +10,6 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, StringConstraints
 
 __all__ = [
-    "CONTROL_CHARACTERS",
     "MEMORY_ID_PATTERN",
     "PARENT_PATTERN",
     "RELATION_PATTERN",
@@ -31,8 +30,8 @@ PARENT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 MEMORY_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 RELATION_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
 SPACE_PATTERN = r"^[a-z][a-z0-9-]{0,63}$"
-# C0 controls except tab, newline and carriage return; DEL; C1 controls
-CONTROL_CHARACTERS = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
+# what a Provider may return as a tag or entity: looser than the rule for new text
+# (`mnemon.check_memory_text`) on purpose, so labels stored before that rule stay readable
 _LABEL = r"^[^\x00-\x1f\x7f-\x9f]+$"
 MAX_JSON_DEPTH = 48
 

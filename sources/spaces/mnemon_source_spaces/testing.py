@@ -26,7 +26,7 @@ from contextlib import AbstractContextManager, asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, NoReturn, TypeVar
 
 import anyio
 from pydantic import BaseModel
@@ -74,6 +74,13 @@ HOSTILE_QUERIES = (
     "{col}: (x AND",
     "🙂 emoji only 🙂",
 )
+
+
+def _skip(reason: str) -> NoReturn:
+    """Report a check that does not apply to this Provider as skipped, never as passed."""
+    import pytest  # only here: importing the suite does not import pytest
+
+    pytest.skip(reason)
 
 
 @dataclass(frozen=True)
@@ -194,8 +201,9 @@ class ProviderConformance:
     ) -> None:
         await self.seed(adapter, directory, parent, memories)
 
-    def _skip_unless(self, *capabilities: str) -> bool:
-        return all(self._declares(capability) for capability in capabilities)
+    def _needs(self, capability: str) -> None:
+        if not self._declares(capability):
+            _skip(f"the Provider does not declare {capability!r}: nothing of it to check")
 
     # ------------------------------------------------------------------ checks
 
@@ -265,8 +273,7 @@ class ProviderConformance:
 
     async def test_search_finds_what_was_stored(self, tmp_path: Path) -> None:
         """Search finds a stored memory, best first, within the limit and the parents asked."""
-        if not self._declares("search"):
-            return
+        self._needs("search")
         seeded = [
             SeedMemory("m-1", "The user prefers green tea with breakfast", tags=("drinks",)),
             SeedMemory("m-2", "The deployment runs on Kubernetes in the Frankfurt region"),
@@ -299,8 +306,7 @@ class ProviderConformance:
 
     async def test_list_returns_exactly_what_was_stored(self, tmp_path: Path) -> None:
         """Paging through a parent yields every stored memory once, newest first, nothing else."""
-        if not self._declares("list"):
-            return
+        self._needs("list")
         seeded = [SeedMemory(f"m-{index}", f"listed memory number {index}") for index in range(5)]
         async with self._opened(tmp_path) as adapter:
             empty = await self._answer(
@@ -332,8 +338,7 @@ class ProviderConformance:
 
     async def test_a_repeated_idempotency_key_stores_once(self, tmp_path: Path) -> None:
         """The same key in one parent returns the first memory; in another parent it is new."""
-        if not self._declares("remember"):
-            return
+        self._needs("remember")
         async with self._opened(tmp_path) as adapter:
             requests = [
                 RememberRequest(parent=parent, text=text, idempotency_key="key-1")
@@ -361,8 +366,7 @@ class ProviderConformance:
 
     async def test_links_are_never_fabricated(self, tmp_path: Path) -> None:
         """`related` returns only links someone made, in both directions, and drops forgotten."""
-        if not self._declares("related"):
-            return
+        self._needs("related")
         seeded = [SeedMemory(f"m-{index}", f"memory number {index}") for index in range(1, 4)]
         async with self._opened(tmp_path) as adapter:
             await self._seed(adapter, tmp_path, PARENT_A, seeded)
@@ -510,7 +514,7 @@ class ProviderConformance:
         async with self._opened(tmp_path) as adapter:
             await self._seed(adapter, tmp_path, PARENT_A, [SeedMemory("m-1", "apple good row")])
             if not self.corrupt(tmp_path, self._config(tmp_path), PARENT_A):
-                return
+                _skip("corrupt() does not damage the upstream: define it to run this check")
             reads: list[tuple[str, Callable[[], Awaitable[Any]], type[BaseModel]]] = []
             if self._declares("search"):
                 reads.append(
@@ -564,13 +568,12 @@ class ProviderConformance:
 
     async def test_a_stalled_upstream_times_out_and_writes_nothing(self, tmp_path: Path) -> None:
         """A write on a stalled upstream fails in time with a transient code, storing nothing."""
-        if not self._declares("remember"):
-            return
+        self._needs("remember")
         async with self._opened(tmp_path) as adapter:
             await self._seed(adapter, tmp_path, PARENT_A, [SeedMemory("m-1", "before the stall")])
             stalled = self.stall(tmp_path, self._config(tmp_path))
             if stalled is None:
-                return
+                _skip("stall() gives no stalled upstream: define it to run this check")
             marker = f"stalled-{uuid.uuid4().hex[:12]}"
             with stalled:
                 started = anyio.current_time()
@@ -656,8 +659,7 @@ class ProviderConformance:
 
     async def test_concurrent_writes_lose_nothing(self, tmp_path: Path) -> None:
         """Many writes at once: every one is stored, under its own id."""
-        if not self._declares("remember"):
-            return
+        self._needs("remember")
         markers = [f"concurrent-{index}-{uuid.uuid4().hex[:8]}" for index in range(24)]
         markers = markers[: self.concurrent_writers]
         ids: dict[str, str] = {}

@@ -159,6 +159,46 @@ async def test_a_store_written_before_tenants_partitioned_stays_readable_without
         await tenant.release()
 
 
+def _parent_before_the_port(ids: dict[str, str], space: str) -> str:
+    # how earlier versions named a space's parent: a digest of the sorted JSON of the ids present
+    partition = json.dumps(ids, sort_keys=True, separators=(",", ":")).encode()
+    digest = hashlib.sha256(b"mnemon-spaces/parent/v1\x00" + partition + b"\x00" + space.encode())
+    return "s1-" + digest.hexdigest()[:40]
+
+
+async def test_memories_filed_by_earlier_versions_keep_their_parents(tmp_path: Path) -> None:
+    store = tmp_path / "old.sqlite3"
+    tenant_project = {"tenant_id": "acme", **W1}
+    filed = [
+        (tenant_project, "project", "filed for acme in w1"),
+        ({"tenant_id": "acme", "user_id": "ada"}, "personal", "filed for acme"),
+        (W1, "project", "filed for w1\rwith a carriage return"),
+    ]
+    adapter = await SQLITE_PROVIDER.open(
+        ProviderInit(
+            instance_key="old", data_directory=str(tmp_path), configuration={"path": str(store)}
+        )
+    )
+    try:
+        for ids, space, text in filed:
+            await adapter.remember(
+                RememberRequest(parent=_parent_before_the_port(ids, space), text=text)
+            )
+    finally:
+        await adapter.dispose()
+    async with await open_spaces(
+        tmp_path, spaces=PROJECT_LAYOUT, provider={"type": "sqlite", "path": str(store)}
+    ) as runner:
+        for ids, space, text in filed:
+            assert await _listed(runner, ids, space) == [text]
+        turn = await scope_turn(runner, tenant_project)
+        assert sorted(texts(await recall(turn, "filed"))) == [
+            "filed for acme",
+            "filed for acme in w1",
+        ]
+        await turn.release()
+
+
 async def test_a_project_space_is_split_by_workspace_and_personal_is_not(tmp_path: Path) -> None:
     async with await open_spaces(tmp_path, spaces=PROJECT_LAYOUT) as runner:
         await _write_then_probe(runner, W1, [W2, NO_TENANT], space="project")

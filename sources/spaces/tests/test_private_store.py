@@ -76,3 +76,16 @@ async def test_a_configured_path_is_private_and_its_existing_folder_is_left_alon
     assert _mode(shared / "memory") == 0o700
     assert _mode(nested) == 0o700
     assert _mode(shared) == 0o755, "the operator's own folder is not changed"
+
+
+async def test_the_store_needs_no_posix_only_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # as on Windows: no O_NOFOLLOW, no fchmod; the store still opens, writes and reads
+    monkeypatch.delattr(os, "O_NOFOLLOW")
+    monkeypatch.delattr(os, "fchmod")
+    async with await open_spaces(tmp_path) as runner:
+        turn = await scope_turn(runner, ADA)
+        await remember(turn, "written without POSIX calls")
+        assert texts(await recall(turn, "POSIX")) == ["written without POSIX calls"]
+        await turn.release()

@@ -24,11 +24,11 @@ from mnemon_source_spaces import (
     SpaceProvider,
     define_space_provider,
 )
+from mnemon_source_spaces.testing import ProviderConformance, SeedMemory
 from pydantic import ValidationError
 from spaces_test_provider import ALL, LeakyRepr, MemoryProvider, memory_provider
 
 from mnemon import DefinitionError, SourceError
-from mnemon_testing.providers import ProviderConformance, SeedMemory
 
 MANIFEST = {
     "type_id": "memory",
@@ -275,3 +275,11 @@ async def test_the_suite_catches_a_lying_provider(
 ) -> None:
     with pytest.raises(AssertionError, match=message):
         await getattr(suite(), check)(tmp_path)
+
+
+async def test_a_check_that_does_not_apply_is_skipped_with_its_reason(tmp_path: Path) -> None:
+    suite = QueryOnly()
+    with pytest.raises(pytest.skip.Exception, match="does not declare 'list'"):
+        await suite.test_list_returns_exactly_what_was_stored(tmp_path)
+    with pytest.raises(pytest.skip.Exception, match=r"corrupt\(\) does not damage"):
+        await suite.test_malformed_upstream_data_is_never_returned(tmp_path / "corrupt")

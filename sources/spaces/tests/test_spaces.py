@@ -38,6 +38,8 @@ from mnemon import (
     ManagementError,
     PluginContext,
     RouteError,
+    SourceInit,
+    SourceProvenance,
     install_memory,
     render_wake,
 )
@@ -138,6 +140,34 @@ async def test_invalid_configuration_is_refused_at_mount_and_nothing_is_publishe
     assert after["registry_revision"] == before["registry_revision"]
     assert after["entries"] == ["strategy"]
     assert not _listing(tmp_path), "a refused mount created files"
+
+
+def test_the_read_configuration_never_shows_a_credential() -> None:
+    from mnemon_source_spaces._config import read_settings
+
+    init = SourceInit(
+        instance_key="source:spaces",
+        provenance=SourceProvenance(entry_id="spaces", package_name="p", type_id="spaces"),
+        configuration={
+            "data_dir": "/srv/memory",
+            "provider": {"type": "sqlite", "token": "tok-in-provider-9"},
+            "provider_token": "tok-top-level-9",
+        },
+    )
+    settings = read_settings(init)
+    assert settings.provider_configuration == {"token": "tok-in-provider-9"}
+    assert "tok-" not in repr(settings)
+    assert "tok-" not in str(settings)
+
+
+async def test_a_relative_data_dir_is_taken_from_the_profiles_folder(tmp_path: Path) -> None:
+    async with MemoryCompositionRunner(config_dir=tmp_path) as runner:
+        await runner.mount(spaces, instance_id="spaces", config={"data_dir": "memory"})
+        await runner.mount(SelectSpaces(), instance_id="strategy")
+        turn = await scope_turn(runner, ADA)
+        await remember(turn, "kept beside the profile")
+        await turn.release()
+    assert (tmp_path / "memory" / "sources" / "spaces" / "spaces" / "spaces.sqlite3").is_file()
 
 
 async def test_a_secret_in_configuration_never_shows_in_a_refusal(tmp_path: Path) -> None:
@@ -588,9 +618,13 @@ async def test_receipts_are_committed_with_the_views_revision(tmp_path: Path) ->
         ({"text": ""}, "invalid-input"),
         ({"text": "  \t\n "}, "invalid_payload"),
         ({"text": "bell \x07"}, "invalid_payload"),
+        ({"text": "carriage\rreturn"}, "invalid_payload"),
+        ({"text": "reversed \u202e text"}, "invalid_payload"),
+        ({"text": "one\u2028two"}, "invalid_payload"),
         ({"text": "ok", "tags": ["t"] * 17}, "invalid-input"),
         ({"text": "ok", "tags": ["x" * 65]}, "invalid-input"),
         ({"text": "ok", "tags": ["bad\x00tag"]}, "invalid_payload"),
+        ({"text": "ok", "entities": ["Ada \u202eLovelace"]}, "invalid_payload"),
         ({"text": "ok", "entities": ["e"] * 17}, "invalid-input"),
         ({"text": "ok", "space": "Not A Space"}, "invalid-input"),
         ({"text": "ok", "space": "nowhere"}, "invalid_payload"),
@@ -601,9 +635,13 @@ async def test_receipts_are_committed_with_the_views_revision(tmp_path: Path) ->
         "empty",
         "blank",
         "control",
+        "carriage-return",
+        "bidi-override",
+        "line-separator",
         "many-tags",
         "long-tag",
         "nul-tag",
+        "bidi-entity",
         "many-entities",
         "bad-space",
         "unknown-space",

@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from mnemon_source_spaces import SQLITE_PROVIDER
-
-from mnemon_testing.providers import ProviderConformance
+from mnemon_source_spaces.testing import ProviderConformance
 
 STORE = "store.sqlite3"
 
