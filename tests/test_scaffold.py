@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -162,6 +163,30 @@ def test_an_existing_folder_with_files_is_never_overwritten(tmp_path: Path) -> N
     assert result.exit_code == 1
     assert "already exists and is not empty" in result.output
     assert [p.name for p in (tmp_path / "todo-list").iterdir()] == ["mine.txt"]
+
+
+def test_json_lists_what_was_created(tmp_path: Path) -> None:
+    result = new("source", "todo-list", "--json", cwd=tmp_path)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["kind"] == "source"
+    assert report["package"] == "todo_list"
+    written = sorted(
+        p.relative_to(tmp_path / "todo-list").as_posix()
+        for p in (tmp_path / "todo-list").rglob("*")
+        if p.is_file()
+    )
+    assert sorted(report["files"]) == written
+    assert "todo_list/mnemon-plugin.toml" in written
+
+
+@pytest.mark.parametrize("kind", ["source", "strategy"])
+def test_the_generated_code_is_lint_clean(generated: dict[str, Path], kind: str) -> None:
+    # with the generated project's own ruff settings, as its author will run it
+    ruff = str(Path(sys.executable).parent / "ruff")
+    for command in (["check", "--no-cache"], ["format", "--check", "--no-cache"]):
+        result = run(generated[kind], ruff, *command, ".")
+        assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_directory_chooses_the_folder(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import json
 import re
 from pathlib import Path
 
@@ -105,9 +106,14 @@ def new() -> None:
     """Start a plugin: a distribution with its definition, manifest and passing tests."""
 
 
-def _create(kind: str, name: str, directory: Path | None) -> None:
+def _create(kind: str, name: str, directory: Path | None, as_json: bool) -> None:
     folder = directory if directory is not None else Path(name)
     written = scaffold(kind, name, folder)
+    if as_json:
+        files = [path.relative_to(folder).as_posix() for path in written]
+        report = {"kind": kind, "name": name, "package": name.replace("-", "_"), "files": files}
+        click.echo(json.dumps(report, indent=2))
+        return
     click.echo(f"created {kind} plugin {name} in {folder.name}/ ({len(written)} files)")
     click.echo("next:")
     click.echo(f"  cd {folder.name}")
@@ -115,6 +121,7 @@ def _create(kind: str, name: str, directory: Path | None) -> None:
     click.echo("  pytest")
 
 
+_JSON = click.option("--json", "as_json", is_flag=True, help="Print what was created as JSON.")
 _DIRECTORY = click.option(
     "--directory",
     type=click.Path(file_okay=False, path_type=Path),
@@ -126,17 +133,19 @@ _DIRECTORY = click.option(
 @new.command()
 @click.argument("name")
 @_DIRECTORY
-def source(name: str, directory: Path | None) -> None:
+@_JSON
+def source(name: str, directory: Path | None, as_json: bool) -> None:
     """Create a Source plugin NAME: items per user, a search route, an add action."""
-    _create("source", name, directory)
+    _create("source", name, directory, as_json)
 
 
 @new.command()
 @click.argument("name")
 @_DIRECTORY
-def strategy(name: str, directory: Path | None) -> None:
+@_JSON
+def strategy(name: str, directory: Path | None, as_json: bool) -> None:
     """Create a Strategy plugin NAME: every available Source, the budget split evenly."""
-    _create("strategy", name, directory)
+    _create("strategy", name, directory, as_json)
 
 
 # ------------------------------------------------------------------ shared templates
@@ -169,6 +178,13 @@ testpaths = ["tests"]
 addopts = ["--import-mode=importlib"]
 # async tests run under anyio: mnemon-testing's pytest plugin marks them, and
 # tests/conftest.py keeps them on the asyncio backend
+
+[tool.ruff]
+line-length = 100
+target-version = "py311"
+
+[tool.ruff.lint]
+select = ["E", "F", "W", "I", "B", "UP", "RUF", "ASYNC", "SIM", "PT", "C4", "PIE", "RET"]
 """
 
 _CONFTEST = '''
@@ -281,7 +297,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-
 from mnemon import (
     DefinitionError,
     Evidence,
@@ -549,9 +564,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import __PACKAGE__
-
 from mnemon_testing import MemoryCompositionRunner, SelectAll
+
+import __PACKAGE__
 
 
 def allow(offer: object) -> bool:
@@ -596,9 +611,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-import __PACKAGE__
-
 from mnemon_testing.conformance import SourceConformance
+
+import __PACKAGE__
 
 
 class Test__CLASS__Conformance(SourceConformance):
@@ -807,11 +822,11 @@ _STRATEGY_TEST = '''
 
 from __future__ import annotations
 
-import __PACKAGE__
 import pytest
-
 from mnemon import InstallError
 from mnemon_testing import MemoryCompositionRunner, StubSource
+
+import __PACKAGE__
 
 
 async def test_every_available_source_is_selected_and_projected() -> None:

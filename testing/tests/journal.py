@@ -52,6 +52,7 @@ DEFECTS = (
     "shows_file_name",
     "shows_path",
     "writes_on_read",
+    "creates_on_read",
     "counts_reads",
 )
 TEXT = {
@@ -221,6 +222,10 @@ class Journal:
             marker = self.folder / "last-read.json"
             count = json.loads(marker.read_text()) if marker.exists() else 0
             await anyio.Path(marker).write_text(json.dumps(count + 1))
+        if "creates_on_read" in self.defects:
+            self.reads += 1
+            await anyio.Path(self.folder).mkdir(parents=True, exist_ok=True)
+            await anyio.Path(self.folder / f"seen-{self.reads}.log").write_text("seen")
         if "counts_reads" in self.defects:
             self.reads += 1
             revision = f"{revision}-{self.reads}"

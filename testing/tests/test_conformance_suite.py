@@ -66,17 +66,20 @@ def defective(*defects: str, **overrides: Any) -> JournalSuite:
         (defective("shows_file_name"), "test_no_storage_path_or_file_name_in_the_view_or_wake", r"must not show storage paths.*\.json"),
         (defective("shows_path"), "test_no_storage_path_or_file_name_in_the_view_or_wake", "must not show storage paths"),
         (defective("writes_on_read"), "test_facts_and_project_write_nothing", "must not write.*last-read.json"),
+        (defective("creates_on_read"), "test_facts_and_project_write_nothing", "must not write.*created sources/journal/subject/seen-"),
         (defective("counts_reads"), "test_facts_and_project_write_nothing", "must not change the Source's state"),
     ],
     ids=["scope-leak", "shared-instances", "secret-leak", "volatile", "lost-writes", "overflow", "lax-input",
          "tenant-ignored", "tenant-fallback", "shared-agent-notes", "live-reads", "blocking", "shared-snapshot",
-         "file-name-shown", "path-shown", "writes-on-read", "state-on-read"],
+         "file-name-shown", "path-shown", "writes-on-read", "creates-on-read", "state-on-read"],
 )  # fmt: skip
 async def test_each_defect_fails_its_check(
     suite: JournalSuite, check: str, message: str, tmp_path: Path
 ) -> None:
-    with pytest.raises(AssertionError, match=message):
+    with pytest.raises(AssertionError, match=message) as caught:
         await getattr(suite, check)(tmp_path)
+    # the message states what the Source must do, not only what went wrong
+    assert "must" in str(caught.value)
 
 
 async def test_a_source_without_agent_private_data_skips_that_check_with_its_reason(
