@@ -106,7 +106,7 @@ def test_the_distribution_declares_its_entry_point_and_manifest(
     assert plugin["id"] == name
     assert plugin["version"] == project["project"]["version"]
     [entry] = plugin["contributes"]["entries"]
-    assert entry["kind"] == kind
+    assert entry["name"] == name
     assert entry["plugin"] == f"{package}:plugin"
     assert entry["config_schema"]["type"] == "object"
     if kind == "source":

@@ -210,18 +210,13 @@ enabled_by_default = true
 
 [[plugin.contributes.entries]]
 name = "__TYPE_ID__"
-kind = "__KIND__"
 plugin = "__PACKAGE__:plugin"
 config_schema = __CONFIG_SCHEMA__
 """
 
 
-def _manifest(kind: str, description: str, schema: str) -> str:
-    return (
-        _MANIFEST.replace("__KIND__", kind)
-        .replace("__DESCRIPTION__", description)
-        .replace("__CONFIG_SCHEMA__", schema)
-    )
+def _manifest(description: str, schema: str) -> str:
+    return _MANIFEST.replace("__DESCRIPTION__", description).replace("__CONFIG_SCHEMA__", schema)
 
 
 def _pyproject(description: str) -> str:
@@ -648,7 +643,7 @@ _SOURCE = {
     "__PACKAGE__/__init__.py": _SOURCE_INIT,
     "__PACKAGE__/_source.py": _SOURCE_MODULE,
     "__PACKAGE__/py.typed": "",
-    "__PACKAGE__/mnemon-plugin.toml": _manifest("source", _SOURCE_DESCRIPTION, _SOURCE_SCHEMA),
+    "__PACKAGE__/mnemon-plugin.toml": _manifest(_SOURCE_DESCRIPTION, _SOURCE_SCHEMA),
     "tests/conftest.py": _CONFTEST,
     "tests/test___PACKAGE__.py": _SOURCE_TEST,
     "tests/test_conformance.py": _SOURCE_CONFORMANCE,
@@ -865,9 +860,7 @@ _STRATEGY = {
     "__PACKAGE__/__init__.py": _STRATEGY_INIT,
     "__PACKAGE__/_strategy.py": _STRATEGY_MODULE,
     "__PACKAGE__/py.typed": "",
-    "__PACKAGE__/mnemon-plugin.toml": _manifest(
-        "strategy", _STRATEGY_DESCRIPTION, _STRATEGY_SCHEMA
-    ),
+    "__PACKAGE__/mnemon-plugin.toml": _manifest(_STRATEGY_DESCRIPTION, _STRATEGY_SCHEMA),
     "tests/conftest.py": _CONFTEST,
     "tests/test___PACKAGE__.py": _STRATEGY_TEST,
 }
