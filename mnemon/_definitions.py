@@ -66,18 +66,26 @@ class ProvidedCapability(WireModel):
     """A capability a plugin provides; `exclusive` forbids a second active provider."""
 
     id: CapabilityId
+    """The capability's id (`source.notes`, `strategy.focus`)."""
     exclusive: Annotated[bool, Strict()] = False
+    """Whether a second active provider of this capability is refused."""
 
 
 class PluginDescriptor(WireModel):
     """What a plugin is, what it provides and what it requires of others."""
 
     package_name: PackageName
+    """The plugin's distribution."""
     label: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=200)]
+    """The plugin's name for people."""
     description: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=2_000)]
+    """What the plugin does, in a sentence."""
     roles: tuple[PluginRole, ...] = Field(min_length=1)
+    """What it contributes: `source`, `strategy`, `strategy-extension`."""
     provides: tuple[ProvidedCapability, ...] = Field(min_length=1)
+    """The capabilities it provides to the activation graph."""
     requires: tuple[CapabilityId, ...] = ()
+    """The capabilities it needs from other plugins."""
 
     @model_validator(mode="after")
     def _check_graph(self) -> PluginDescriptor:
@@ -272,9 +280,13 @@ class ExtensionRequest(WireModel):
     """What a View extension's `contribute()` receives for one composition."""
 
     instance_key: str
+    """The extension's instance key."""
     configuration: JsonObject
+    """The extension entry's frozen configuration."""
     request: ComposeRequest
+    """The composition request."""
     sources: tuple[SourceCandidate, ...]
+    """The Sources the Strategy will see."""
 
 
 ContributeFunction: TypeAlias = Callable[[ExtensionRequest], Any]
@@ -377,15 +389,23 @@ class ConfigurationField(WireModel):
     """One configuration input of a Strategy or View extension."""
 
     id: Annotated[str, Strict(), StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
+    """The configuration key (`source_keys`, `max_projection_characters`)."""
     label: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=200)]
+    """The field's label in a form."""
     input: ConfigurationInput
+    """The kind of input: number, text, textarea, string-list, source-list or boolean."""
     description: (
         Annotated[str, Strict(), StringConstraints(min_length=1, max_length=2_000)] | None
     ) = None
+    """Help text for the field."""
     required: Annotated[bool, Strict()] = False
+    """Whether a value must be given."""
     default: JsonValue = None
+    """The value used when none is given."""
     minimum: Annotated[int, Strict()] | None = None
+    """The smallest number allowed (number fields only)."""
     maximum: Annotated[int, Strict()] | None = None
+    """The largest number allowed (number fields only)."""
 
     @model_validator(mode="after")
     def _check_bounds(self) -> ConfigurationField:

@@ -1,4 +1,4 @@
-"""The author SDK's `define_*` helpers (DESIGN §5): validated, frozen, errors name the field."""
+"""The author SDK's `define_*` helpers: validated, frozen, errors name the field."""
 
 from __future__ import annotations
 

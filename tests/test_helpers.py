@@ -1,4 +1,4 @@
-"""Helpers for plugin authors (DESIGN §5): safe truncation, honest receipts, blocking calls."""
+"""Helpers for plugin authors: safe truncation, honest receipts, blocking calls."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ E_ACUTE = "e\u0301"
         pytest.param("line\r\nnext", 5, "line", id="crlf"),
         pytest.param("line\r\nnext", 6, "line\r\n", id="crlf-whole"),
         pytest.param("a\ud83d\ude00b", 2, "a", id="explicit-surrogate-pair"),
-        # DESIGN §5: a grapheme that cannot fit is cut; a surrogate pair never is
+        # a grapheme that cannot fit is cut; a surrogate pair never is
         pytest.param(THUMBS_UP_TONED, 1, "\U0001f44d", id="lone-grapheme-longer-than-limit"),
         pytest.param("\ud83d\ude00", 1, "", id="lone-surrogate-pair-longer-than-limit"),
         pytest.param("a\u1112\u1161\u11ab", 3, "a", id="hangul-conjoining-jamo"),

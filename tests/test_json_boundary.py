@@ -1,4 +1,4 @@
-"""The JSON boundary (DESIGN §4): what crosses is checked, copied, frozen and canonical."""
+"""The JSON boundary: what crosses is checked, copied, frozen and canonical."""
 
 from __future__ import annotations
 

@@ -31,6 +31,7 @@ from .._profile import PROFILE_FILE, load_profile
 from .._text import visible_json, visible_text
 from ._paths import shown_path
 from ._render import Printer
+from ._scaffold import new
 from ._starter import STARTER_PROFILE
 
 _T = TypeVar("_T")
@@ -437,5 +438,7 @@ def demo(ctx: click.Context, directory: Path, force: bool) -> None:
     profile = prepare_demo(directory.resolve(), force=force)
     run(functools.partial(run_demo, profile, ctx.obj["printer"]))
 
+
+cli.add_command(new)  # `mnemon new source|strategy NAME`
 
 __all__ = ["cli"]

@@ -304,7 +304,7 @@ def _observe_calls(generation: Generation, phase: str, outcomes: list[ReadOutcom
 
 
 async def compose_view(generation: Generation, request: CompositionRequest) -> PinnedView:
-    """Compose one View on `generation` (DESIGN §3 steps 2-8).
+    """Compose one View on `generation` (a turn's steps from facts to the assembled View).
 
     Raises:
         CompositionRejected: a protocol violation, a non-deterministic Strategy, an invalid

@@ -6,6 +6,7 @@ changed by anyone, including the party that built it.
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Self, TypeVar
@@ -138,7 +139,23 @@ class WireModel(BaseModel):
     the boundary.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", revalidate_instances="never")
+    # a docstring under a field is its description (`Model.model_fields[name].description`)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", revalidate_instances="never", use_attribute_docstrings=True
+    )
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        """List each field's description in the class docstring, where `help()` shows it."""
+        super().__pydantic_init_subclass__(**kwargs)
+        described = [
+            f"    {name}: {' '.join(info.description.split())}"
+            for name, info in cls.model_fields.items()
+            if info.description
+        ]
+        doc = cls.__dict__.get("__doc__")
+        if described and doc and "\nAttributes:" not in doc:
+            cls.__doc__ = inspect.cleandoc(doc) + "\n\nAttributes:\n" + "\n".join(described)
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         """Return a validated copy with `update` applied (frozen values need no deep copy).

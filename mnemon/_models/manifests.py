@@ -27,33 +27,51 @@ class RouteDescriptor(WireModel):
     """A read a Source offers: its input schema and its ceilings."""
 
     id: Id
+    """The route's id, unique within the Source (`search`, `recall`)."""
     description: Description
+    """What the route reads, for the model: it is shown in the Wake."""
     capability: SourceCapability
+    """The capability the route needs; it must be among the manifest's."""
     input_schema: InputSchema
+    """The JSON Schema of the route's input, checked before the Source is called."""
     max_calls: Annotated[StrictInt, Field(ge=1, le=100)] = 1
+    """How many times one turn may read the route (1 to 100)."""
     max_results: Annotated[StrictInt, Field(ge=1, le=1_000)] | None = None
+    """The most items one read may return; the View's budget may narrow it."""
     max_characters: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = None
+    """The most characters one read may return; the View's budget may narrow it."""
 
 
 class ActionDescriptor(WireModel):
     """A write a Source offers; every execution is re-authorized by the host."""
 
     id: Id
+    """The action's id, unique within the Source (`remember`, `add`)."""
     description: Description
+    """What the action writes, for the model: it is shown in the Wake."""
     capability: SourceCapability
+    """The capability the action needs; it must be among the manifest's."""
     input_schema: InputSchema
+    """The JSON Schema of the action's input, checked before the Source is called."""
     authority: Id | None = None
+    """An optional id naming the authority a host should ask for before authorizing."""
 
 
 class ManagementField(WireModel):
     """One input of a Source's management form."""
 
     id: Id
+    """The field's id."""
     label: Label
+    """The field's label in a form."""
     input: Literal["text", "number", "boolean", "url", "secret", "select"]
+    """The kind of input: text, number, boolean, url, secret or select."""
     description: Description | None = None
+    """Help text for the field."""
     required: StrictBool = False
+    """Whether the field must be filled in."""
     options: tuple[Label, ...] = ()
+    """The choices of a `select` field (only a select has options)."""
 
     @model_validator(mode="after")
     def _check_options(self) -> ManagementField:
@@ -68,18 +86,26 @@ class ManagementOperation(WireModel):
     """One operation of a Source's management plane."""
 
     id: Id
+    """The operation's id, unique within the Source (`list`, `add`)."""
     kind: Literal["read", "mutate"]
+    """`read` (no change) or `mutate` (needs confirmation and the current revision)."""
     description: Description
+    """What the operation does, for people."""
     input_schema: InputSchema
+    """The JSON Schema of the operation's input."""
 
 
 class ManagementDescriptor(WireModel):
     """How humans manage a Source: a label, a form of fields and operations."""
 
     label: Label
+    """The Source's name in a management interface."""
     description: Description
+    """What people can manage here."""
     fields: tuple[ManagementField, ...] = ()
+    """The form's fields."""
     operations: tuple[ManagementOperation, ...] = ()
+    """The operations people may run."""
 
     @model_validator(mode="after")
     def _check_unique(self) -> ManagementDescriptor:
@@ -94,13 +120,23 @@ class SourceManifest(WireModel):
     """What a Source type is and may do; facts at run time must agree with it."""
 
     type_id: Id
+    """The Source type's id (`documents`, `notes`)."""
     package_name: PackageName
+    """The distribution that defines the type."""
     role: Id
+    """What the Source is to a Strategy: `working-context`, `narrative`, `durable-evidence`, `notes`
+    or your own id."""
     capabilities: tuple[SourceCapability, ...] = Field(min_length=1)
+    """Everything the Source may ever do; live facts report a subset."""
     consistency: Consistency
+    """`exact-snapshot` (a grant pins the data) or `namespace-pinned-live-read` (a grant pins
+    namespaces; reads are live)."""
     routes: tuple[RouteDescriptor, ...] = ()
+    """The reads the Source offers the model."""
     actions: tuple[ActionDescriptor, ...] = ()
+    """The writes the Source offers the model."""
     management: ManagementDescriptor | None = None
+    """How people manage the Source, or None."""
 
     @model_validator(mode="after")
     def _check_consistency(self) -> SourceManifest:
@@ -128,12 +164,20 @@ class StrategyManifest(WireModel):
     """What a Strategy type supports and its maxima."""
 
     type_id: Id
+    """The Strategy type's id (`layered`, `general`)."""
     package_name: PackageName
+    """The distribution that defines the type."""
     supported_source_roles: tuple[Annotated[str, Strict()], ...] = Field(min_length=1)
+    """The Source roles the Strategy may select, or exactly `["*"]` for any."""
     max_sources: Annotated[StrictInt, Field(ge=1, le=1_000)]
+    """The most Sources one View may select (1 to 1,000)."""
     max_routes: Annotated[StrictInt, Field(ge=1, le=1_000)]
+    """The most routes one View may offer (1 to 1,000)."""
     max_actions: Annotated[StrictInt, Field(ge=1, le=1_000)]
+    """The most actions one View may offer (1 to 1,000)."""
     extension_slots: tuple[Id, ...] = ()
+    """The View extension slots the Strategy reads (`selection`, `projection`, `capture` or its
+    own)."""
 
     @field_validator("supported_source_roles")
     @classmethod

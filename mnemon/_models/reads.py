@@ -29,55 +29,83 @@ class QueryRequest(WireModel):
     """What a Source's `query()` receives for one route read."""
 
     view: ViewRef
+    """The View the read belongs to: its id and scope."""
     route: ViewRoute
+    """The pinned route, with its effective ceilings."""
     grant: ReadGrant
+    """This Source's own read grant from the View."""
     input: JsonObject
+    """The input, already checked against the route's schema."""
 
 
 class EvidenceItem(WireModel):
     """One result of a route read, with its provenance."""
 
     id: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=512)]
+    """The item's id within the read (not a storage path)."""
     text: Text
+    """The item's text, whole: an item that does not fit is omitted, never cut by the core."""
     provenance: JsonObject = FrozenDict()
+    """Where the item comes from (revision, space, excerpt bounds), as JSON."""
     metadata: JsonObject = FrozenDict()
+    """Other JSON about the item (tags, scores)."""
 
 
 class Evidence(WireModel):
     """The bounded result of one route read."""
 
     view_id: str
+    """The View the read belongs to."""
     route_id: str
+    """The route that was read."""
     source_key: InstanceKey
+    """The Source that answered."""
     items: tuple[EvidenceItem, ...] = ()
+    """The results, within the route's ceilings."""
     truncated: StrictBool = False
+    """Whether more matched than the ceilings let through."""
     output: JsonValue = None
+    """JSON a turn policy may set in place of, or beside, the items."""
 
 
 class MutationRequest(WireModel):
     """What a Source's `mutate()` receives for one authorized write."""
 
     view: ViewRef
+    """The View the write belongs to: its id and scope."""
     offer: ActionOffer
+    """The offer being executed."""
     grant: ReadGrant | None
+    """This Source's own read grant, or None; a grant is not write authority."""
     input: JsonObject
+    """The input, already checked against the action's schema."""
     idempotency_key: (
         Annotated[str, Strict(), StringConstraints(min_length=1, max_length=200)] | None
     ) = None
+    """The caller's key; a Source that deduplicates writes the same key only once."""
 
 
 class MutationReceipt(WireModel):
     """The honest result of one write: how far it got, never more."""
 
     view_id: str
+    """The View the write belongs to."""
     offer_id: str
+    """The offer that was executed."""
     source_key: InstanceKey
+    """The Source that wrote."""
     completion: Completion
+    """How far the write got: accepted, candidate, committed, partial, failed or unknown."""
     status: ReceiptStatus
+    """The outcome: succeeded, partial, failed or cancelled."""
     committed_at: str | None = None
+    """When the write became durable (ISO 8601 with a time zone); only on a committed receipt."""
     revision: Revision | None = None
+    """The Source's revision after the write, when known."""
     idempotency_key: str | None = None
+    """The idempotency key the write carried."""
     detail: JsonObject = FrozenDict()
+    """JSON the Source adds (the new item's id, a refusal code); never secrets."""
 
     @field_validator("committed_at")
     @classmethod
@@ -118,16 +146,22 @@ class EvidenceLimits(WireModel):
     """Ceilings for one route read; they can only narrow what the View pinned."""
 
     max_results: Annotated[StrictInt, Field(ge=1, le=1_000)] | None = None
+    """Fewer items than the View pinned, for this read only."""
     max_characters: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = None
+    """Fewer characters than the View pinned, for this read only."""
     max_item_characters: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = None
+    """A shorter longest item than the View pinned, for this read only."""
 
 
 class PolicyRequest(WireModel):
     """What a turn policy's `query()` receives for one route execution."""
 
     view: ViewRef
+    """The View the read belongs to: its id and scope."""
     route: ViewRoute
+    """The pinned route being executed."""
     input: JsonObject
+    """The input the model gave."""
 
 
 class Authorize(Protocol):

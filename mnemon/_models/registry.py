@@ -11,14 +11,21 @@ class InstalledContribution(WireModel):
     """One installed contribution as listeners see it."""
 
     instance_key: InstanceKey
+    """The contribution's instance key."""
     kind: Literal["source", "strategy", "strategy-extension"]
+    """`source`, `strategy` or `strategy-extension`."""
     type_id: Id
+    """The contribution's type."""
     entry_id: EntryId
+    """The entry that installed it."""
     package_name: PackageName
+    """The distribution that defines it."""
 
 
 class RegistrySnapshot(WireModel):
     """A frozen picture of the registry after one change."""
 
     revision: int
+    """The registry's revision; every change increments it."""
     contributions: tuple[InstalledContribution, ...]
+    """Everything installed after the change."""

@@ -15,22 +15,34 @@ class Diagnostic(WireModel):
     """A sanitized, coded note about something that degraded; never raw exception text."""
 
     code: Id
+    """A stable code, such as `source-facts-timeout` or `missing-scope`."""
     message: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=500)]
+    """A sanitized sentence; never raw exception text, memory text or secrets."""
     key: InstanceKey | None = None
+    """The instance key concerned, if any."""
 
 
 class ViewRoute(WireModel):
     """A route pinned in a View, with its effective ceilings."""
 
     id: Annotated[str, Strict()]
+    """The View-wide id the model calls, `<source key>/<route id>`."""
     source_key: InstanceKey
+    """The Source that serves the route."""
     route_id: Id
+    """The route's id within its Source."""
     description: Description
+    """What the route reads."""
     capability: SourceCapability
+    """The capability the route needs."""
     input_schema: JsonObject
+    """The JSON Schema of the route's input."""
     max_calls: int
+    """How many times this turn may read it."""
     max_results: int
+    """The most items one read returns."""
     max_characters: int
+    """The most characters one read returns."""
     max_item_characters: int = Field(
         default=0,
         description=(
@@ -51,56 +63,87 @@ class ActionOffer(WireModel):
     """A write the model may request; each execution is re-authorized by the host."""
 
     id: Annotated[str, Strict()]
+    """The View-wide id the model calls, `<source key>/<action id>`."""
     source_key: InstanceKey
+    """The Source that serves the action."""
     action_id: Id
+    """The action's id within its Source."""
     description: Description
+    """What the action writes."""
     capability: SourceCapability
+    """The capability the action needs."""
     input_schema: JsonObject
+    """The JSON Schema of the action's input."""
     authority: str | None = None
+    """The authority a host should ask for, if any."""
 
 
 class GrantRecord(WireModel):
     """The digest of one pinned read grant; the grant's value stays host-side."""
 
     source_key: InstanceKey
+    """The Source that issued the grant."""
     digest: str
+    """The SHA-256 of the grant's canonical JSON; the value itself stays host-side."""
 
 
 class SourceConsistency(WireModel):
     """Which revision of a Source a View pins, and how strongly."""
 
     source_key: InstanceKey
+    """The Source."""
     consistency: Consistency
+    """How strongly the View pins it."""
     revision: str | None
+    """The revision pinned, if the Source reported one."""
 
 
 class ExtensionRecord(WireModel):
     """The digest of one extension contribution the View was composed with."""
 
     instance_key: InstanceKey
+    """The extension's instance key."""
     slot: Id
+    """The slot it filled."""
     digest: str
+    """The SHA-256 of its contribution's canonical JSON."""
 
 
 class View(WireModel):
     """The frozen result of one composition; `id` is `view:<digest>` of its canonical body."""
 
     id: str
+    """`view:<digest>`: equal inputs give an equal id."""
     digest: str
+    """The SHA-256 of the View's canonical body."""
     generation_id: str
+    """The generation the View was composed on; its routes and actions run there."""
     created_at: str
+    """When the View was composed (ISO 8601)."""
     request: CompositionRequest
+    """The request it was composed for."""
     strategy_key: InstanceKey
+    """The Strategy instance that composed it."""
     strategy_type_id: Id
+    """The Strategy type that composed it."""
     explanation: str
+    """The Strategy's explanation of its selection."""
     guidance: Guidance | None
+    """The Strategy's trusted guidance, if any."""
     fragments: tuple[Fragment, ...]
+    """The projected memory text, Source by Source."""
     routes: tuple[ViewRoute, ...]
+    """The reads the model may request."""
     offers: tuple[ActionOffer, ...]
+    """The writes the model may request; each is re-authorized by the host."""
     grants: tuple[GrantRecord, ...]
+    """Digests of the pinned read grants."""
     consistency: tuple[SourceConsistency, ...]
+    """Which revision of each selected Source the View pins."""
     extensions: tuple[ExtensionRecord, ...]
+    """Digests of the extension contributions it used."""
     diagnostics: tuple[Diagnostic, ...]
+    """Coded notes about what degraded, sorted by key and code."""
 
     def route(self, route_id: str) -> ViewRoute | None:
         """The pinned route with View-wide id `route_id`, if any."""
@@ -115,4 +158,6 @@ class ViewRef(WireModel):
     """All a Source learns about the View it serves: its id and scope."""
 
     id: str
+    """The View's id."""
     scope: Scope
+    """The identity the View is for."""

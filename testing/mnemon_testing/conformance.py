@@ -1,8 +1,8 @@
 """The Source conformance suite: what every Source author runs on their Source.
 
 Subclass `SourceConformance` in a test module named like `Test...`, say how to configure
-the Source on a temporary directory, which scopes to try, and how to write and find a marker;
-pytest then runs every check against real compositions::
+the Source on a temporary directory, which scopes to try, and how to place and find a
+marker; pytest then runs every check against real compositions::
 
     class TestMySource(SourceConformance):
         plugin = my_plugin
@@ -17,20 +17,32 @@ pytest then runs every check against real compositions::
         def query(self, marker):
             return "recall", {"query": marker}
 
-Each check fails with a message naming the rule the Source broke.
+A marker is placed through `write()` (an action the model may be offered) or, for a
+read-mostly Source that offers no generic write, through an overridden `seed()` that puts
+it straight into the Source's data (a file in its folder, a row in its database).
+
+Every check states in its failure message what the Source must do. A check that does not
+apply to a Source (no routes, no secrets, no write) is skipped with its reason, never
+reported as passed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import logging
+import sys
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Any, ClassVar
 
 import anyio
 import orjson
 import pytest
+from blockbuster import BlockBuster, BlockingError
 
 from mnemon import (
     ActionError,
@@ -41,6 +53,7 @@ from mnemon import (
     RouteError,
     SourceCandidate,
     View,
+    render_wake,
 )
 
 from ._runner import MemoryCompositionRunner, RunnerTurn
@@ -72,14 +85,19 @@ class _Observer:
 
 
 class _Harness:
-    """A runner with the Source under test mounted, and that Source's key."""
+    """A runner with the Source under test mounted, that Source's key and its directory."""
 
     def __init__(
-        self, runner: MemoryCompositionRunner, key: str, seen: list[SourceCandidate]
+        self,
+        runner: MemoryCompositionRunner,
+        key: str,
+        seen: list[SourceCandidate],
+        directory: Path,
     ) -> None:
         self.runner = runner
         self.key = key
         self.seen = seen  # every candidate (facts, hints, routes) the Strategy was shown
+        self.directory = directory
 
     async def __aenter__(self) -> _Harness:
         return self
@@ -97,6 +115,22 @@ class _Harness:
         return self.runner.inspect()
 
 
+class _BlockingCalls(logging.Handler):
+    """Collects the blocking calls detected inside a Source's failing `facts`/`project`."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.calls: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        error = record.exc_info[1] if record.exc_info else None
+        while error is not None:
+            if isinstance(error, BlockingError):
+                self.calls.append(str(error))
+                return
+            error = error.__cause__ or error.__context__
+
+
 class SourceConformance:
     """The checks every Source must pass; subclass it and fill in the hooks below."""
 
@@ -104,7 +138,7 @@ class SourceConformance:
     plugin: ClassVar[Any]
     #: two different scopes in which the Source is available
     scopes: ClassVar[tuple[Mapping[str, Any], Mapping[str, Any]]]
-    #: a scope lacking what the Source needs, so its facts say `unavailable` (None: skip)
+    #: a scope lacking what the Source needs, so its facts say `unavailable` (None: skipped)
     unavailable_scope: ClassVar[Mapping[str, Any] | None] = None
     #: configuration keys holding secrets (dotted for nested ones, like "provider.token"),
     #: with values the suite adds to the configuration
@@ -115,6 +149,13 @@ class SourceConformance:
     concurrent_writers: ClassVar[int] = 12
     #: the per-read deadline of the runner
     source_timeout: ClassVar[float] = 20.0
+    #: why two entries with the same configuration read the same data on purpose, or None.
+    #: A Source over a file the user names (`{"path": "~/notes.md"}`) serves that file to
+    #: every entry pointing at it; say so here and the instance check is skipped with this
+    #: reason. Sources that keep their own data under a folder must leave it None.
+    shared_data_reason: ClassVar[str | None] = None
+    #: the modules whose code must not block the event loop (default: the plugin's package)
+    source_modules: ClassVar[Sequence[str]] = ()
 
     # ------------------------------------------------------------------ hooks
 
@@ -122,9 +163,25 @@ class SourceConformance:
         """Configuration for a Source keeping its data under `directory`."""
         raise NotImplementedError
 
-    def write(self, marker: str) -> Call:
-        """(action id, input) that stores `marker` so it can be found again."""
-        raise NotImplementedError
+    def write(self, marker: str) -> Call | None:
+        """(action id, input) that stores `marker` so it can be found again, or None.
+
+        Return None for a read-mostly Source that offers no generic write, and override
+        `seed()` instead; the checks that need the model's write are then skipped.
+        """
+        return None
+
+    async def seed(self, directory: Path, scope: Mapping[str, Any], marker: str) -> None:
+        """Put `marker` into the Source's data for `scope` without the model's write.
+
+        Override it for a read-mostly Source: write a file under `directory` (the folder
+        `configure()` received), insert a row, call the Source's own import. The Source is
+        mounted while this runs; the next turn must see the marker. By default the suite
+        writes through `write()`.
+        """
+        raise NotImplementedError(
+            "SourceConformance needs write() or seed() to place a marker in the Source"
+        )
 
     def query(self, marker: str) -> Call | None:
         """(route id, input) whose evidence contains `marker` once written, or None."""
@@ -147,6 +204,15 @@ class SourceConformance:
         return None
 
     # ------------------------------------------------------------------ machinery
+
+    def _seeds(self) -> bool:
+        return type(self).seed is not SourceConformance.seed
+
+    def _needs_write(self) -> Call:
+        call = self.write(_marker())
+        if call is None:
+            pytest.skip("the Source offers the model no generic write (write() returns None)")
+        return call
 
     def _config(self, directory: Path) -> dict[str, Any]:
         config = dict(self.configure(directory))
@@ -181,33 +247,65 @@ class SourceConformance:
         except BaseException:
             await runner.dispose()
             raise
-        return _Harness(runner, key, strategy.seen)
+        return _Harness(runner, key, strategy.seen, directory)
+
+    async def _begin(self, harness: _Harness, scope: Mapping[str, Any]) -> RunnerTurn:
+        try:
+            return await harness.begin_turn(scope)
+        except CompositionRejected as exc:
+            raise AssertionError(
+                f"the Source must serve a View in scope {dict(scope)}: "
+                f"the composition was rejected ({exc})"
+            ) from exc
 
     async def _write(
         self, turn: RunnerTurn, marker: str, observer: _Observer | None = None
     ) -> None:
-        action, payload = self.write(marker)
+        call = self.write(marker)
+        assert call is not None
+        action, payload = call
         key = _source_key(turn.view)
-        receipt = await turn.execute_action(f"{key}/{action}", payload, _allow)
+        try:
+            receipt = await turn.execute_action(f"{key}/{action}", payload, _allow)
+        except MnemonError as exc:
+            raise AssertionError(
+                f"the write {action!r} given by write() must store a marker, but it was "
+                f"refused ({type(exc).__name__} {getattr(exc, 'code', '')})"
+            ) from exc
         if observer is not None:
             observer.add(receipt)
         assert receipt.status == "succeeded", (
-            f"writing a marker through {action!r} did not succeed: {receipt.completion}"
+            f"the write {action!r} given by write() must store a marker and say so, "
+            f"but its receipt says {receipt.status}/{receipt.completion}"
         )
 
-    async def _write_as(
-        self, harness: _Harness, scope: Mapping[str, Any], marker: str, call: Call | None = None
+    async def _place(
+        self,
+        harness: _Harness,
+        scope: Mapping[str, Any],
+        marker: str,
+        call: Call | None = None,
     ) -> None:
-        action, payload = call or self.write(marker)
-        turn = await harness.begin_turn(scope)
+        """Put `marker` in `scope`: `call` or `write()` through a turn, else `seed()`."""
+        if call is None and (self._seeds() or self.write(marker) is None):
+            await self.seed(harness.directory, scope, marker)
+            return
+        action, payload = call or self.write(marker) or ("", {})
+        turn = await self._begin(harness, scope)
         try:
             key = _source_key(turn.view)
-            receipt = await turn.execute_action(f"{key}/{action}", payload, _allow)
+            try:
+                receipt = await turn.execute_action(f"{key}/{action}", payload, _allow)
+            except MnemonError as exc:
+                raise AssertionError(
+                    f"the write {action!r} must store a marker in scope {dict(scope)}, "
+                    f"but it was refused ({type(exc).__name__} {getattr(exc, 'code', '')})"
+                ) from exc
         finally:
             await turn.release()
         assert receipt.status == "succeeded", (
-            f"writing a marker through {action!r} in scope {dict(scope)} did not succeed: "
-            f"{receipt.completion}"
+            f"the write {action!r} must store a marker in scope {dict(scope)} and say so, "
+            f"but its receipt says {receipt.status}/{receipt.completion}"
         )
 
     async def _partitions_are_separate(
@@ -220,7 +318,7 @@ class SourceConformance:
         """Each of two scopes sees its own write, never the other's, on any path."""
         for writer, reader in ((first, second), (second, first)):
             marker = _marker()
-            await self._write_as(harness, writer, marker, call(marker) if call else None)
+            await self._place(harness, writer, marker, call(marker) if call else None)
             assert await self._visible(harness, writer, marker), (
                 f"a marker written in scope {dict(writer)} must be findable in that scope"
             )
@@ -239,7 +337,7 @@ class SourceConformance:
     ) -> list[str]:
         """Every path (projection, query, management) on which `marker` shows in `scope`."""
         paths = []
-        turn = await harness.begin_turn(scope)
+        turn = await self._begin(harness, scope)
         try:
             view = turn.view
             if observer is not None:
@@ -266,34 +364,81 @@ class SourceConformance:
                 paths.append("manage")
         return paths
 
+    async def _found_in(self, turn: RunnerTurn, marker: str) -> list[str]:
+        """Where `marker` shows in an open turn: its projection and, if any, its route."""
+        paths = []
+        if any(marker in fragment.text for fragment in turn.view.fragments):
+            paths.append("project")
+        found = self.query(marker)
+        if found is not None and turn.view.routes:
+            route, payload = found
+            evidence = await turn.execute_route(f"{_source_key(turn.view)}/{route}", payload)
+            if marker in evidence.model_dump_json():
+                paths.append("query")
+        return paths
+
+    def _modules(self) -> list[str]:
+        if self.source_modules:
+            return list(self.source_modules)
+        plugin = self.plugin
+        name = plugin.__name__ if isinstance(plugin, ModuleType) else type(plugin).__module__
+        return [name.partition(".")[0]]
+
+    @contextmanager
+    def _no_blocking(self) -> Iterator[_BlockingCalls]:
+        """Blocking calls made on the event loop by the Source's own modules raise."""
+        modules = [sys.modules[name] for name in self._modules() if name in sys.modules]
+        calls = _BlockingCalls()
+        logger = logging.getLogger("mnemon")
+        level = logger.level
+        logger.addHandler(calls)
+        logger.setLevel(logging.DEBUG)
+        buster = BlockBuster(modules)
+        buster.activate()
+        try:
+            yield calls
+        finally:
+            buster.deactivate()
+            logger.setLevel(level)
+            logger.removeHandler(calls)
+
     # ------------------------------------------------------------------ checks
 
     async def test_facts_agree_with_the_manifest(self, tmp_path: Path) -> None:
         """Facts in every scope stay within the manifest (the core rejects any contradiction)."""
         async with await self._runner(tmp_path) as runner:
             for scope in self.scopes:
-                turn = await runner.begin_turn(scope)
-                assert turn.view.consistency, f"the Source is not available in scope {scope}"
+                turn = await self._begin(runner, scope)
+                assert turn.view.consistency, (
+                    f"the Source must be available in each of `scopes`, but in {dict(scope)} "
+                    "its facts said it is not"
+                )
                 await turn.release()
 
     async def test_projections_respect_max_characters_and_mode(self, tmp_path: Path) -> None:
         """Every projection fits the characters allotted and uses the requested mode."""
         marker = _marker()
         async with await self._runner(tmp_path) as runner:
-            turn = await runner.begin_turn(self.scopes[0])
-            await self._write(turn, marker)
-            await turn.release()
+            await self._place(runner, self.scopes[0], marker)
         for mode in ("eager", "routed"):
             for limit in (0, 1, 7, 64, 4_000):
                 async with await self._runner(tmp_path, mode=mode, max_characters=limit) as runner:
                     try:
                         turn = await runner.begin_turn(self.scopes[0])
                     except CompositionRejected as exc:
-                        raise AssertionError(f"projection ({mode}, {limit} chars): {exc}") from exc
+                        raise AssertionError(
+                            f"a projection must fit the characters allotted and use the "
+                            f"requested mode ({mode}, {limit} characters): {exc}"
+                        ) from exc
                     fragments = turn.view.fragments
                     await turn.release()
-                assert sum(len(f.text) for f in fragments) <= limit
-                assert all(f.mode == mode for f in fragments)
+                used = sum(len(f.text) for f in fragments)
+                assert used <= limit, (
+                    f"a projection must fit the {limit} characters allotted; it used {used}"
+                )
+                assert all(f.mode == mode for f in fragments), (
+                    f"every fragment must carry the requested mode {mode!r}"
+                )
 
     async def test_a_grant_exists_when_routes_are_selected(self, tmp_path: Path) -> None:
         """Selecting routes without a projection still yields a pinned grant."""
@@ -301,45 +446,194 @@ class SourceConformance:
             try:
                 turn = await runner.begin_turn(self.scopes[0])
             except CompositionRejected as exc:
-                raise AssertionError(f"routes without projection: {exc}") from exc
-            if turn.view.routes:
-                assert [g.source_key for g in turn.view.grants] == [_source_key(turn.view)]
+                raise AssertionError(
+                    "when only its routes are selected, project() must still return a read "
+                    f"grant for them: {exc}"
+                ) from exc
+            routes, grants = turn.view.routes, turn.view.grants
             await turn.release()
+        if not routes:
+            pytest.skip("the Source offers no routes, so there is no grant to pin")
+        assert [g.source_key for g in grants] == [_source_key(turn.view)], (
+            "when its routes are selected, the Source must pin exactly one read grant"
+        )
+
+    async def test_routes_read_only_what_their_grant_pinned(self, tmp_path: Path) -> None:
+        """An exact-snapshot route reads its grant's snapshot, never the live data."""
+        if self.query(_marker()) is None:
+            pytest.skip("no route to check: query() returns None")
+        scope = self.scopes[0]
+        before, later = _marker(), _marker()
+        async with await self._runner(tmp_path) as runner:
+            await self._place(runner, scope, before)
+            turn = await self._begin(runner, scope)
+            try:
+                consistency = turn.view.consistency[0].consistency
+                if not turn.view.routes:
+                    pytest.skip("the Source offered no routes in this scope")
+                if consistency == "namespace-pinned-live-read":
+                    pytest.skip("a namespace-pinned-live-read Source reads live data by design")
+                await self._place(runner, scope, later)
+                assert "query" in await self._found_in(turn, before), (
+                    "a route must find what was written before its turn began"
+                )
+                assert "query" not in await self._found_in(turn, later), (
+                    "an exact-snapshot route must read only what its read grant pinned, but it "
+                    "returned data written after the turn began (it reads live data)"
+                )
+            finally:
+                await turn.release()
+
+    async def test_concurrent_scopes_never_share_a_snapshot(self, tmp_path: Path) -> None:
+        """Turns open at once in two scopes each see their own data, on every path.
+
+        A Source that keeps one mutable "last snapshot" (set by `facts` or `project`, read by
+        `project` or `query`) shows one scope the other's data when their turns overlap.
+        """
+        first, second = self.scopes
+        mine, theirs = _marker(), _marker()
+        async with await self._runner(tmp_path) as runner:
+            await self._place(runner, first, mine)
+            await self._place(runner, second, theirs)
+            for order in ((first, second), (second, first)):
+                turns: dict[int, RunnerTurn] = {}
+
+                async def begin(
+                    index: int, scope: Mapping[str, Any], turns: dict[int, RunnerTurn] = turns
+                ) -> None:
+                    turns[index] = await self._begin(runner, scope)
+
+                try:
+                    async with anyio.create_task_group() as group:
+                        for index, scope in enumerate(order):
+                            group.start_soon(begin, index, scope)
+                    if self.query(mine) is None and not any(
+                        turn.view.fragments for turn in turns.values()
+                    ):
+                        pytest.skip("the Source shows data neither in projections nor by query()")
+                    for index, scope in enumerate(order):
+                        own, other = (mine, theirs) if scope is first else (theirs, mine)
+                        assert await self._found_in(turns[index], own), (
+                            f"a turn in scope {dict(scope)} must see its own data while a turn "
+                            "in another scope is open; keep snapshots per request"
+                        )
+                        leaked = await self._found_in(turns[index], other)
+                        assert not leaked, (
+                            f"a turn in scope {dict(scope)} must never see another scope's "
+                            f"data, but it did via {leaked} while both turns were open: keep "
+                            "each request's snapshot in the request and its grant, never in "
+                            "one shared 'last snapshot'"
+                        )
+                finally:
+                    for turn in turns.values():
+                        await turn.release()
+
+    async def test_facts_and_project_never_block_the_event_loop(self, tmp_path: Path) -> None:
+        """`facts` and `project` await their I/O; blocking calls go through `run_blocking`."""
+        marker = _marker()
+        async with await self._runner(tmp_path) as runner:
+            await self._place(runner, self.scopes[0], marker)
+            for scope in self.scopes:
+                turn = await self._begin(runner, scope)
+                await turn.release()
+                with self._no_blocking() as detected:
+                    try:
+                        turn = await runner.begin_turn(scope)
+                    except CompositionRejected:
+                        view = None
+                    else:
+                        view = turn.view
+                        await turn.release()
+                assert view is not None or detected.calls, (
+                    f"the Source must serve a View in scope {dict(scope)}, but it was rejected"
+                )
+                assert not detected.calls, (
+                    "facts() and project() must not block the event loop: run blocking work "
+                    "(files, sqlite3, sockets, sleep) with `await mnemon.run_blocking(...)`; "
+                    f"detected {sorted(set(detected.calls))}"
+                )
+
+    async def test_facts_and_project_write_nothing(self, tmp_path: Path) -> None:
+        """Composing Views creates, changes and removes no file, and moves no revision."""
+        async with await self._runner(tmp_path) as runner:
+            for scope in self.scopes:
+                await self._place(runner, scope, _marker())
+            # a first round may still open stores that reads keep using afterwards
+            await self._revisions(runner)
+            before, files = await self._revisions(runner), _tree(tmp_path)
+            await self._revisions(runner)
+            after = await self._revisions(runner)
+            changed = _changes(files, _tree(tmp_path))
+        assert not changed, (
+            f"facts() and project() must not write: composing Views changed {changed}"
+        )
+        assert after == before, (
+            "facts() and project() must not change the Source's state: its revision moved "
+            f"from {before} to {after} without a write"
+        )
+
+    async def _revisions(self, harness: _Harness) -> list[str | None]:
+        revisions: list[str | None] = []
+        for scope in self.scopes:
+            turn = await self._begin(harness, scope)
+            revisions.extend(c.revision for c in turn.view.consistency)
+            await turn.release()
+        return revisions
+
+    async def test_no_storage_path_or_file_name_in_the_view_or_wake(self, tmp_path: Path) -> None:
+        """The projection and the Wake never show where or how the Source stores data."""
+        marker = _marker()
+        async with await self._runner(tmp_path) as runner:
+            await self._place(runner, self.scopes[0], marker)
+        for mode in ("eager", "routed"):
+            async with await self._runner(tmp_path, mode=mode) as runner:
+                turn = await self._begin(runner, self.scopes[0])
+                shown = turn.view.model_dump_json() + "\n" + render_wake(turn.view)
+                await turn.release()
+            names = _storage_names(tmp_path)
+            found = sorted(name for name in names if name in shown)
+            assert not found, (
+                "the projection and the Wake must not show storage paths or file names "
+                f"(the model must not learn where data lives); the {mode} View shows {found}"
+            )
 
     async def test_scope_isolation_on_every_path(self, tmp_path: Path) -> None:
         """A write under one scope is never returned under another, on any path."""
         first, second = self.scopes
         mine, theirs = _marker(), _marker()
         async with await self._runner(tmp_path) as runner:
-            turn = await runner.begin_turn(first)
-            await self._write(turn, mine)
-            await turn.release()
+            await self._place(runner, first, mine)
             seen = await self._visible(runner, first, mine)
             assert seen, (
-                "a written marker must be findable in its own scope (project, query or manage)"
+                "a marker written in a scope must be findable in that scope "
+                "(through project, query or manage)"
             )
             leaked = await self._visible(runner, second, mine)
             assert not leaked, (
-                f"a marker written under {first} is visible under {second} via {leaked}"
+                f"the Source must never return data of one scope in another: a marker written "
+                f"under {dict(first)} is visible under {dict(second)} via {leaked}"
             )
-            turn = await runner.begin_turn(second)
-            await self._write(turn, theirs)
-            await turn.release()
+            await self._place(runner, second, theirs)
             leaked = await self._visible(runner, first, theirs)
             assert not leaked, (
-                f"a marker written under {second} is visible under {first} via {leaked}"
+                f"the Source must never return data of one scope in another: a marker written "
+                f"under {dict(second)} is visible under {dict(first)} via {leaked}"
             )
-            assert await self._visible(runner, first, mine), "a write in another scope hid ours"
-            writing = self.manage_write(_marker())
-            if writing is not None:
+            assert await self._visible(runner, first, mine), (
+                "a write in one scope must not hide data of another scope"
+            )
+            if self.manage_write(_marker()) is not None:
                 marker = _marker()
-                operation, payload = self.manage_write(marker) or writing
+                operation, payload = self.manage_write(marker) or ("", {})
                 client = runner.client(second)
                 await client.mutate(
                     operation, payload, confirmed=True, expected_revision=await client.revision()
                 )
                 leaked = await self._visible(runner, first, marker)
-                assert not leaked, f"a management write under {second} shows under {first}"
+                assert not leaked, (
+                    "management writes must keep to their scope too: a write under "
+                    f"{dict(second)} shows under {dict(first)} via {leaked}"
+                )
 
     async def test_the_same_user_in_two_tenants_is_two_partitions(self, tmp_path: Path) -> None:
         """The tenant is always part of the partition when the scope carries one."""
@@ -373,43 +667,57 @@ class SourceConformance:
     async def test_a_scope_missing_its_ids_is_unavailable(self, tmp_path: Path) -> None:
         """Without the scope ids it needs, the Source says `unavailable` and never widens."""
         if self.unavailable_scope is None:
-            return
+            pytest.skip("no scope the Source cannot serve was given (unavailable_scope is None)")
         marker = _marker()
         async with await self._runner(tmp_path, required=False) as runner:
-            turn = await runner.begin_turn(self.scopes[0])
-            await self._write(turn, marker)
-            await turn.release()
+            await self._place(runner, self.scopes[0], marker)
             turn = await runner.begin_turn(self.unavailable_scope)
             view = turn.view
             await turn.release()
-        assert view.consistency == (), "the Source was selected in a scope it cannot serve"
-        assert marker not in view.model_dump_json()
+        assert view.consistency == (), (
+            f"the Source must report `unavailable` in scope {dict(self.unavailable_scope)}, "
+            "which lacks the ids it needs, but it was served"
+        )
+        assert marker not in view.model_dump_json(), (
+            "a Source missing the ids it needs must never widen to other data"
+        )
         assert not [d for d in view.diagnostics if d.code.endswith("-failed")], (
-            "a missing scope id must make facts say unavailable, not fail"
+            "a missing scope id must make facts() say unavailable, not raise"
         )
 
     async def test_two_instances_are_isolated(self, tmp_path: Path) -> None:
-        """Two entries of the Source with the same configuration keep separate data."""
+        """Two entries of the Source with the same configuration keep separate data.
+
+        A Source keeping data under a folder must give each entry its own place in it
+        (`mnemon.source_data_directory` does). A Source over a file the user names shares it
+        on purpose: it sets `shared_data_reason`, and this check is skipped with that reason.
+        """
+        if self.shared_data_reason:
+            pytest.skip(self.shared_data_reason)
+        if self._seeds() or self.write(_marker()) is None:
+            pytest.skip("seeded data is not written through one entry (the Source uses seed())")
         marker = _marker()
         async with await self._runner(tmp_path, entries=("one", "two")) as runner:
-            turn = await runner.begin_turn(self.scopes[0])
-            await self._write(turn, marker)
-            await turn.release()
-            assert await self._visible(runner, self.scopes[0], marker)
+            await self._place(runner, self.scopes[0], marker)
+            assert await self._visible(runner, self.scopes[0], marker), (
+                "a marker written through an entry must be findable through it"
+            )
         async with await self._runner(tmp_path, entries=("two", "one")) as runner:
             leaked = await self._visible(runner, self.scopes[0], marker)
-        assert not leaked, f"a marker written through entry 'one' shows through 'two' via {leaked}"
+        assert not leaked, (
+            "two entries with the same configuration must keep separate data (or set "
+            "shared_data_reason), but a marker written through entry 'one' shows through "
+            f"'two' via {leaked}"
+        )
 
     async def test_durable_data_survives_unmount_and_remount(self, tmp_path: Path) -> None:
         """What was written is there again after the entry is unmounted and mounted."""
         marker = _marker()
         async with await self._runner(tmp_path) as runner:
-            turn = await runner.begin_turn(self.scopes[0])
-            await self._write(turn, marker)
-            await turn.release()
+            await self._place(runner, self.scopes[0], marker)
         async with await self._runner(tmp_path) as runner:
             found = await self._visible(runner, self.scopes[0], marker)
-        assert found, "a committed write did not survive unmount and remount"
+        assert found, "a committed write must survive unmount and remount, but it did not survive"
 
     async def test_stale_expected_revisions_are_rejected(self, tmp_path: Path) -> None:
         """A fenced management write with a revision that is not current is refused.
@@ -419,11 +727,11 @@ class SourceConformance:
         scope's revision is the stale one. A made-up revision is refused by both.
         """
         if self.manage_write(_marker()) is None:
-            return
+            pytest.skip("the Source has no management write (manage_write() returns None)")
         scope, other = self.scopes
         async with await self._runner(tmp_path) as runner:
             client = runner.client(scope)
-            turn = await runner.begin_turn(scope)
+            turn = await self._begin(runner, scope)
             consistency = turn.view.consistency[0].consistency if turn.view.consistency else ""
             await turn.release()
             before = await client.revision()
@@ -435,7 +743,7 @@ class SourceConformance:
             if consistency == "namespace-pinned-live-read":
                 outdated = [await runner.client(other).revision()]
                 assert outdated[0] != await client.revision(), (
-                    "two scopes report the same namespace revision"
+                    "the revisions of two scopes' namespaces must differ, but they are the same"
                 )
             for revision in (*outdated, "conformance-stale-revision"):
                 try:
@@ -444,35 +752,47 @@ class SourceConformance:
                     )
                 except RevisionConflict:
                     continue
-                raise AssertionError(f"a fenced write with revision {revision!r} was accepted")
-            assert not await self._visible(runner, scope, stale)
+                raise AssertionError(
+                    "a fenced management write must be refused with RevisionConflict when its "
+                    f"expected revision is not current, but {revision!r} was accepted"
+                )
+            assert not await self._visible(runner, scope, stale), (
+                "a refused fenced write must store nothing"
+            )
 
     async def test_bad_inputs_get_a_clear_error_and_write_nothing(self, tmp_path: Path) -> None:
         """Each refused write raises a clear error and changes nothing a reader could see."""
+        self._needs_write()
+        if not self.invalid_writes:
+            pytest.skip("no invalid inputs were given (invalid_writes is empty)")
         scope = self.scopes[0]
         async with await self._runner(tmp_path) as runner:
-            turn = await runner.begin_turn(scope)
-            await self._write(turn, _marker())
-            await turn.release()
+            await self._place(runner, scope, _marker())
             before = await self._contents(runner, scope)
             for action, payload in self.invalid_writes:
-                turn = await runner.begin_turn(scope)
+                turn = await self._begin(runner, scope)
                 try:
                     await turn.execute_action(f"{_source_key(turn.view)}/{action}", payload, _allow)
                 except ActionError as exc:
                     _check_refusal(exc, payload)
                 else:
-                    raise AssertionError(f"{action} accepted the invalid input {payload!r}")
+                    raise AssertionError(
+                        f"the Source must refuse invalid input, but {action} accepted the "
+                        f"invalid input {payload!r}"
+                    )
                 finally:
                     await turn.release()
-            assert await self._contents(runner, scope) == before, "a refused write changed data"
+            assert await self._contents(runner, scope) == before, (
+                "a refused write must change nothing, but the data changed"
+            )
 
     async def test_concurrent_writers_lose_nothing(self, tmp_path: Path) -> None:
         """Many writers at once: every write is found afterwards."""
+        self._needs_write()
         markers = [_marker() for _ in range(self.concurrent_writers)]
         scope = self.scopes[0]
         async with await self._runner(tmp_path) as runner:
-            turn = await runner.begin_turn(scope)
+            turn = await self._begin(runner, scope)
 
             async def write(marker: str) -> None:
                 await self._write(turn, marker)
@@ -482,7 +802,10 @@ class SourceConformance:
                     group.start_soon(write, marker)
             await turn.release()
             lost = [m for m in markers if not await self._visible(runner, scope, m)]
-        assert not lost, f"{len(lost)} of {len(markers)} concurrent writes were lost"
+        assert not lost, (
+            "writes running at the same time must all be kept, but "
+            f"{len(lost)} of {len(markers)} concurrent writes were lost"
+        )
 
     async def test_secrets_never_appear(self, tmp_path: Path) -> None:
         """Configured secrets never show anywhere the suite can look.
@@ -491,18 +814,23 @@ class SourceConformance:
         output.
         """
         if not self.secrets:
-            return
+            pytest.skip("the Source takes no secrets (secrets is empty)")
         observer = _Observer()
         marker = _marker()
+        writes = self.write(marker) is not None
         async with await self._runner(tmp_path) as runner:
             for scope in self.scopes:
-                turn = await runner.begin_turn(scope)
+                if not writes:
+                    await self._place(runner, scope, marker)
+                turn = await self._begin(runner, scope)
                 observer.add(turn.view)
-                await self._write(turn, marker, observer)
+                observer.add(render_wake(turn.view))
+                if writes:
+                    await self._write(turn, marker, observer)
                 await turn.release()
                 await self._visible(runner, scope, marker, observer)
             for action, payload in self.invalid_writes:
-                turn = await runner.begin_turn(self.scopes[0])
+                turn = await self._begin(runner, self.scopes[0])
                 try:
                     await turn.execute_action(f"{_source_key(turn.view)}/{action}", payload, _allow)
                 except MnemonError as exc:
@@ -511,7 +839,7 @@ class SourceConformance:
                 finally:
                     await turn.release()
             for route in turn.view.routes:
-                turn = await runner.begin_turn(self.scopes[0])
+                turn = await self._begin(runner, self.scopes[0])
                 try:
                     observer.add(await turn.execute_route(route.id, {"unexpected": True}))
                 except RouteError as exc:
@@ -527,7 +855,10 @@ class SourceConformance:
                 observer.add(exc)
         everything = "\n".join(observer.texts)
         for key, secret in self.secrets.items():
-            assert secret not in everything, f"the secret in configuration {key!r} leaked"
+            assert secret not in everything, (
+                "secrets must never appear in facts, Views, evidence, receipts, errors or "
+                f"reports, but the secret in configuration {key!r} leaked"
+            )
 
 
 def _marker() -> str:
@@ -537,7 +868,38 @@ def _marker() -> str:
 def _source_key(view: View) -> str:
     if view.consistency:
         return view.consistency[0].source_key
-    raise AssertionError("the Source is not in the View")
+    raise AssertionError("the Source must be available in this scope, but it is not in the View")
+
+
+def _tree(directory: Path) -> dict[str, str]:
+    """Every file under `directory` with a digest of its content."""
+    files = {}
+    for path in sorted(directory.rglob("*")):
+        # SQLite's shared-memory index is rewritten by readers, by design
+        if path.is_file() and not path.name.endswith("-shm"):
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            files[path.relative_to(directory).as_posix()] = digest
+    return files
+
+
+def _changes(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
+    created = [f"created {name}" for name in sorted(after.keys() - before.keys())]
+    removed = [f"removed {name}" for name in sorted(before.keys() - after.keys())]
+    changed = [
+        f"changed {name}" for name in sorted(before.keys() & after.keys())
+        if before[name] != after[name]
+    ]  # fmt: skip
+    return created + removed + changed
+
+
+def _storage_names(directory: Path) -> set[str]:
+    """The data folder's path and the names of the files in it (those with a suffix)."""
+    names = {str(directory), str(directory.resolve())}
+    for path in directory.rglob("*"):
+        # a name without a suffix ("sources", "notes") is too likely to be an ordinary word
+        if path.suffix and len(path.name) >= 5:
+            names.add(path.name)
+    return names
 
 
 def _check_refusal(error: ActionError, payload: Mapping[str, Any]) -> None:
@@ -548,4 +910,4 @@ def _check_refusal(error: ActionError, payload: Mapping[str, Any]) -> None:
             f"refusing {payload!r} must say nothing was written, not {completion!r}"
         )
     if not str(error):
-        raise AssertionError("the error must say what is wrong")
+        raise AssertionError("a refused write's error must say what is wrong")

@@ -32,6 +32,7 @@ from mnemon import (
     create_mutation_receipt,
     define_memory_source,
     install_memory,
+    run_blocking,
     source_data_directory,
 )
 
@@ -45,6 +46,14 @@ DEFECTS = (
     "overflow",
     "ignore_tenant",
     "shared_notes",
+    "live_reads",
+    "blocking",
+    "shared_snapshot",
+    "shows_file_name",
+    "shows_path",
+    "writes_on_read",
+    "creates_on_read",
+    "counts_reads",
 )
 TEXT = {
     "type": "object",
@@ -119,6 +128,8 @@ class Journal:
         self.folder = Path(str(data_dir)) if "shared_files" in self.defects else folder
         self.memory: dict[str, list[str]] = {}
         self.lock = anyio.Lock()
+        self.last: list[str] = []  # used only by the shared_snapshot defect
+        self.reads = 0  # used only by the counts_reads defect
 
     def _user(self, scope: Scope) -> str | None:
         if "leak_scope" in self.defects:
@@ -137,7 +148,12 @@ class Journal:
         return self._load(str(self._user(scope))) + self._load(self._notes(scope))
 
     def _file(self, user: str) -> Path:
-        return self.folder / f"{hashlib.sha256(user.encode()).hexdigest()[:16]}.json"
+        return self.folder / journal_file_name(user)
+
+    async def _read(self, scope: Scope) -> list[str]:
+        if "blocking" in self.defects:
+            return self._everything(scope)  # the defect: file reads on the event loop
+        return await run_blocking(self._everything, scope)
 
     def _load(self, user: str) -> list[str]:
         if "volatile" in self.defects:
@@ -168,10 +184,13 @@ class Journal:
             self._save(user, entries)
             return self._revision(entries)
         async with self.lock:
-            entries = self._load(user)
-            entries.append(text)
-            self._save(user, entries)
-            return self._revision(entries)
+            return await run_blocking(self._append_now, user, text)
+
+    def _append_now(self, user: str, text: str) -> str:
+        entries = self._load(user)
+        entries.append(text)
+        self._save(user, entries)
+        return self._revision(entries)
 
     async def facts(self, request: FactsRequest) -> SourceFacts:
         user = self._user(request.scope)
@@ -189,29 +208,56 @@ class Journal:
             type_id="journal",
             role="notes",
             availability="ready",
-            revision=self._revision(self._everything(request.scope)),
+            revision=await self._facts_revision(request.scope),
             capabilities=("project", "search", "write"),
             route_ids=("find",),
             action_ids=("add", "note"),
             hints=hints,
         )
 
+    async def _facts_revision(self, scope: Scope) -> str:
+        revision = self._revision(await self._read(scope))
+        if "writes_on_read" in self.defects:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            marker = self.folder / "last-read.json"
+            count = json.loads(marker.read_text()) if marker.exists() else 0
+            await anyio.Path(marker).write_text(json.dumps(count + 1))
+        if "creates_on_read" in self.defects:
+            self.reads += 1
+            await anyio.Path(self.folder).mkdir(parents=True, exist_ok=True)
+            await anyio.Path(self.folder / f"seen-{self.reads}.log").write_text("seen")
+        if "counts_reads" in self.defects:
+            self.reads += 1
+            revision = f"{revision}-{self.reads}"
+        return revision
+
     async def project(self, request: ProjectionRequest) -> ViewContribution:
-        assert self._user(request.scope) is not None
-        entries = self._everything(request.scope)
+        user = self._user(request.scope)
+        assert user is not None
+        entries = await self._read(request.scope)
+        self.last = entries
         text = "\n".join(entries)
+        if "shows_file_name" in self.defects:
+            text = f"(from {self._file(user).name}) {text}"
+        if "shows_path" in self.defects:
+            text = f"(from {self.folder}) {text}"
         if "overflow" not in self.defects:
             text = text[: request.max_characters]
         fragments = (Fragment(source_key=self.key, mode=request.mode, text=text),) if text else ()
         return ViewContribution(
             fragments=fragments,
             grant=ReadGrant(source_key=self.key, value={"entries": entries}),
-            revision=self._revision(entries),
+            revision=request.expected_revision or self._revision(entries),
         )
 
     async def query(self, request: QueryRequest) -> Evidence:
         query = request.input["query"]
-        hits = [e for e in request.grant.value["entries"] if query in e]
+        entries = request.grant.value["entries"]
+        if "live_reads" in self.defects:
+            entries = await self._read(request.view.scope)
+        if "shared_snapshot" in self.defects:
+            entries = self.last
+        hits = [e for e in entries if query in e]
         return Evidence(
             view_id=request.view.id,
             route_id=request.route.id,
@@ -224,7 +270,7 @@ class Journal:
         assert user is not None
         partition = self._notes(request.view.scope) if request.offer.action_id == "note" else user
         await self._append(partition, str(request.input.get("text", "")))
-        revision = self._revision(self._everything(request.view.scope))
+        revision = self._revision(await self._read(request.view.scope))
         return create_mutation_receipt(
             request,
             completion="committed",
@@ -236,15 +282,15 @@ class Journal:
         user = self._user(request.scope)
         assert user is not None
         if request.operation.id == "list":
-            entries = self._everything(request.scope)
+            entries = await self._read(request.scope)
             return ManagementResult(
                 source_key=self.key, operation="list", output={"entries": entries}
             )
         async with self.lock:
-            if self._revision(self._everything(request.scope)) != request.expected_revision:
+            if self._revision(await self._read(request.scope)) != request.expected_revision:
                 raise RevisionConflict("revision conflict")
         await self._append(user, request.input["text"])
-        revision = self._revision(self._everything(request.scope))
+        revision = self._revision(await self._read(request.scope))
         return ManagementResult(source_key=self.key, operation="add", revision=revision)
 
 
@@ -264,3 +310,17 @@ class JournalPlugin:
 
 def journal_config(directory: Path, *defects: str) -> dict[str, Any]:
     return {"data_dir": str(directory), **dict.fromkeys(defects, True)}
+
+
+def journal_file_name(partition: str) -> str:
+    """The file one partition is kept in (its name does not say whose it is)."""
+    return f"{hashlib.sha256(partition.encode()).hexdigest()[:16]}.json"
+
+
+def seed_journal(directory: Path, instance: str, scope: dict[str, Any], text: str) -> None:
+    """Add `text` to the journal of `scope` straight in its file, as a person would."""
+    user = json.dumps(["user", scope.get("tenant_id"), scope["user_id"]])
+    path = directory / "sources" / "journal" / instance / journal_file_name(user)
+    entries = json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps([*entries, text]), encoding="utf-8")

@@ -1,8 +1,18 @@
-"""The notes Source: one file, exact snapshots, a `read` route and a `replace` action."""
+"""The notes Source: notes files, exact snapshots, a `read` route, `add` and `replace` actions.
+
+Two ways to configure it:
+
+- `data_dir` (or nothing: the host's data folder): one notes file per partition, that is per
+  tenant, user and agent of the scope, under the entry's own folder. A scope without a user
+  is `unavailable`. File names are digests: they say nothing about whose notes they hold.
+- `path`: one file the user names, shown to every scope of this entry (a single-user
+  profile's notes). Two entries naming the same file share it, on purpose.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tempfile
 from datetime import UTC, datetime
@@ -25,6 +35,7 @@ from mnemon import (
     QueryRequest,
     ReadGrant,
     RevisionConflict,
+    Scope,
     SourceError,
     SourceFacts,
     SourceInit,
@@ -34,6 +45,7 @@ from mnemon import (
     define_memory_source,
     install_memory,
     run_blocking,
+    source_data_directory,
     truncate_text,
 )
 
@@ -43,7 +55,7 @@ MAX_NOTES_CHARACTERS = 200_000
 memory_plugin = define_memory_plugin(
     PACKAGE,
     label="Notes file",
-    description="One notes file, projected eagerly and pinned by exact snapshot.",
+    description="Notes per user and agent, projected eagerly and pinned by exact snapshot.",
     roles=["source"],
     provides=["notes.file"],
 )
@@ -66,6 +78,17 @@ MANIFEST = {
     ],
     "actions": [
         {
+            "id": "add",
+            "description": "Add one line to the notes.",
+            "capability": "write",
+            "input_schema": {
+                "type": "object",
+                "properties": {"text": {"type": "string", "minLength": 1, "maxLength": 2_000}},
+                "required": ["text"],
+                "additionalProperties": False,
+            },
+        },
+        {
             "id": "replace",
             "description": "Replace the whole notes file with new text.",
             "capability": "write",
@@ -77,7 +100,7 @@ MANIFEST = {
                 "required": ["text"],
                 "additionalProperties": False,
             },
-        }
+        },
     ],
     "management": {
         "label": "Notes file",
@@ -139,22 +162,57 @@ def _write_atomically(path: Path, text: str) -> None:
         os.close(directory)
 
 
-class NotesSource:
-    """One notes file; every request reads its own snapshot."""
+def _append(path: Path, line: str) -> str:
+    text = _read(path)
+    if text and not text.endswith("\n"):
+        text += "\n"
+    text += f"- {line}\n"
+    if len(text) > MAX_NOTES_CHARACTERS:
+        raise SourceError("invalid_payload", "the notes would exceed their size limit")
+    _write_atomically(path, text)
+    return text
 
-    def __init__(self, key: str, path: Path) -> None:
+
+class NotesSource:
+    """Notes files; every request reads its own snapshot of the file for its scope."""
+
+    def __init__(self, key: str, *, folder: Path | None = None, path: Path | None = None) -> None:
         self._key = key
-        self._path = path
+        self._folder = folder
+        self._shared = path
         # writes of this instance are serialized, so a fenced replace checks and writes at once
         self._write_lock = anyio.Lock()
 
-    async def _snapshot(self) -> tuple[str, str]:
-        text = await run_blocking(_read, self._path)
+    def _file(self, scope: Scope) -> Path | None:
+        """The file of the scope's partition (tenant, user, agent), or None if it has none."""
+        if self._shared is not None:
+            return self._shared
+        if scope.user_id is None or self._folder is None:
+            return None
+        partition = json.dumps([scope.tenant_id, scope.user_id, scope.agent_id])
+        return self._folder / f"{hashlib.sha256(partition.encode()).hexdigest()[:32]}.md"
+
+    def _path(self, scope: Scope) -> Path:
+        path = self._file(scope)
+        if path is None:
+            raise SourceError("invalid_payload", "the scope has no user id")
+        return path
+
+    async def _snapshot(self, scope: Scope) -> tuple[str, str]:
+        text = await run_blocking(_read, self._path(scope))
         return text, _revision(text)
 
     async def facts(self, request: FactsRequest) -> SourceFacts:
-        """Report the current revision of the file."""
-        _, revision = await self._snapshot()
+        """Report the current revision of the scope's notes."""
+        if self._file(request.scope) is None:
+            return SourceFacts(
+                instance_key=self._key,
+                type_id="notes",
+                role="notes",
+                availability="unavailable",
+                reason="missing-scope",
+            )
+        _, revision = await self._snapshot(request.scope)
         return SourceFacts(
             instance_key=self._key,
             type_id="notes",
@@ -163,12 +221,12 @@ class NotesSource:
             revision=revision,
             capabilities=("project", "read", "write"),
             route_ids=("read",),
-            action_ids=("replace",),
+            action_ids=("add", "replace"),
         )
 
     async def project(self, request: ProjectionRequest) -> ViewContribution:
         """Project the snapshot matching the expected revision, and pin it in the grant."""
-        text, revision = await self._snapshot()
+        text, revision = await self._snapshot(request.scope)
         if request.expected_revision is not None and revision != request.expected_revision:
             raise SourceError("degraded", "the notes changed since facts were read")
         shown = truncate_text(text, request.max_characters)
@@ -199,10 +257,14 @@ class NotesSource:
         )
 
     async def mutate(self, request: MutationRequest) -> MutationReceipt:
-        """Replace the file atomically and report the committed revision."""
+        """Add a line or replace the file, atomically, and report the committed revision."""
+        path = self._path(request.view.scope)
         text = request.input["text"]
         async with self._write_lock:
-            await run_blocking(_write_atomically, self._path, text)
+            if request.offer.action_id == "add":
+                text = await run_blocking(_append, path, text)
+            else:
+                await run_blocking(_write_atomically, path, text)
         return create_mutation_receipt(
             request,
             completion="committed",
@@ -214,7 +276,7 @@ class NotesSource:
         """Read the notes as they are now, or replace them if still at the expected revision."""
         operation = request.operation.id
         if operation == "read":
-            text, revision = await self._snapshot()
+            text, revision = await self._snapshot(request.scope)
             return ManagementResult(
                 source_key=self._key,
                 operation=operation,
@@ -222,14 +284,14 @@ class NotesSource:
                 revision=revision,
             )
         async with self._write_lock:
-            _, current = await self._snapshot()
+            _, current = await self._snapshot(request.scope)
             if current != request.expected_revision:
                 raise RevisionConflict(
                     f"revision conflict: the notes are at {current}, "
                     f"not {request.expected_revision}"
                 )
             text = request.input["text"]
-            await run_blocking(_write_atomically, self._path, text)
+            await run_blocking(_write_atomically, self._path(request.scope), text)
         revision = _revision(text)
         return ManagementResult(
             source_key=self._key,
@@ -240,16 +302,21 @@ class NotesSource:
 
 
 def _create(init: SourceInit) -> NotesSource:
-    raw = init.configuration.get("path")
+    unknown = sorted(set(init.configuration) - {"path", "data_dir"})
+    if unknown:
+        raise DefinitionError(f"notes configuration: unknown key {unknown[0]!r}")
+    if "path" not in init.configuration:
+        folder = source_data_directory(init, init.configuration.get("data_dir"))
+        return NotesSource(init.instance_key, folder=folder)
+    if "data_dir" in init.configuration:
+        raise DefinitionError("notes configuration: give either path or data_dir, not both")
+    raw = init.configuration["path"]
     if not isinstance(raw, str) or not raw:
         raise DefinitionError("notes configuration.path: a file path is required")
     path = Path(raw)
     if not path.is_absolute():
         raise DefinitionError("notes configuration.path: must be an absolute path")
-    unknown = sorted(set(init.configuration) - {"path"})
-    if unknown:
-        raise DefinitionError(f"notes configuration: unknown key {unknown[0]!r}")
-    return NotesSource(init.instance_key, path)
+    return NotesSource(init.instance_key, path=path)
 
 
 NOTES_SOURCE = define_memory_source(MANIFEST, _create)

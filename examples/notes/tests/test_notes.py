@@ -28,7 +28,7 @@ async def test_notes_compose_through_the_runner(tmp_path: Path) -> None:
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     assert view.consistency[0].revision == f"sha256:{digest}"
     assert [route.id for route in view.routes] == ["source:notes/read"]
-    assert [offer.id for offer in view.offers] == ["source:notes/replace"]
+    assert [offer.id for offer in view.offers] == ["source:notes/add", "source:notes/replace"]
     assert str(tmp_path) not in view.model_dump_json()
 
 
@@ -52,10 +52,12 @@ async def test_each_turn_captures_its_own_snapshot(tmp_path: Path) -> None:
     ("config", "message"),
     [
         ({"path": "relative/notes.md"}, "must be an absolute path"),
-        ({}, "a file path is required"),
+        ({"path": ""}, "a file path is required"),
         ({"path": "/tmp/n.md", "colour": "red"}, "unknown key 'colour'"),
+        ({"path": "/tmp/n.md", "data_dir": "/tmp"}, "either path or data_dir"),
+        ({"data_dir": "relative"}, "data_dir: must be an absolute path"),
     ],
-    ids=["relative", "missing", "unknown-key"],
+    ids=["relative", "empty", "unknown-key", "both", "relative-data-dir"],
 )
 async def test_invalid_configuration_is_rejected_at_mount_and_nothing_is_published(
     config: dict[str, str], message: str
