@@ -113,6 +113,11 @@ from ._profile import ProfileEntry as ProfileEntry
 from ._profile import load_profile as load_profile
 from ._text import check_memory_text as check_memory_text
 from ._text import memory_text_schema as memory_text_schema
+from ._versions import RangeError as RangeError
+from ._versions import Version as Version
+from ._versions import VersionRange as VersionRange
+from ._versions import parse_range as parse_range
+from ._versions import parse_version as parse_version
 from ._wake import render_wake as render_wake
 
 # a library never configures logging; hosts attach their own handlers to "mnemon"
@@ -120,6 +125,7 @@ _logging.getLogger("mnemon").addHandler(_logging.NullHandler())
 
 # tracebacks and reprs name the public module, where callers import these from
 for _error in (
+    RangeError,
     ActionError,
     CompositionRejected,
     CompositionUnavailable,
@@ -188,6 +194,7 @@ __all__ = [
     "ProjectionSpec",
     "ProvidedCapability",
     "QueryRequest",
+    "RangeError",
     "ReadGrant",
     "RegistrySnapshot",
     "Reminders",
@@ -215,6 +222,8 @@ __all__ = [
     "StrategyManifest",
     "StrategyTurn",
     "Unmount",
+    "Version",
+    "VersionRange",
     "View",
     "ViewBudget",
     "ViewContribution",
@@ -237,6 +246,8 @@ __all__ = [
     "load_profile",
     "memory_text_schema",
     "mnemon_home",
+    "parse_range",
+    "parse_version",
     "read_configuration",
     "render_wake",
     "run_blocking",

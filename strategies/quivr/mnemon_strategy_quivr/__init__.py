@@ -10,6 +10,8 @@ signed-request helpers judge a plugin exactly as Quivr's normative fixtures do.
 
 from __future__ import annotations
 
+from mnemon import RangeError, Version, VersionRange, parse_range, parse_version
+
 from ._certify import FixtureIssue, FixtureOutcome, invoke_fixture, serve_fixture
 from ._manifest import (
     ENGINE_VERSION,
@@ -43,7 +45,6 @@ from ._strategy import (
     define_ranking_strategy,
     memory_plugin,
 )
-from ._versions import RangeError, Version, VersionRange, parse_range, parse_version
 
 __all__ = [
     "ENGINE_VERSION",

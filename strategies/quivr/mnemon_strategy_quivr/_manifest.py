@@ -17,8 +17,9 @@ import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from mnemon import RangeError, Version, VersionRange, parse_range, parse_version
+
 from ._schemas import manifest_validator
-from ._versions import RangeError, Version, VersionRange, parse_range, parse_version
 
 __all__ = [
     "ENGINE_VERSION",

@@ -1,6 +1,7 @@
-"""Versions and version ranges: SemVer 2.0.0 and Quivr's v0 range grammar.
+"""Versions and version ranges: SemVer 2.0.0 and the range grammar plugins declare.
 
-Self-contained on purpose (standard library only): plugin discovery will move it into the core.
+Plugin manifests (`mnemon-plugin.toml`, remote `mnemon-source.yaml`, Quivr manifests) state
+which core or protocol versions they work with in this grammar.
 
 A range is whitespace-separated comparators that must all hold; each is an optional operator
 (`>=`, `>`, `<=`, `<`, `=`; none means `=`) glued to a `MAJOR.MINOR.PATCH` release version.
@@ -14,6 +15,8 @@ import re
 from dataclasses import dataclass
 from functools import total_ordering
 
+from ._errors import MnemonError
+
 __all__ = ["RangeError", "Version", "VersionRange", "parse_range", "parse_version"]
 
 _NUMBER = r"(?:0|[1-9][0-9]*)"
@@ -26,7 +29,7 @@ _VERSION = re.compile(
 _COMPARATOR = re.compile(rf"^(>=|<=|>|<|=)?({_NUMBER}\.{_NUMBER}\.{_NUMBER})$")
 
 
-class RangeError(ValueError):
+class RangeError(MnemonError, ValueError):
     """A version or range that is malformed or unsatisfiable; the message says which."""
 
 
