@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
-import signal
 import sys
-import threading
 from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
@@ -21,9 +19,11 @@ from .._host import MemoryHost, MemoryTurn
 from .._models import ActionOffer, Evidence, MutationReceipt, Scope, View, ViewRoute
 from .._profile import PROFILE_FILE, Profile
 from .._text import visible_text
+from ._manage import register as register_management
 from ._options import (
     CommandError,
     FlagError,
+    confirm,
     echo_json,
     error_code,
     hint,
@@ -40,6 +40,7 @@ from ._paths import shown_path
 from ._render import Printer, receipt_summary
 from ._session import diagnostic_lines, open_memory, operator_turn
 from ._starter import STARTER_PROFILE
+from ._transfer import register as register_transfer
 
 
 def main(args: list[str] | None = None) -> NoReturn:
@@ -324,34 +325,6 @@ def recall(
 WRITE_INTERRUPTED = "interrupted: the write may or may not have been stored; check with recall"
 
 
-def _confirm(question: str, *, err: bool = False) -> bool:
-    """Ask yes or no on the terminal; no answer (end of input) is no.
-
-    Ctrl-C at the prompt raises KeyboardInterrupt at once: the event loop's own SIGINT handler
-    only cancels the running task, which a blocking read never notices.
-    """
-    main = threading.current_thread() is threading.main_thread()
-    previous = signal.getsignal(signal.SIGINT) if main else None
-    if main:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        while True:
-            click.echo(f"{question} [y/N]: ", nl=False, err=err)
-            answer = sys.stdin.readline()
-            if not answer:
-                click.echo(err=err)
-                return False
-            answer = answer.strip().lower()
-            if answer in ("y", "yes"):
-                return True
-            if answer in ("", "n", "no"):
-                return False
-            click.echo("please answer y or n", err=err)
-    finally:
-        if main:
-            signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
-
-
 async def _remember(
     path: Path,
     scope: Scope,
@@ -427,7 +400,7 @@ def remember(
 
     def authorize(offer: ActionOffer) -> bool:
         nonlocal writing
-        allowed = yes or _confirm(f"Write this memory through {offer.id}?", err=as_json)
+        allowed = yes or confirm(f"Write this memory through {offer.id}?", err=as_json)
         writing = allowed
         return allowed
 
@@ -596,5 +569,8 @@ def demo(ctx: click.Context, directory: Path, force: bool, as_json: bool) -> Non
     if as_json:
         echo_json({"profile": shown_path(profile, name_if_outside=True), "recalled": recalled})
 
+
+register_management(cli)
+register_transfer(cli)
 
 __all__ = ["cli", "main"]

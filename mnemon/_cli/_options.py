@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import shlex
+import signal
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -28,6 +30,7 @@ __all__ = [
     "INTERRUPTED",
     "CommandError",
     "FlagError",
+    "confirm",
     "echo_json",
     "error_code",
     "hint",
@@ -234,3 +237,31 @@ def read_text_argument(text: str | None, file: Path | None, *, what: str = "TEXT
         except UnicodeDecodeError:
             raise FlagError(f"{what} from standard input: must be UTF-8 text") from None
     return text
+
+
+def confirm(question: str, *, err: bool = False) -> bool:
+    """Ask yes or no on the terminal; no answer (end of input) is no.
+
+    Ctrl-C at the prompt raises KeyboardInterrupt at once: the event loop's own SIGINT handler
+    only cancels the running task, which a blocking read never notices.
+    """
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main else None
+    if main:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        while True:
+            click.echo(f"{question} [y/N]: ", nl=False, err=err)
+            answer = sys.stdin.readline()
+            if not answer:
+                click.echo(err=err)
+                return False
+            answer = answer.strip().lower()
+            if answer in ("y", "yes"):
+                return True
+            if answer in ("", "n", "no"):
+                return False
+            click.echo("please answer y or n", err=err)
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)

@@ -34,6 +34,7 @@ from ._paths import shown_path
 __all__ = [
     "OPERATOR_TYPE_ID",
     "diagnostic_lines",
+    "missing_flags",
     "open_memory",
     "operator_turn",
 ]
@@ -209,9 +210,10 @@ _FLAGS = {
 }
 
 
-def _missing_flags(
+def missing_flags(
     profile: Profile | None, key: str, type_id: str | None, scope: Scope | None
 ) -> list[str]:
+    """The identity flags a Source needs that `scope` lacks, e.g. `["--workspace"]`."""
     # the scope ids the Source partitions by: its entry's scope_keys, else its type's default
     needed: list[str] = ["workspace"] if type_id == "documents" else ["user_id"]
     if profile is not None:
@@ -248,7 +250,7 @@ def diagnostic_lines(
         line = f"{record['code']}: {record['message']}"
         message = str(record["message"])
         if "missing-scope" in message and isinstance(key, str):
-            flags = _missing_flags(profile, key, (types or {}).get(key), scope)
+            flags = missing_flags(profile, key, (types or {}).get(key), scope)
             line += f" (add {' and '.join(flags)})" if flags else ""
         if (
             profile is not None
