@@ -191,7 +191,9 @@ def test_export_and_import_round_trip_without_loss_or_duplicates(
     fresh.mkdir()
     assert mnemon(fresh, "init").returncode == 0
     target = ("--user", "ida", "--workspace", "billing")
-    first = as_json(mnemon(fresh, "import", str(out), *target, "--yes", "--json"))
+    imported = mnemon(fresh, "import", str(out), *target, "--yes", "--json")
+    assert imported.stderr == ""  # piped: no progress bar
+    first = as_json(imported)
     assert first["written"] == summary["records"]
     second = as_json(mnemon(fresh, "import", str(out), *target, "--yes", "--json"))
     assert second == {**first, "written": 0, "unchanged": summary["records"]}

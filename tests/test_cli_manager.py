@@ -177,6 +177,8 @@ def test_hints_keep_the_profile_flag(tmp_path: Path) -> None:
     assert "next: mnemon -p conf/memory.toml view" in wrote.stdout
     plain = mnemon(tmp_path / "conf", "init", "--force")
     assert "next: mnemon view" in plain.stdout
+    missing = mnemon(tmp_path, "-p", "other/memory.toml", "view")
+    assert "create one with `mnemon -p other/memory.toml init`" in missing.stderr
 
 
 def test_an_unknown_strategy_lists_the_installed_ones(tmp_path: Path) -> None:

@@ -33,8 +33,10 @@ from ._options import (
     printer_of,
     profile_path,
     read_text_argument,
+    remember_profile_flag,
     run,
     scope_of,
+    with_profile_flag,
 )
 from ._paths import shown_path
 from ._render import Printer, receipt_summary
@@ -61,8 +63,12 @@ def main(args: list[str] | None = None) -> NoReturn:
 
 
 def _fail(exc: click.ClickException, as_json: bool) -> NoReturn:
+    message = visible_text(with_profile_flag(exc.format_message()), keep_newlines=False)
     if not as_json:
-        exc.show()
+        if isinstance(exc, click.UsageError):
+            exc.show()  # with the usage line and the pointer to --help
+        else:
+            click.echo(f"Error: {message}", err=True)
         sys.exit(exc.exit_code)
     detail: dict[str, Any] = {}
     if isinstance(exc, CommandError):
@@ -71,7 +77,6 @@ def _fail(exc: click.ClickException, as_json: bool) -> NoReturn:
         code = "usage"
     else:
         code = "failed"
-    message = visible_text(exc.format_message(), keep_newlines=False)
     error = {"code": code, "message": message, "exit_code": exc.exit_code, **detail}
     echo_json({"error": error})
     sys.exit(exc.exit_code)
@@ -119,7 +124,7 @@ def cli(ctx: click.Context, profile: Path | None, no_color: bool) -> None:
     state["profile"] = profile
     source = ctx.get_parameter_source("profile")
     # kept for the hints the commands print, so a copied hint uses the same profile
-    state["profile_flag"] = (
+    remember_profile_flag(
         str(profile) if profile is not None and source == ParameterSource.COMMANDLINE else None
     )
     state["printer"] = Printer(color=None if not no_color else False)

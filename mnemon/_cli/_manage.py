@@ -254,7 +254,12 @@ def facts() -> None:
 
 @facts.command("add")
 @click.argument("text", required=False)
-@click.option("--file", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option(
+    "--file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Read the text from this file (UTF-8).",
+)
 @click.option("--note", is_flag=True, help="An agent's note (needs --agent), not a user fact.")
 @click.option("--importance", type=click.IntRange(1, 5), default=None, help="1 to 5.")
 @_source_option
@@ -299,7 +304,12 @@ def _text(text: str | None, file: Path | None, yes: bool) -> str:
 @facts.command("replace")
 @click.argument("entry_id", metavar="ID")
 @click.argument("text", required=False)
-@click.option("--file", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option(
+    "--file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Read the text from this file (UTF-8).",
+)
 @click.option("--importance", type=click.IntRange(1, 5), default=None, help="1 to 5.")
 @_source_option
 @click.option("--yes", "-y", is_flag=True, help="Do it without asking.")
@@ -547,7 +557,12 @@ def _unknown(kind: str, wanted: str, offered: list[str], host: MemoryHost) -> Co
 @click.command()
 @click.argument("route_id", metavar="ID")
 @click.argument("payload", metavar="JSON", required=False)
-@click.option("--file", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option(
+    "--file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Read the JSON input from this file (default: JSON, else {}).",
+)
 @identity
 @json_option
 @click.pass_context
@@ -599,7 +614,12 @@ async def _act(
 @click.command()
 @click.argument("offer_id", metavar="ID")
 @click.argument("payload", metavar="JSON", required=False)
-@click.option("--file", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option(
+    "--file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Read the JSON input from this file (default: JSON, else {}).",
+)
 @click.option("--key", "idempotency_key", default=None, help="An idempotency key.")
 @click.option("--yes", "-y", is_flag=True, help="Authorize the write without asking.")
 @identity

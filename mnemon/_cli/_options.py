@@ -6,6 +6,7 @@ A leaf module: the command modules import it, never the other way round.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import signal
 import sys
@@ -40,9 +41,11 @@ __all__ = [
     "printer_of",
     "profile_path",
     "read_text_argument",
+    "remember_profile_flag",
     "run",
     "scope_of",
     "wants_json",
+    "with_profile_flag",
 ]
 
 _T = TypeVar("_T")
@@ -200,16 +203,31 @@ def profile_path(ctx: click.Context) -> Path:
     return find_profile(cwd) or cwd / PROFILE_FILE
 
 
+_GIVEN: dict[str, str] = {}  # the -p of this invocation, for hints in error messages too
+_HINTED = re.compile(r"`mnemon (?!demo`)")
+
+
+def remember_profile_flag(given: str | None) -> None:
+    """Keep the `-p PROFILE` this invocation was given, for every hint it prints."""
+    _GIVEN.clear()
+    if given is not None:
+        if Path(given).is_absolute():
+            # an absolute path can carry a secret: shown relative to a known folder, or by name
+            given = shown_path(Path(given), name_if_outside=True)
+        _GIVEN["profile"] = shlex.quote(given)
+
+
 def hint(ctx: click.Context, command: str) -> str:
     """`mnemon COMMAND`, keeping the `-p PROFILE` this invocation was given."""
-    state = ctx.find_root().ensure_object(dict)
-    given: str | None = state.get("profile_flag")
-    if given is None:
-        return f"mnemon {command}"
-    if Path(given).is_absolute():
-        # an absolute path can carry a secret: shown relative to a known folder, or by name
-        given = shown_path(Path(given), name_if_outside=True)
-    return f"mnemon -p {shlex.quote(given)} {command}"
+    del ctx
+    given = _GIVEN.get("profile")
+    return f"mnemon {command}" if given is None else f"mnemon -p {given} {command}"
+
+
+def with_profile_flag(text: str) -> str:
+    """`text` with the `-p PROFILE` of this invocation added to each `mnemon ...` it quotes."""
+    given = _GIVEN.get("profile")
+    return text if given is None else _HINTED.sub(f"`mnemon -p {given} ", text)
 
 
 def read_text_argument(text: str | None, file: Path | None, *, what: str = "TEXT") -> str:
