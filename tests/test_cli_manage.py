@@ -298,3 +298,32 @@ def test_route_and_act_drive_a_third_party_source(tmp_path: Path) -> None:
     assert "JSON: not valid JSON (line 1, column 2)" in bad.stderr
     unknown = run(folder, "route", "todo/nope", "{}", "--user", "ada", "--json")
     assert json.loads(unknown.stdout)["error"]["code"] == "unknown-route"
+
+
+def test_import_shows_progress_on_a_terminal_only(project: Path, tmp_path: Path) -> None:
+    import os
+    import pty
+    import subprocess
+
+    from tests.test_cli import MNEMON, environment
+
+    out = tmp_path / "ada.jsonl"
+    as_json(mnemon(project, "export", *ADA, "--out", str(out), "--json"))
+    terminal, stderr = pty.openpty()
+    result = subprocess.run(
+        [MNEMON, "import", str(out), "--user", "lu", "--workspace", "w", "--yes", "--json"],
+        cwd=project, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
+        env=environment(project), timeout=120, check=False,
+    )  # fmt: skip
+    os.close(stderr)
+    drawn = b""
+    try:
+        while chunk := os.read(terminal, 65536):
+            drawn += chunk
+    except OSError:  # the terminal's other end is closed: all was read
+        pass
+    os.close(terminal)
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["written"] > 0  # stdout stays clean JSON
+    assert b"import" in drawn
+    assert b"100%" in drawn
