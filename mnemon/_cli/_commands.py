@@ -158,14 +158,20 @@ def init(ctx: click.Context, force: bool, as_json: bool) -> None:
 # ---------------------------------------------------------------------- view
 
 
-async def _view(path: Path, scope: Scope, query: str | None) -> tuple[View, str, list[Evidence]]:
-    async with open_memory(path) as (_, host), host.turn(scope=scope) as turn:
+async def _view(
+    path: Path, scope: Scope, query: str | None
+) -> tuple[View, str, list[Evidence], list[str]]:
+    async with open_memory(path) as (profile, host), host.turn(scope=scope) as turn:
         evidence = []
         if query:
             for route in turn.view.routes:
                 if "query" in route.input_schema.get("properties", {}):
                     evidence.append(await _read(turn, route, {"query": query}))
-        return turn.view, turn.wake(), evidence
+        # for the person: each diagnostic with the flag to add or the store's folder
+        notes = diagnostic_lines(
+            turn.view.diagnostics, profile=profile, types=_source_types(host), scope=scope
+        )
+        return turn.view, turn.wake(), evidence, notes
 
 
 async def _read(turn: MemoryTurn, route: ViewRoute, payload: dict[str, Any]) -> Evidence:
@@ -186,7 +192,7 @@ def view(ctx: click.Context, /, query: str | None, as_json: bool, **options: Any
     This is the View the model gets, composed by the profile's Strategy.
     """
     printer = printer_of(ctx)
-    composed, wake, evidence = run(
+    composed, wake, evidence, notes = run(
         functools.partial(_view, profile_path(ctx), scope_of(options), query)
     )
     if as_json:
@@ -199,8 +205,10 @@ def view(ctx: click.Context, /, query: str | None, as_json: bool, **options: Any
     printer.line(wake)
     for item in evidence:
         printer.evidence(item)
-    for diagnostic in composed.diagnostics:
-        printer.warn(f"{diagnostic.code}: {diagnostic.message}")
+    if notes:
+        printer.heading("diagnostics")
+    for note in notes:
+        printer.warn(note)
 
 
 # ---------------------------------------------------------------------- recall
