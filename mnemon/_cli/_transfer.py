@@ -135,7 +135,7 @@ def export(
     notes (runtime) and documents with their bodies (documents, with --workspace).
     """
     if out is not None and out.exists() and not force:
-        shown = shown_path(out, name_if_outside=True)
+        shown = shown_path(out, profile_path(ctx).parent, name_if_outside=True)
         raise CommandError(f"{shown} exists; use --force to overwrite it", code="exists")
     header, records = run(functools.partial(_export, profile_path(ctx), scope_of(options)))
     if out is None:
@@ -150,7 +150,7 @@ def export(
             handle.write(line + "\n")
     partial.replace(out)  # a reader never sees half a file under the final name
     summary = {
-        "out": shown_path(out, name_if_outside=True),
+        "out": shown_path(out, profile_path(ctx).parent, name_if_outside=True),
         "records": len(records),
         "sources": header["sources"],
         "skipped": header["skipped"],
