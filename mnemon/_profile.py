@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import re
 import tomllib
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, Strict, StringConstraints
+from pydantic import Field, Strict, StringConstraints, ValidationError
 
 from ._errors import DefinitionError
 from ._host import MemoryHost, host_settings
@@ -20,10 +23,16 @@ from ._models import (
     ENTRY_ID_PATTERN,
     HostSettings,
     WireModel,
-    validate_model,
 )
 
-__all__ = ["PROFILE_FILE", "Profile", "ProfileEntry", "load_profile"]
+__all__ = [
+    "PROFILE_FILE",
+    "Profile",
+    "ProfileEntry",
+    "find_profile",
+    "installed_plugins",
+    "load_profile",
+]
 
 PROFILE_FILE = "mnemon.toml"
 _USE = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9_]*)?$"
@@ -75,6 +84,7 @@ class ProfileEntry:
         except (ImportError, AttributeError) as exc:
             raise DefinitionError(
                 f"{where}: cannot import {self.use!r} ({type(exc).__name__}); is it installed?"
+                f"{_installed_hint(self.use)}"
             ) from None
         if not callable(getattr(plugin, "apply", None)):
             raise DefinitionError(f"{where}: {self.use!r} is not a plugin (no apply(ctx))")
@@ -165,6 +175,98 @@ def _resolved(profile: Path, value: str, key: str) -> Path:
         raise DefinitionError(f"{where}: cannot be resolved (a symbolic link loop?)") from None
 
 
+def installed_plugins() -> dict[str, str]:
+    """The plugins installed in this environment: entry-point name -> import path.
+
+    A plugin distribution registers itself in the `mnemon.plugins` entry-point group; its
+    import path is what a profile's `use` names.
+    """
+    return {point.name: point.value for point in entry_points(group="mnemon.plugins")}
+
+
+def _installed_hint(use: str) -> str:
+    plugins = sorted(set(installed_plugins().values()))
+    if not plugins:
+        return " (no mnemon plugin is installed)"
+    close = difflib.get_close_matches(use, plugins, n=1)
+    guess = f" did you mean {close[0]!r}?" if close else ""
+    return f"{guess} installed plugins: {', '.join(plugins)}"
+
+
+def find_profile(start: Path) -> Path | None:
+    """The nearest `mnemon.toml` in `start` or one of its parent folders, like git's `.git`.
+
+    Returns:
+        Its path, or None when no folder up to the root holds one.
+    """
+    folder = Path(start).absolute()
+    for candidate in (folder, *folder.parents):
+        path = candidate / PROFILE_FILE
+        if path.is_file():
+            return path
+    return None
+
+
+_HEADER = re.compile(r"^\s*\[(\[)?\s*([^\]]+?)\s*\]")
+_KNOWN_KEYS: dict[str, tuple[str, ...]] = {
+    "": tuple(_ProfileModel.model_fields),
+    "strategy": tuple(_StrategyModel.model_fields),
+    "entries": tuple(_EntryModel.model_fields),
+}
+
+
+def _key_line(text: str, location: tuple[int | str, ...]) -> int | None:
+    """The line (1-based) where the key at `location` is written, when it can be found."""
+    table = ""
+    index = -1
+    entry = -1
+    wanted_table = "entries" if location[:1] == ("entries",) else ""
+    key = location[-1] if location else None
+    if location[:1] == ("strategy",):
+        wanted_table, key = "strategy", location[1] if len(location) > 1 else None
+    elif wanted_table == "entries":
+        entry = location[1] if len(location) > 1 and isinstance(location[1], int) else -1
+        key = location[2] if len(location) > 2 else None
+    header_line = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = _HEADER.match(line)
+        if header is not None:
+            table = header[2]
+            if header[1] and table == "entries":
+                index += 1
+                if index == entry:
+                    header_line = number
+            elif table == wanted_table and wanted_table:
+                header_line = number
+            continue
+        in_place = table == wanted_table and (wanted_table != "entries" or index == entry)
+        if in_place and isinstance(key, str) and re.match(rf'^\s*"?{re.escape(key)}"?\s*=', line):
+            return number
+    return header_line
+
+
+def _profile_error(name: str, text: str, exc: ValidationError) -> DefinitionError:
+    """One line naming the key at fault, its line, and the key meant when it is misspelt."""
+    error = exc.errors(include_url=False, include_input=False)[0]
+    location = tuple(error["loc"])
+    path = name
+    for part in location:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden" and location and isinstance(location[-1], str):
+        table = "" if len(location) == 1 else str(location[0])
+        known = _KNOWN_KEYS.get(table, ())
+        close = difflib.get_close_matches(location[-1], known, n=1)
+        message = f"unknown key; did you mean {close[0]!r}?" if close else "unknown key"
+        if not close and known:
+            message += f" (the keys here are {', '.join(known)})"
+    line = _key_line(text, location)
+    where = f" (line {line})" if line is not None else ""
+    more = len(exc.errors()) - 1
+    extra = f"; and {more} more problem(s)" if more else ""
+    return DefinitionError(f"{path}: {message}{where}{extra}")
+
+
 def load_profile(path: str | Path) -> Profile:
     """Read and check a profile file; imports no plugin.
 
@@ -176,7 +278,8 @@ def load_profile(path: str | Path) -> Profile:
     path = Path(path).expanduser().resolve()
     name = path.name
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        raw = tomllib.loads(text)
     except FileNotFoundError:
         raise DefinitionError(f"{name}: no profile here (create one with `mnemon init`)") from None
     except IsADirectoryError:
@@ -187,7 +290,10 @@ def load_profile(path: str | Path) -> Profile:
         raise DefinitionError(f"{name}: a profile must be UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise DefinitionError(f"{name}: invalid TOML: {exc}") from None
-    model = validate_model(_ProfileModel, raw, subject=name, error=DefinitionError)
+    try:
+        model = _ProfileModel.model_validate(raw)
+    except ValidationError as exc:
+        raise _profile_error(name, text, exc) from None
     seen: set[str] = set()
     entries = []
     for index, entry in enumerate(model.entries):

@@ -141,8 +141,10 @@ def render_wake(view: View, *, tools: WakeTools = "inline") -> str:
             + quote_block(block, "json")
         )
 
-    if view.diagnostics:
-        notes = "\n".join(f"- {d.message} ({d.code})" for d in view.diagnostics)
+    # a Source the Strategy chose not to use is the host's business: the model cannot act on it
+    shown = [d for d in view.diagnostics if d.code != "source-not-selected"]
+    if shown:
+        notes = "\n".join(f"- {d.message} ({d.code})" for d in shown)
         parts.append("## Memory availability\n" + notes)
 
     reminders = guidance.reminders if guidance is not None else None

@@ -118,14 +118,15 @@ def test_inspect_reports_what_serves(project: Path) -> None:
     assert report["data_dir"] == ".mnemon"
 
 
-def test_a_bad_profile_is_a_clear_one_line_error(tmp_path: Path) -> None:
+def test_a_bad_profile_is_a_clear_one_line_error(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     (tmp_path / "mnemon.toml").write_text('[[entries]]\nid = "a"\nuse = 5\n', encoding="utf-8")
     result = mnemon(tmp_path, "inspect")
     assert result.returncode == 1
-    assert "entries[0].use: Input should be a valid string" in result.stderr
+    assert "entries[0].use: Input should be a valid string (line 3)" in result.stderr
     assert "Traceback" not in result.stderr
-    empty = tmp_path / "empty"
-    empty.mkdir()
+    empty = tmp_path_factory.mktemp("empty")  # not below tmp_path, whose profile it would find
     missing = mnemon(empty, "view")
     assert missing.returncode == 1
     assert "no profile here (create one with `mnemon init`)" in missing.stderr

@@ -84,7 +84,7 @@ async def test_the_profile_data_dir_is_the_hosts_default(tmp_path: Path) -> None
     ("text", "message"),
     [
         ("entries = [", "invalid TOML"),
-        ('surprise = 1', r"surprise: Extra inputs are not permitted"),
+        ('surprise = 1', r"surprise: unknown key \(the keys here are data_dir, source_timeout, max_input_bytes, strategy, entries\)"),
         ('source_timeout = 0', r"source_timeout: Input should be greater than 0"),
         ('source_timeout = 301', r"source_timeout: Input should be less than or equal to 300"),
         ('[strategy]\nfallback = "any"', r"strategy\.fallback: Input should be 'sole-strategy'"),
@@ -102,6 +102,47 @@ def test_invalid_profiles_name_the_exact_key(tmp_path: Path, text: str, message:
     with pytest.raises(DefinitionError, match=message) as caught:
         load_profile(write(tmp_path, text))
     assert "mnemon.toml" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('data_dri = "d"', r"^mnemon\.toml\.data_dri: unknown key; did you mean 'data_dir'\? \(line 1\)$"),
+        ('data_dir = "d"\n\n[strategy]\nuses = "layered"', r"^mnemon\.toml\.strategy\.uses: unknown key; did you mean 'use'\? \(line 4\)$"),
+        ('[[entries]]\nid = "a"\nuse = "x"\n\n[[entries]]\nid = "b"\nuse = "y"\nenabeld = false', r"^mnemon\.toml\.entries\[1\]\.enabeld: unknown key; did you mean 'enabled'\? \(line 8\)$"),
+        ('# a comment\nsource_timeout = -1', r"source_timeout: Input should be greater than 0 \(line 2\)$"),
+        ('[[entries]]\nid = "a"\nuse = "x"\n[entries.config]\nenabled = 1\n[[entries]]\nid = "b"\nuse = "y"\nenabled = "no"', r"entries\[1\]\.enabled: Input should be a valid boolean \(line 9\)$"),
+    ],
+    ids=["top-level-typo", "strategy-typo", "entry-typo", "line-after-comment", "second-entry"],
+)  # fmt: skip
+def test_a_misspelt_key_gets_a_suggestion_and_every_error_its_line(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    with pytest.raises(DefinitionError, match=message):
+        load_profile(write(tmp_path, text))
+
+
+async def test_an_unknown_plugin_lists_the_installed_ones(tmp_path: Path) -> None:
+    profile = load_profile(write(tmp_path, '[[entries]]\nid = "r"\nuse = "mnemon_source_runtme"\n'))
+    with pytest.raises(DefinitionError) as caught:
+        async with profile.open_host():
+            pass
+    message = str(caught.value)
+    assert "did you mean 'mnemon_source_runtime'?" in message
+    assert "installed plugins: " in message
+    assert "mnemon_strategy_layered" in message
+
+
+def test_the_profile_is_found_in_a_parent_folder_like_git(tmp_path: Path) -> None:
+    from mnemon._profile import find_profile
+
+    deep = tmp_path / "a" / "b"
+    deep.mkdir(parents=True)
+    assert find_profile(deep) is None or tmp_path not in find_profile(deep).parents
+    write(tmp_path, 'data_dir = "d"\n')
+    assert find_profile(deep) == tmp_path / "mnemon.toml"
+    write(tmp_path / "a", 'data_dir = "d"\n')
+    assert find_profile(deep) == tmp_path / "a" / "mnemon.toml"  # the nearest wins
 
 
 def test_a_missing_profile_says_how_to_make_one(tmp_path: Path) -> None:
@@ -144,7 +185,7 @@ async def test_a_bad_entry_configuration_fails_the_whole_profile(tmp_path: Path)
         ('data_dir = "tok_SECRET\\u0000"', r"^mnemon\.toml: data_dir: a path cannot contain a NUL"),
         ('[[entries]]\nid = "a"\nuse = "x"\n[entries.config]\ndata_dir = "~no_such_user_tok_SECRET"',
          r"^mnemon\.toml: entries\[0\]\.config\.data_dir: cannot expand"),
-        ("surprise = 1", r"^mnemon\.toml\.surprise: Extra inputs"),
+        ("surprise = 1", r"^mnemon\.toml\.surprise: unknown key"),
     ],
     ids=["home-of-no-user", "nul", "entry-data-dir", "other-errors"],
 )  # fmt: skip

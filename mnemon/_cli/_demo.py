@@ -160,8 +160,12 @@ def prepare_demo(directory: Path, *, force: bool = False) -> Path:
     return profile_path
 
 
-async def run_demo(profile_path: Path, printer: Printer) -> None:
-    """Seed the demo profile's Sources and run the turns a host would run."""
+async def run_demo(profile_path: Path, printer: Printer) -> bool:
+    """Seed the demo profile's Sources and run the turns a host would run.
+
+    Returns:
+        Whether the second turn recalled the memory the first one wrote.
+    """
     directory = profile_path.parent
     printer.heading(f"profile {shown_path(profile_path, name_if_outside=True)}")
     clock = _Clock()
@@ -229,3 +233,4 @@ async def run_demo(profile_path: Path, printer: Printer) -> None:
         printer.field(name, f"{milliseconds:8.2f} ms")
     shown = shown_path(directory, name_if_outside=True)
     printer.line(f"\nprofile and data: {shown} (rebuilt on every run)")
+    return found

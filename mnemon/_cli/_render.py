@@ -59,11 +59,12 @@ class Printer:
     escape sequences, and the command prints them whether stdout is a terminal or a pipe.
     """
 
-    def __init__(self, *, color: bool | None = None) -> None:
+    def __init__(self, *, color: bool | None = None, err: bool = False) -> None:
         self.color = color
+        self.err = err  # everything on stderr (a command whose stdout is JSON)
 
     def _echo(self, text: str, *, err: bool = False, **style: Any) -> None:
-        click.secho(visible_text(text), color=self.color, err=err, **style)
+        click.secho(visible_text(text), color=self.color, err=err or self.err, **style)
 
     def heading(self, text: str) -> None:
         """A section heading."""
@@ -84,7 +85,8 @@ class Printer:
     def field(self, name: str, value: object) -> None:
         """One `name: value` line."""
         shown = visible_text(str(value), keep_newlines=False)
-        click.echo(click.style(f"  {name:<18}", dim=True) + shown, color=self.color)
+        line = click.style(f"  {name:<18}", dim=True) + shown
+        click.echo(line, color=self.color, err=self.err)
 
     def evidence(self, evidence: Evidence) -> None:
         """The items of one route read, with provenance."""
@@ -139,3 +141,10 @@ class Printer:
             self.field("manage", f"{entry['source_key']}: {', '.join(entry['operations'])}")
         for diagnostic in report.get("diagnostics", []):
             self.warn(f"{diagnostic['code']}: {diagnostic['message']}")
+        if "health" in report:
+            scope = ", ".join(f"{key}={value}" for key, value in report["scope"].items())
+            self.heading(f"health for scope: {scope or 'none (no identity flags)'}")
+            for entry in report["health"]:
+                self.field(entry["source_key"], entry["health"])
+                for line in entry["diagnostics"]:
+                    self.warn(f"  {line}")

@@ -102,6 +102,53 @@ def _reported(key: str, facts: SourceFacts) -> Diagnostic:
     )
 
 
+def _not_selected(
+    strategy: StrategyDefinition,
+    strategy_key: str,
+    candidates: Mapping[str, SourceCandidate],
+    selections: Sequence[SourceSelection],
+    contributions: Sequence[ExtensionContribution],
+) -> list[Diagnostic]:
+    """A serving Source the Strategy left out is said, with a reason code, not dropped silently.
+
+    The reason is the engine's reading of the Strategy's manifest and the selection slot:
+    `role-not-supported` (the Strategy does not take the Source's role), `max-sources` (the
+    Strategy's limit was reached), `excluded-by-selection` (a `selection` View extension left
+    it out) or `not-chosen` (the Strategy chose not to use it).
+    """
+    chosen = {selection.source_key for selection in selections}
+    manifest = strategy.manifest
+    narrowed: set[str] | None = None
+    for contribution in contributions:
+        if contribution.slot == "selection" and isinstance(contribution.value, Mapping):
+            keys = contribution.value.get("source_keys")
+            if isinstance(keys, Sequence) and not isinstance(keys, str):
+                narrowed = (narrowed or set()) | {str(key) for key in keys}
+    found = []
+    for key, candidate in sorted(candidates.items()):
+        if key in chosen or candidate.facts.availability == "unavailable":
+            continue  # an unavailable Source already has its own diagnostic
+        if not manifest.supports_role(candidate.facts.role):
+            reason = "role-not-supported"
+        elif narrowed is not None and key not in narrowed:
+            reason = "excluded-by-selection"
+        elif len(chosen) >= manifest.max_sources:
+            reason = "max-sources"
+        else:
+            reason = "not-chosen"
+        found.append(
+            Diagnostic(
+                code="source-not-selected",
+                message=(
+                    f"Memory Source {key} is serving but memory Strategy {strategy_key} did not "
+                    f"select it ({reason})"
+                ),
+                key=key,
+            )
+        )
+    return found
+
+
 def _unavailable(slot: SourceSlot) -> SourceFacts:
     return SourceFacts(
         instance_key=slot.key,
@@ -356,6 +403,7 @@ async def compose_view(generation: Generation, request: CompositionRequest) -> P
             "same input differ"
         )
     selections = _validate_spec(spec, strategy, strategy_key, candidates, request)
+    diagnostics.extend(_not_selected(strategy, strategy_key, candidates, selections, contributions))
 
     projected = [s for s in selections if s.projection is not None or s.route_ids]
     requests = {

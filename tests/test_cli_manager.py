@@ -1,0 +1,278 @@
+"""The `mnemon` command as a person's tool: JSON everywhere, diagnostics, recall, completion."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.test_cli import mnemon
+
+PLUGINS = '''\
+"""Third-party plugins for the command's tests: a to-do Source, a Source whose facts() fail."""
+
+from mnemon import define_memory_source, install_memory
+from mnemon_testing import StubSource
+
+todo = StubSource("todo", type_id="todo", routes=["lookup"], actions=["add"],
+                  items=[("t-1", "buy oat milk")])
+
+
+class _Failing:
+    def __init__(self, key):
+        self.key = key
+
+    async def facts(self, request):
+        raise RuntimeError("facts exploded: tok_SECRET_detail")
+
+    async def project(self, request):
+        raise RuntimeError("never")
+
+
+class _FailingPlugin:
+    definition = define_memory_source(StubSource(type_id="failing").manifest, lambda init: _Failing(init.instance_key))
+
+    def apply(self, ctx):
+        install_memory(ctx, sources=[self.definition])
+
+
+failing = _FailingPlugin()
+'''
+
+
+def third_party(folder: Path) -> Path:
+    """The starter profile in `folder`, plus the to-do and the failing Source."""
+    assert mnemon(folder, "init").returncode == 0
+    (folder / "cli_manager_plugins.py").write_text(PLUGINS, encoding="utf-8")
+    profile = folder / "mnemon.toml"
+    profile.write_text(
+        profile.read_text(encoding="utf-8")
+        + '\n[[entries]]\nid = "todo"\nuse = "cli_manager_plugins:todo"\n'
+        + '\n[[entries]]\nid = "failing"\nuse = "cli_manager_plugins:failing"\n',
+        encoding="utf-8",
+    )
+    return folder
+
+
+@pytest.fixture(scope="module")
+def plugged(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return third_party(tmp_path_factory.mktemp("plugged"))
+
+
+def run(
+    folder: Path, *arguments: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return mnemon(folder, *arguments, stdin=stdin, PYTHONPATH=str(folder))
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("manager")
+    assert mnemon(folder, "init").returncode == 0
+    for index in range(12):
+        stored = mnemon(folder, "remember", f"Tea note number {index}.", "--user", "ada", "--yes")
+        assert stored.returncode == 0, stored.stderr
+    return folder
+
+
+# ------------------------------------------------------------------ the command line itself
+
+
+def test_help_version_and_completion(project: Path) -> None:
+    short = mnemon(project, "-h")
+    assert short.returncode == 0
+    assert "recall" in short.stdout
+    assert "completion" in short.stdout
+    version = mnemon(project, "--version")
+    assert version.returncode == 0
+    assert version.stdout.startswith("mnemon, version ")
+    for shell, marker in (("bash", "complete -o"), ("zsh", "compdef"), ("fish", "complete ")):
+        script = mnemon(project, "completion", shell)
+        assert script.returncode == 0, script.stderr
+        assert "_MNEMON_COMPLETE" in script.stdout
+        assert marker in script.stdout
+    # the script works: click answers a completion request for the subcommands
+    offered = mnemon(
+        project, COMP_WORDS="mnemon rec", COMP_CWORD="1", _MNEMON_COMPLETE="bash_complete"
+    )
+    assert "recall" in offered.stdout
+
+
+@pytest.mark.parametrize(
+    ("arguments", "code", "status"),
+    [
+        (("recall", "tea", "--json"), "no-route", 1),
+        (("recall", "tea", "--user", "ada", "--limit", "0", "--json"), "usage", 2),
+        (("recall", "--json"), "usage", 2),
+        (("view", "--user", "a\tb", "--json"), "invalid-flag", 2),
+        (("remember", "x", "--user", "ada", "--json"), "not-authorized", 1),
+        (("no-such-command", "--json"), "usage", 2),
+        (("init", "--json"), "exists", 1),
+    ],
+    ids=["diagnosed", "bad-limit", "missing-argument", "bad-flag", "not-authorized", "unknown-command", "exists"],
+)  # fmt: skip
+def test_errors_under_json_are_json(
+    project: Path, arguments: tuple[str, ...], code: str, status: int
+) -> None:
+    result = mnemon(project, *arguments, stdin="n\n")
+    assert result.returncode == status
+    error = json.loads(result.stdout)["error"]
+    assert error["code"] == code
+    assert error["exit_code"] == status
+    assert error["message"]
+
+
+def test_every_command_accepts_json() -> None:
+    import click
+
+    from mnemon._cli._commands import cli
+
+    def walk(
+        command: click.Command, path: tuple[str, ...]
+    ) -> list[tuple[tuple[str, ...], click.Command]]:
+        if isinstance(command, click.Group):
+            return [
+                found
+                for name, sub in command.commands.items()
+                for found in walk(sub, (*path, name))
+            ]
+        return [(path, command)]
+
+    commands = walk(cli, ())
+    assert (("recall",), cli.commands["recall"]) in commands
+    for path, command in commands:
+        if path == ("mcp",):
+            continue  # a long-running server: its flags are mnemon-mcp's, parsed there
+        flags = {flag for param in command.params for flag in param.opts}
+        assert "--json" in flags, path
+
+
+def test_debug_shows_the_log_of_mnemon_with_a_failing_sources_traceback(plugged: Path) -> None:
+    quiet = run(plugged, "view", "--user", "ada")
+    assert quiet.returncode == 0, quiet.stderr
+    assert "source-facts-failed: Memory Source source:failing facts() failed" in quiet.stdout
+    assert "Traceback" not in quiet.stderr
+    assert "tok_SECRET_detail" not in quiet.stdout + quiet.stderr
+    loud = run(plugged, "--debug", "view", "--user", "ada")
+    assert loud.returncode == 0, loud.stderr
+    assert "DEBUG mnemon.reads: Memory Source source:failing facts() failure" in loud.stderr
+    assert "Traceback" in loud.stderr
+    assert "RuntimeError: facts exploded" in loud.stderr
+
+
+# ------------------------------------------------------------------ profiles
+
+
+def test_the_profile_is_found_in_a_parent_folder(project: Path) -> None:
+    deep = project / "src" / "pkg"
+    deep.mkdir(parents=True, exist_ok=True)
+    found = mnemon(deep, "recall", "tea", "--user", "ada", "--json")
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["items"]
+
+
+def test_hints_keep_the_profile_flag(tmp_path: Path) -> None:
+    wrote = mnemon(tmp_path, "-p", "conf/memory.toml", "init")
+    assert wrote.returncode == 0, wrote.stderr
+    assert "next: mnemon -p conf/memory.toml view" in wrote.stdout
+    plain = mnemon(tmp_path / "conf", "init", "--force")
+    assert "next: mnemon view" in plain.stdout
+    missing = mnemon(tmp_path, "-p", "other/memory.toml", "view")
+    assert "create one with `mnemon -p other/memory.toml init`" in missing.stderr
+
+
+def test_an_unknown_strategy_lists_the_installed_ones(tmp_path: Path) -> None:
+    assert mnemon(tmp_path, "init").returncode == 0
+    profile = tmp_path / "mnemon.toml"
+    profile.write_text(
+        profile.read_text(encoding="utf-8").replace('use = "layered"', 'use = "layerd"'),
+        encoding="utf-8",
+    )
+    result = mnemon(tmp_path, "view", "--user", "ada")
+    assert result.returncode == 1
+    assert "strategy.use 'layerd' is not mounted" in result.stderr
+    assert "installed Strategy plugins: " in result.stderr
+    assert "layered" in result.stderr
+
+
+# ------------------------------------------------------------------ recall: a person's read
+
+
+def test_recall_honours_a_limit_above_the_turn_policy(project: Path) -> None:
+    # the layered Strategy lets the model see 4 results on a first recall; a person asked for 10
+    found = json.loads(
+        mnemon(project, "recall", "tea", "--user", "ada", "--limit", "10", "--json").stdout
+    )
+    assert len(found["items"]) == 10
+    assert found["truncated"] is True  # 12 matched
+    everything = json.loads(
+        mnemon(project, "recall", "tea", "--user", "ada", "--limit", "12", "--json").stdout
+    )
+    assert len(everything["items"]) == 12
+    assert everything["truncated"] is False
+
+
+def test_recall_beyond_the_routes_maximum_names_it(project: Path) -> None:
+    result = mnemon(project, "recall", "tea", "--user", "ada", "--limit", "21")
+    assert result.returncode == 2
+    assert "--limit: at most 20 for source:spaces/recall (the route's maximum)" in result.stderr
+
+
+def test_recall_says_why_there_is_no_route(project: Path) -> None:
+    result = mnemon(project, "recall", "tea")
+    assert result.returncode == 1
+    assert "is spaces mounted?" not in result.stderr
+    assert "source:spaces is unavailable (missing-scope) (add --user)" in result.stderr
+
+
+def test_view_with_a_query_includes_its_results_in_json(project: Path) -> None:
+    view = json.loads(mnemon(project, "view", "tea", "--user", "ada", "--json").stdout)
+    assert view["id"].startswith("view:")
+    (recall,) = [e for e in view["evidence"] if e["route_id"] == "source:spaces/recall"]
+    assert recall["items"][0]["text"].startswith("Tea note number")
+
+
+# ------------------------------------------------------------------ inspect: health per scope
+
+
+def test_inspect_reports_each_sources_health_for_a_scope(project: Path) -> None:
+    bare = json.loads(mnemon(project, "inspect", "--json").stdout)
+    health = {item["source_key"]: item for item in bare["health"]}
+    assert health["source:spaces"]["health"] == "unavailable"
+    assert "(add --user)" in health["source:spaces"]["diagnostics"][0]
+    assert "(add --workspace)" in health["source:documents"]["diagnostics"][0]
+    scoped = json.loads(
+        mnemon(project, "inspect", "--user", "ada", "--workspace", "w", "--json").stdout
+    )
+    assert {item["source_key"]: item["health"] for item in scoped["health"]} == {
+        "source:documents": "ready",
+        "source:runtime": "ready",
+        "source:spaces": "ready",
+    }
+    text = mnemon(project, "inspect", "--user", "ada")
+    assert "health for scope: user_id=ada" in text.stdout
+    assert "source:documents  unavailable" in text.stdout
+
+
+def test_a_damaged_store_names_its_folder_and_the_os_error(tmp_path: Path) -> None:
+    assert mnemon(tmp_path, "init").returncode == 0
+    assert mnemon(tmp_path, "remember", "Kept.", "--user", "ada", "--yes").returncode == 0
+    store = tmp_path / ".mnemon" / "sources" / "spaces" / "spaces" / "spaces.sqlite3"
+    assert store.is_file()
+    store.write_bytes(b"this is not a database" * 100)
+    result = mnemon(tmp_path, "recall", "kept", "--user", "ada")
+    assert result.returncode == 1
+    assert "source:spaces is unavailable" in result.stderr
+    assert "store folder .mnemon/sources/spaces/spaces" in result.stderr
+    assert str(tmp_path) not in result.stderr
+
+
+def test_a_source_the_strategy_leaves_out_is_diagnosed(plugged: Path) -> None:
+    view = json.loads(run(plugged, "view", "--user", "ada", "--json").stdout)
+    (left_out,) = [d for d in view["diagnostics"] if d["code"] == "source-not-selected"]
+    assert left_out["key"] == "source:todo"
+    assert left_out["message"].endswith("(role-not-supported)")
+    shown = run(plugged, "inspect", "--user", "ada")
+    assert "source:todo       serving, not selected by the Strategy" in shown.stdout
