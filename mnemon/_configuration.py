@@ -7,7 +7,14 @@ import os
 from pathlib import Path
 from typing import Annotated, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, ValidationInfo
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    ValidationError,
+    ValidationInfo,
+)
 
 from ._errors import DefinitionError
 from ._models import SourceInit
@@ -40,8 +47,15 @@ def _resolve(path: Path, info: ValidationInfo) -> Path:
     return Path(os.path.normpath(Path(base) / expanded))
 
 
+def _text_path(value: object) -> object:
+    # pydantic's own message would name a Python class; say what the key needs instead
+    if isinstance(value, str | os.PathLike) and str(value):
+        return value
+    raise ValueError("must be a path (a non-empty string)")
+
+
 #: A path in a Source's configuration; a relative one is taken from the profile's folder.
-ConfigPath = Annotated[Path, AfterValidator(_resolve)]
+ConfigPath = Annotated[Path, BeforeValidator(_text_path), AfterValidator(_resolve)]
 
 
 def read_configuration(

@@ -290,7 +290,7 @@ def source_data_directory(init: SourceInit, data_dir: object = None) -> Path:
     """
     if data_dir is None:
         base = Path(init.data_dir) if init.data_dir is not None else mnemon_home()
-    elif not isinstance(data_dir, str) or not data_dir:
+    elif not isinstance(data_dir, str | os.PathLike) or not str(data_dir):
         raise DefinitionError("configuration.data_dir: must be an absolute path")
     else:
         base = Path(data_dir).expanduser()

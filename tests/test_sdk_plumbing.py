@@ -298,3 +298,9 @@ async def test_a_revision_conflict_passes_through_as_it_is() -> None:
 
     with pytest.raises(RevisionConflict, match="is at 'r2', not 'r1'"):
         await guarded_call(fenced, subject="the fenced write")
+
+
+def test_a_path_that_is_not_text_is_named_in_plain_words() -> None:
+    with pytest.raises(DefinitionError) as caught:
+        read_configuration(NotesConfiguration, init_with({"path": 7}), subject="notes")
+    assert str(caught.value) == "notes configuration.path: must be a path (a non-empty string)"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, Self, TypeVar
+from typing import Annotated, Any, Literal, Self, TypeVar, get_args
 
 from pydantic import (
     BaseModel,
@@ -31,23 +31,6 @@ ENTRY_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,299}$"
 PACKAGE_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,198}[A-Za-z0-9])?$"
 SCENARIO_PATTERN = r"^[a-z][a-z0-9._-]{0,127}$"
 
-SOURCE_CAPABILITIES = (
-    "status",
-    "project",
-    "recall",
-    "search",
-    "read",
-    "browse",
-    "write",
-    "archive",
-    "graph",
-    "related",
-    "link",
-    "forget",
-    "maintain",
-    "export",
-    "import",
-)
 GUIDANCE_LIMIT = 16_384
 MAX_PROJECTION_CHARACTERS = 10_000_000
 
@@ -84,6 +67,7 @@ SourceCapability = Literal[
     "export",
     "import",
 ]
+SOURCE_CAPABILITIES: tuple[str, ...] = get_args(SourceCapability)
 Availability = Literal["ready", "degraded", "unavailable"]
 Consistency = Literal["exact-snapshot", "namespace-pinned-live-read"]
 ProjectionMode = Literal["eager", "routed"]

@@ -53,7 +53,7 @@ def allow(offer: object) -> bool:
             {"data_dir": "relative/dir"},
             "documents configuration.data_dir: must be an absolute path",
         ),
-        ({"data_dir": 7}, "documents configuration.data_dir: Input is not a valid path"),
+        ({"data_dir": 7}, "documents configuration.data_dir: must be a path"),
         (
             {"max_document_bytes": 0},
             "documents configuration.max_document_bytes: Input should be greater than or "

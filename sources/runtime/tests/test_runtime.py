@@ -675,7 +675,7 @@ async def test_management_writes_need_confirmation_and_the_current_revision(
     ("config", "message"),
     [
         ({"data_dir": "relative/dir"}, "configuration.data_dir: must be an absolute path"),
-        ({"data_dir": 7}, "configuration.data_dir: Input is not a valid path"),
+        ({"data_dir": 7}, "configuration.data_dir: must be a path"),
         ({"colour": "red"}, "configuration.colour: unknown key"),
         (
             {"memory_limit_bytes": 0},
