@@ -67,10 +67,10 @@ def test_relative_data_dirs_resolve_against_the_profile_folder(tmp_path: Path) -
         write(
             folder,
             '[[entries]]\nid = "a"\nuse = "mnemon_example_notes"\n'
-            '[entries.config]\ndata_dir = "../shared"\n',
+            '[entries.config]\ndata_dir = "../common"\n',
         )
     )
-    assert profile.entry_config(profile.entries[0])["data_dir"] == str(tmp_path / "shared")
+    assert profile.entry_config(profile.entries[0])["data_dir"] == str(tmp_path / "common")
     assert profile.data_dir == folder / ".mnemon"
 
 
