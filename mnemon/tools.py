@@ -244,7 +244,12 @@ def _replayed(detail: Mapping[str, Any]) -> bool:
     return detail.get("replayed") is True or detail.get("duplicate") is True
 
 
-def receipt_text(receipt: MutationReceipt, *, code: str | None = None) -> str:
+def receipt_text(
+    receipt: MutationReceipt,
+    *,
+    code: str | None = None,
+    phrases: Mapping[str, str] | None = None,
+) -> str:
     """One line saying how far a write got, never more than its receipt proves.
 
     `stored` only for a committed receipt; `replayed: nothing new was written` when the
@@ -254,7 +259,10 @@ def receipt_text(receipt: MutationReceipt, *, code: str | None = None) -> str:
     Args:
         receipt: the write's receipt.
         code: the refusal's code, when the write raised `ActionError`.
+        phrases: the wording per completion, for another reader than a model (the CLI's
+            are addressed to a person); the same rules apply.
     """
+    wording = _COMPLETION if phrases is None else phrases
     detail = receipt.detail
     where = []
     if isinstance(detail.get("memory"), str):
@@ -269,7 +277,7 @@ def receipt_text(receipt: MutationReceipt, *, code: str | None = None) -> str:
     elif receipt.completion == "failed" and code:
         text = f"refused ({code}): nothing was stored"
     else:
-        text = _COMPLETION[receipt.completion] + (f": {what}" if what else "")
+        text = wording[receipt.completion] + (f": {what}" if what else "")
         if receipt.completion == "unknown" and code:
             text += f" ({code})"
     return visible_text(text, keep_newlines=False)

@@ -9,6 +9,7 @@ import click
 
 from .._models import Evidence, MutationReceipt
 from .._text import visible_text
+from ..tools import receipt_text
 
 __all__ = ["Printer", "receipt_summary"]
 
@@ -23,13 +24,8 @@ _COMPLETION = {
 }
 
 
-def _replayed(detail: Mapping[str, Any]) -> bool:
-    # a Source that answers a repeated idempotency key (or a duplicate) with the earlier write
-    return detail.get("replayed") is True or detail.get("duplicate") is True
-
-
 def receipt_summary(receipt: MutationReceipt) -> str:
-    """One line saying how far a write got: stored, replayed, refused, accepted or unknown.
+    """One line saying how far a write got, for a person (the tools' rule, human wording).
 
     Args:
         receipt: the write's receipt.
@@ -37,19 +33,7 @@ def receipt_summary(receipt: MutationReceipt) -> str:
     Returns:
         e.g. `stored: memory m-1 in space personal`; never "stored" for less than committed.
     """
-    detail = receipt.detail
-    where = []
-    if isinstance(detail.get("memory"), str):
-        where.append(f"memory {detail['memory']}")
-    if isinstance(detail.get("space"), str):
-        where.append(f"in space {detail['space']}")
-    what = " ".join(where)
-    if receipt.completion == "committed" and _replayed(detail):
-        earlier = f"; this is {what} from an earlier write" if what else ""
-        text = f"replayed: nothing new was written{earlier}"
-    else:
-        text = _COMPLETION[receipt.completion] + (f": {what}" if what else "")
-    return visible_text(text, keep_newlines=False)
+    return receipt_text(receipt, phrases=_COMPLETION)
 
 
 class Printer:
