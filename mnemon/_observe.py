@@ -106,6 +106,9 @@ class Observers:
     def __init__(self, observers: Iterable[object] = ()) -> None:
         self._manager = _Manager(PROJECT)
         self._manager.add_hookspecs(ObserverSpec)
+        # per hook, (function, argument names, observer name): built once, reused every call
+        self._calls: dict[str, tuple[tuple[Any, tuple[str, ...], str], ...]] = {}
+        self.active = False
         for observer in observers:
             self.register(observer)
 
@@ -122,22 +125,24 @@ class Observers:
         except pluggy.PluginValidationError:
             self._manager.unregister(observer)
             raise
+        self._calls.clear()
+        self.active = True
 
-    @property
-    def active(self) -> bool:
-        """Whether anyone listens."""
-        return bool(self._manager.get_plugins())
+    def _implementations(self, hook: str) -> tuple[tuple[Any, tuple[str, ...], str], ...]:
+        calls = self._calls.get(hook)
+        if calls is None:
+            implementations = getattr(self._manager.hook, hook).get_hookimpls()
+            calls = tuple((i.function, tuple(i.argnames), i.plugin_name) for i in implementations)
+            self._calls[hook] = calls
+        return calls
 
     def emit(self, hook: str, **arguments: Any) -> None:
         """Call `hook` on every observer; an observer's failure is logged, never raised."""
-        if not self._manager.get_plugins():
+        if not self.active:
             return
-        caller = getattr(self._manager.hook, hook)
-        for implementation in caller.get_hookimpls():
+        for function, names, observer in self._implementations(hook):
             try:
-                implementation.function(
-                    **{name: arguments[name] for name in implementation.argnames}
-                )
+                function(**{name: arguments[name] for name in names})
             except Exception:
-                _log.warning("observer %s failed in %s", implementation.plugin_name, hook)
+                _log.warning("observer %s failed in %s", observer, hook)
                 _log.debug("observer failure", exc_info=True)
