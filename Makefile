@@ -7,6 +7,8 @@ BIN := $(VENV)/bin
 PLUGINS := $(sort $(dir $(wildcard examples/*/pyproject.toml sources/*/pyproject.toml strategies/*/pyproject.toml integrations/*/pyproject.toml)))
 PACKAGES := $(wildcard $(addsuffix mnemon_*,$(PLUGINS)))
 MANIFESTS := pyproject.toml testing/pyproject.toml $(addsuffix pyproject.toml,$(PLUGINS))
+# a distribution's `test` extra holds what only its own tests need (mnemon-otel: the OTel SDK)
+EDITABLE := $(foreach p,$(PLUGINS),-e '$(p)$(if $(shell grep -l '^test = ' $(p)pyproject.toml),[test])')
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint types contracts bench clean
@@ -16,7 +18,7 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python $(MANIFESTS) Makefile
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,cli]' -e testing/ $(addprefix -e ,$(PLUGINS))
+	$(BIN)/python -m pip install --quiet -e '.[dev,cli]' -e testing/ $(EDITABLE)
 	touch $(STAMP)
 
 demo: $(STAMP)
