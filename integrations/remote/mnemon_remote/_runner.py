@@ -469,6 +469,7 @@ async def _check_invalid_request(run: _Run, client: httpx.AsyncClient) -> None:
             target["id"] = f"{CONTRACT_KEY}/contract-undeclared-{kind}"
             probes.append((f"undeclared_{kind}", CALLS[name].path, json.dumps(body).encode()))
     validator = Draft202012Validator(load_schema("error.schema.json"))
+    result.note = "probes: " + ", ".join(name for name, _, _ in probes)
     with _timed(result):
         for name, path, content in probes:
             exchange = await _post(run, client, path, content)
