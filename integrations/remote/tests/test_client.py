@@ -291,3 +291,45 @@ async def test_a_killed_plugin_is_unavailable_and_recovers(tmp_path: Path) -> No
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+async def test_a_launched_plugin_that_died_is_launched_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid_file = tmp_path / "pid"
+    monkeypatch.setenv("NOTES_PID_FILE", str(pid_file))
+    monkeypatch.setenv("NOTES_DATA_DIR", str(tmp_path / "data"))
+    config = {"manifest": str(PLUGINS / "notes" / "mnemon-source.yaml"), "launch": True}
+    async with MemoryCompositionRunner() as runner:
+        await runner.mount(mnemon_remote, instance_id="notes", config=config)
+        await runner.mount(focus, instance_id="focus", config=FOCUS)
+        turn = await runner.begin_turn({"scope": {"user_id": "ada"}})
+        await turn.execute_action("source:notes/add", {"text": "kept on disk"}, lambda o: True)
+        await turn.release()
+        first = int(pid_file.read_text(encoding="utf-8"))
+        os.kill(first, signal.SIGKILL)
+        turn = await runner.begin_turn({"scope": {"user_id": "ada"}})
+        assert [f.text for f in turn.view.fragments] == ["- kept on disk\n"]
+        await turn.release()
+        assert int(pid_file.read_text(encoding="utf-8")) != first
+    # unmounting stopped the second process
+    second = int(pid_file.read_text(encoding="utf-8"))
+    with pytest.raises(ProcessLookupError):
+        os.kill(second, 0)
+
+
+async def test_a_write_cut_by_the_deadline_is_unknown_not_failed(tmp_path: Path) -> None:
+    manifest = _manifest(tmp_path, timeout_ms=50)
+    app = _hanging(create_app(notes.NOTES_SOURCE, manifest), "/mutate")
+    async with MemoryCompositionRunner() as runner:
+        await runner.mount(
+            Over(app), instance_id="notes", config=_config(manifest, tmp_path / "n.md")
+        )
+        await runner.mount(focus, instance_id="focus", config=FOCUS)
+        turn = await runner.begin_turn({"scope": {"user_id": "ada"}})
+        with pytest.raises(ActionError) as caught:
+            await turn.execute_action("source:notes/add", {"text": "tea"}, lambda o: True)
+        assert caught.value.code == "timeout"
+        assert caught.value.receipt is not None
+        assert caught.value.receipt.completion == "unknown"
+        await turn.release()
