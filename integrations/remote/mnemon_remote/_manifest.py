@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
+from pydantic import ValidationError
 
 from mnemon import (
     DefinitionError,
@@ -81,13 +82,6 @@ class ManifestReport:
     def valid(self) -> bool:
         """Whether the manifest has no issue at all (shape and compatibility)."""
         return not self.issues
-
-    @property
-    def shape_valid(self) -> bool:
-        """Whether the manifest is well formed, leaving compatibility aside."""
-        return self.manifest is not None and not [
-            issue for issue in self.issues if issue.code.startswith("incompatible_")
-        ]
 
     @property
     def plugin_id(self) -> str:
@@ -175,13 +169,12 @@ def _check_source(report: ManifestReport, value: dict[str, Any]) -> None:
         report.source = SourceManifest.model_validate(
             {**value["source"], "package_name": value["id"]}
         )
-    except ValueError as exc:  # pydantic's ValidationError is a ValueError
-        first = str(exc).splitlines()
-        report.issues.append(
-            ManifestIssue(
-                "invalid_source", "source", first[1] if len(first) > 1 else "invalid source"
+    except ValidationError as exc:
+        for error in exc.errors(include_url=False, include_input=False):
+            message = str(error["msg"]).removeprefix("Value error, ")
+            report.issues.append(
+                ManifestIssue("invalid_source", _path(("source", *error["loc"])), message)
             )
-        )
 
 
 def _check_configuration(report: ManifestReport, value: dict[str, Any]) -> None:

@@ -106,3 +106,16 @@ def test_plugin_test_exits_1_when_not_certified(tmp_path: Path) -> None:
     # the plugin's own output goes to stderr, never into the human report
     assert "starting with token" in result.stderr
     assert "starting with token" not in result.stdout
+
+
+def test_inspect_names_a_bad_source_field(tmp_path: Path) -> None:
+    manifest = yaml.safe_load(
+        (PLUGINS / "notes" / "mnemon-source.yaml").read_text(encoding="utf-8")
+    )
+    manifest["source"]["routes"][0]["capability"] = "forget"
+    (tmp_path / "mnemon-source.yaml").write_text(yaml.safe_dump(manifest), encoding="utf-8")
+    result = _mnemon("inspect", "--json", str(tmp_path))
+    assert result.returncode == 1
+    issues = json.loads(result.stdout)["issues"]
+    assert [i["code"] for i in issues] == ["invalid_source"]
+    assert "'forget' is not among the manifest's capabilities" in issues[0]["message"]
