@@ -143,8 +143,9 @@ def test_every_command_accepts_json() -> None:
     commands = walk(cli, ())
     assert (("recall",), cli.commands["recall"]) in commands
     for path, command in commands:
-        if path == ("mcp",):
-            continue  # a long-running server: its flags are mnemon-mcp's, parsed there
+        if path in (("mcp",), ("plugin",)):
+            # mnemon-mcp's server and mnemon-remote's runner: their flags are parsed there
+            continue
         flags = {flag for param in command.params for flag in param.opts}
         assert "--json" in flags, path
 

@@ -607,6 +607,26 @@ def mcp(ctx: click.Context, args: tuple[str, ...]) -> None:
     server.command.main(args=list(args), prog_name="mnemon mcp", obj=ctx.obj)
 
 
+@cli.command(
+    context_settings={"ignore_unknown_options": True, "help_option_names": []},
+    add_help_option=False,
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def plugin(ctx: click.Context, args: tuple[str, ...]) -> None:
+    """Inspect and certify remote Source plugins; needs mnemon-remote."""
+    try:  # a separate distribution: its HTTP stack is too heavy for the core
+        remote = importlib.import_module("mnemon_remote")
+    except ModuleNotFoundError as exc:
+        if exc.name != "mnemon_remote":
+            raise
+        raise click.ClickException(
+            "mnemon plugin needs the remote plugin protocol, which is not installed: "
+            "pip install mnemon-remote"
+        ) from None
+    remote.plugin_command.main(args=list(args), prog_name="mnemon plugin", obj=ctx.obj)
+
+
 register_management(cli)
 register_transfer(cli)
 cli.add_command(new)  # `mnemon new source|strategy NAME`

@@ -1,0 +1,351 @@
+"""The client Source `remote`: a Source served by a plugin over protocol v0.
+
+Before its first call, and again after any outage, it checks `GET /v0/discovery` against the
+manifest (digest, id, version, plugin API, contributions). Every call has a deadline of
+`timeout_ms` (the host's own deadline still applies and cancels the request), answers are read
+no further than `max_response_bytes`, and then judged by the core's own validators exactly as
+an in-process Source's answers are.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets as _secrets
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+from jsonschema import Draft202012Validator
+
+from mnemon import (
+    DefinitionError,
+    FactsRequest,
+    MnemonError,
+    PluginContext,
+    SourceDefinition,
+    SourceError,
+    SourceFacts,
+    SourceInit,
+    define_memory_plugin,
+    define_memory_source,
+    install_memory,
+)
+
+from ._launch import LaunchedPlugin, PluginUnavailable, launch_plugin
+from ._manifest import ManifestReport, inspect_manifest, load_schema, require_valid
+from ._wire import CALLS, DISCOVERY, Invocation, parse_envelope, source_error_from
+
+__all__ = ["DiscoveryMismatch", "RemoteSettings", "RemoteSource", "define_remote_source"]
+
+PACKAGE = "mnemon-remote"
+_log = logging.getLogger("mnemon.remote")
+_KEYS = {"manifest", "endpoint", "launch", "configuration", "secrets", "startup_timeout"}
+
+memory_plugin = define_memory_plugin(
+    PACKAGE,
+    label="Remote Source",
+    description="A Source served by a plugin over HTTP (mnemon remote plugin protocol v0).",
+    roles=["source"],
+    provides=["source.remote"],
+)
+
+
+class DiscoveryMismatch(MnemonError):
+    """The plugin's discovery answer disagrees with the manifest the host holds."""
+
+
+class _TooLarge(MnemonError):
+    pass
+
+
+class RemoteSettings:
+    """A `remote` entry's configuration, checked: where the plugin is and what it gets.
+
+    Args:
+        configuration: `{manifest, endpoint | launch: true, configuration?, secrets?,
+            startup_timeout?}`.
+
+    Raises:
+        DefinitionError: naming the key at fault (never a value).
+    """
+
+    def __init__(self, configuration: Mapping[str, Any]) -> None:
+        unknown = sorted(set(configuration) - _KEYS)
+        if unknown:
+            raise DefinitionError(f"remote configuration: unknown key {unknown[0]!r}")
+        manifest = configuration.get("manifest")
+        if not isinstance(manifest, str) or not manifest:
+            raise DefinitionError("remote configuration.manifest: a manifest path is required")
+        endpoint = configuration.get("endpoint")
+        launch = configuration.get("launch", False)
+        if not isinstance(launch, bool):
+            raise DefinitionError("remote configuration.launch: must be true or false")
+        if (endpoint is None) == (not launch):
+            raise DefinitionError("remote configuration: give either endpoint or launch: true")
+        if endpoint is not None and (
+            not isinstance(endpoint, str) or not endpoint.startswith(("http://", "https://"))
+        ):
+            raise DefinitionError("remote configuration.endpoint: must be an http(s) URL")
+        self.report = require_valid(inspect_manifest(Path(manifest)))
+        self.endpoint: str | None = endpoint
+        self.launch = launch
+        plugin_configuration = configuration.get("configuration", {})
+        if not isinstance(plugin_configuration, Mapping):
+            raise DefinitionError("remote configuration.configuration: must be a mapping")
+        self.configuration = json.loads(json.dumps(dict(plugin_configuration)))
+        schema = self.report.configuration_schema
+        if schema is not None:
+            error = next(Draft202012Validator(schema).iter_errors(self.configuration), None)
+            if error is not None:
+                where = ".".join(map(str, error.absolute_path)) or "(root)"
+                raise DefinitionError(
+                    f"remote configuration.configuration.{where}: does not match the "
+                    "plugin's configuration schema"
+                )
+        given = configuration.get("secrets", {})
+        if not isinstance(given, Mapping) or not all(isinstance(v, str) for v in given.values()):
+            raise DefinitionError("remote configuration.secrets: must map names to strings")
+        declared = self.report.secret_names
+        for name in given:
+            if name not in declared:
+                raise DefinitionError(f"remote configuration.secrets: {name!r} is not declared")
+        for secret in (self.report.manifest or {}).get("secrets", []):
+            if secret.get("required") and secret["name"] not in given:
+                raise DefinitionError(
+                    f"remote configuration.secrets: {secret['name']!r} is required"
+                )
+        self.secrets = dict(given)
+        timeout = configuration.get("startup_timeout", 10.0)
+        if not isinstance(timeout, int | float) or not 0 < timeout <= 300:
+            raise DefinitionError("remote configuration.startup_timeout: 0 to 300 seconds")
+        self.startup_timeout = float(timeout)
+
+
+def _loopback_transport() -> httpx.AsyncHTTPTransport:
+    # headers and body leave in separate segments: without TCP_NODELAY, Nagle's algorithm
+    # and the peer's delayed ACK add about 40 ms to every call
+    return httpx.AsyncHTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+
+
+class RemoteSource:
+    """One Source instance served by a remote plugin, with pooled connections.
+
+    Args:
+        init: what the factory received.
+        settings: the checked configuration.
+        transport: an httpx transport (for an in-process ASGI app), or None for the network.
+    """
+
+    def __init__(
+        self,
+        init: SourceInit,
+        settings: RemoteSettings,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._init = init
+        self._settings = settings
+        self._report: ManifestReport = settings.report
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+        self._launched: LaunchedPlugin | None = None
+        self._checked = False
+        self._lock = anyio.Lock()
+        self._envelopes = Draft202012Validator(load_schema("error.schema.json"))
+        self._discovery = Draft202012Validator(load_schema("discovery.schema.json"))
+
+    async def _connect(self) -> httpx.AsyncClient:
+        """The pooled client, after (re)launching the plugin and checking its discovery."""
+        async with self._lock:
+            if self._settings.launch and (self._launched is None or not self._launched.running):
+                await self._drop()
+                command = [str(p) for p in (self._report.manifest or {})["run"]["command"]]
+                self._launched = await launch_plugin(
+                    self._report.path,
+                    command,
+                    secrets=self._settings.secrets,
+                    startup_timeout=self._settings.startup_timeout,
+                )
+            if self._client is None:
+                endpoint = self._launched.endpoint if self._launched else self._settings.endpoint
+                self._client = httpx.AsyncClient(
+                    base_url=endpoint or "http://plugin",
+                    transport=self._transport or _loopback_transport(),
+                    timeout=None,  # the deadline is ours: anyio's scope, below
+                    follow_redirects=False,
+                )
+            if not self._checked:
+                await self._check_discovery(self._client)
+                self._checked = True
+            return self._client
+
+    async def _check_discovery(self, client: httpx.AsyncClient) -> None:
+        raw, status = await self._get(client, DISCOVERY)
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = None
+        if status != 200 or not self._discovery.is_valid(value):
+            raise DiscoveryMismatch("the plugin's discovery answer is not valid")
+        expected = {
+            "plugin_api": self._report.plugin_api,
+            "plugin": {"id": self._report.plugin_id, "version": self._report.version},
+            "manifest_digest": self._report.digest,
+        }
+        for key, wanted in expected.items():
+            if value[key] != wanted:
+                raise DiscoveryMismatch(f"discovery.{key} differs from the manifest")
+        if "source" not in value["contributions"]:
+            raise DiscoveryMismatch("discovery.contributions does not list source")
+
+    async def _get(self, client: httpx.AsyncClient, path: str) -> tuple[bytes, int]:
+        return await self._exchange(client, "GET", path, None)
+
+    async def _exchange(
+        self, client: httpx.AsyncClient, method: str, path: str, content: bytes | None
+    ) -> tuple[bytes, int]:
+        limit = self._report.max_response_bytes
+        headers = {"Content-Type": "application/json"} if content is not None else {}
+        with anyio.fail_after(self._report.timeout_seconds):
+            async with client.stream(method, path, content=content, headers=headers) as response:
+                raw = bytearray()
+                async for chunk in response.aiter_bytes():
+                    raw += chunk
+                    if len(raw) > limit:
+                        raise _TooLarge("the answer exceeds max_response_bytes")
+                return bytes(raw), response.status_code
+
+    async def _drop(self) -> None:
+        """Forget the connection (and the process): the next call reconnects and re-checks."""
+        self._checked = False
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+        if self._launched is not None:
+            launched, self._launched = self._launched, None
+            await launched.stop()
+
+    async def _call(self, name: str, request: Any) -> Any:
+        write = name == "mutate"
+        invocation = Invocation(
+            invocation_id=_secrets.token_hex(16),
+            instance_key=self._init.instance_key,
+            provenance=self._init.provenance,
+            configuration=self._settings.configuration,
+            request=request.model_dump(mode="json"),
+        )
+        content = invocation.model_dump_json().encode()
+        try:
+            client = await self._connect()
+            raw, status = await self._exchange(client, "POST", CALLS[name].path, content)
+        except TimeoutError:
+            raise SourceError(
+                "timeout", "the remote plugin did not answer in time", nothing_written=False
+            ) from None
+        except (httpx.HTTPError, PluginUnavailable, OSError):
+            _log.debug("remote plugin %s unreachable", self._report.plugin_id, exc_info=True)
+            await self._drop()
+            raise SourceError(
+                "provider_error", "the remote plugin is unavailable", nothing_written=False
+            ) from None
+        except DiscoveryMismatch:
+            await self._drop()
+            raise SourceError("discovery_mismatch", "the plugin is not the one declared") from None
+        except _TooLarge:
+            raise SourceError(
+                "response_too_large",
+                "the answer exceeded max_response_bytes",
+                kind="terminal",
+                nothing_written=not write,
+            ) from None
+        if 200 <= status < 300:
+            try:
+                return json.loads(raw)
+            except ValueError:
+                raise SourceError(
+                    "invalid_response",
+                    "the answer is not JSON",
+                    kind="terminal",
+                    nothing_written=not write,
+                ) from None
+        envelope = parse_envelope(raw, self._envelopes)
+        if envelope is None:
+            # a 5xx (or any non-2xx) without a valid envelope is unavailability, not a decision
+            await self._drop()
+            raise SourceError(
+                "provider_error",
+                "the remote plugin answered without an envelope",
+                nothing_written=False,
+            )
+        raise source_error_from(envelope, write=write)
+
+    def _unavailable(self, request: FactsRequest, reason: str) -> SourceFacts:
+        manifest = self._report.source
+        assert manifest is not None
+        return SourceFacts(
+            instance_key=request.instance_key,
+            type_id=manifest.type_id,
+            role=manifest.role,
+            availability="unavailable",
+            reason=reason,
+        )
+
+    async def facts(self, request: FactsRequest) -> Any:
+        """The plugin's facts, or `unavailable` with why (`plugin-unavailable`, ...)."""
+        try:
+            return await self._call("facts", request)
+        except SourceError as error:
+            reasons = {
+                "provider_error": "plugin-unavailable",
+                "timeout": "plugin-timeout",
+                "discovery_mismatch": "discovery-mismatch",
+            }
+            if error.code not in reasons:
+                raise
+            return self._unavailable(request, reasons[error.code])
+
+    async def project(self, request: Any) -> Any:
+        """The plugin's projection."""
+        return await self._call("project", request)
+
+    async def query(self, request: Any) -> Any:
+        """The plugin's evidence for one route read."""
+        return await self._call("query", request)
+
+    async def mutate(self, request: Any) -> Any:
+        """The plugin's receipt for one write."""
+        return await self._call("mutate", request)
+
+    async def manage(self, request: Any) -> Any:
+        """The plugin's management result."""
+        return await self._call("manage", request)
+
+    async def dispose(self) -> None:
+        """Close the connections and stop a launched plugin."""
+        await self._drop()
+
+
+def define_remote_source(
+    settings: RemoteSettings, transport: httpx.AsyncBaseTransport | None = None
+) -> SourceDefinition:
+    """The Source definition of a remote plugin: its manifest's Source fields, served remotely.
+
+    `transport` routes every request elsewhere (for example `httpx.ASGITransport(app)` to
+    talk to an app in the same process, as the tests and benchmarks do).
+    """
+    manifest = settings.report.source
+    assert manifest is not None  # require_valid checked it
+
+    def create(init: SourceInit) -> RemoteSource:
+        return RemoteSource(init, settings, transport)
+
+    return define_memory_source(manifest, create)
+
+
+def apply(ctx: PluginContext) -> None:
+    """Install the remote Source this entry's configuration names."""
+    settings = RemoteSettings(ctx.configuration)
+    install_memory(ctx, plugin=memory_plugin, sources=[define_remote_source(settings)])

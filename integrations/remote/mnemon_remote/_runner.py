@@ -1,0 +1,701 @@
+"""The contract runner behind `mnemon plugin test`: it certifies a plugin over the wire only.
+
+The runner launches the plugin (or targets an endpoint), then runs its checks in order. A check
+whose premise failed is skipped with the reason; the plugin is certified when no check failed.
+Real turns run through a `MemoryHost` with the client Source, so answers are judged by the
+core's own validators, exactly as a host would judge them.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets as _secrets
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+import httpx
+from jsonschema import Draft202012Validator
+
+from mnemon import (
+    ActionError,
+    CompositionRejected,
+    MemoryHost,
+    MnemonError,
+    PluginContext,
+    RouteError,
+    define_memory_strategy,
+    install_memory,
+)
+
+from ._client import RemoteSettings, define_remote_source
+from ._launch import LaunchedPlugin, PluginUnavailable, launch_plugin
+from ._manifest import (
+    PLUGIN_API_VERSIONS,
+    ManifestReport,
+    engine_version,
+    inspect_manifest,
+    load_schema,
+)
+from ._report import CHECKS, CheckResult, report_validator
+from ._wire import CALLS, DISCOVERY, HEALTH, error_class_contradicts, parse_envelope
+
+__all__ = ["Exchange", "certify"]
+
+CONTRACT_KEY = "source:contract"
+_TIMEOUT_CODES = {"timeout"}
+_MARKER = "{marker}"
+
+
+@dataclass
+class Exchange:
+    """One recorded HTTP exchange with the plugin."""
+
+    path: str
+    request: bytes
+    status: int
+    answer: bytes
+    duration_ms: int
+
+
+class RecordingTransport(httpx.AsyncBaseTransport):
+    """Forwards to the network and keeps every exchange, for replay and credential checks."""
+
+    def __init__(self) -> None:
+        self._inner = httpx.AsyncHTTPTransport()
+        self.exchanges: list[Exchange] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        body = await request.aread()
+        started = time.monotonic()
+        response = await self._inner.handle_async_request(request)
+        try:
+            answer = await response.aread()
+        finally:
+            await response.aclose()
+        elapsed = int((time.monotonic() - started) * 1000)
+        self.exchanges.append(
+            Exchange(request.url.path, body, response.status_code, answer, elapsed)
+        )
+        return httpx.Response(response.status_code, headers=response.headers, content=answer)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _compose(request: Any, sources: Any, contributions: Any) -> dict[str, Any]:
+    share = request.budget.max_projection_characters // max(1, len(sources))
+    return {
+        "strategy_type_id": "contract",
+        "explanation": "The contract runner selects every Source with all it offers.",
+        "sources": [
+            {
+                "source_key": s.key,
+                "required": False,
+                "projection": {"mode": "eager", "max_characters": share},
+                "route_ids": [r.id for r in s.routes],
+                "action_ids": [a.id for a in s.actions],
+            }
+            for s in sources
+        ],
+    }
+
+
+CONTRACT_STRATEGY = define_memory_strategy(
+    {
+        "type_id": "contract",
+        "package_name": "mnemon-remote",
+        "supported_source_roles": ["*"],
+        "max_sources": 8,
+        "max_routes": 64,
+        "max_actions": 64,
+    },
+    _compose,
+)
+
+
+class _ContractPlugin:
+    def __init__(self, transport: RecordingTransport) -> None:
+        self._transport = transport
+
+    def apply(self, ctx: PluginContext) -> None:
+        if ctx.configuration.get("strategy"):
+            install_memory(ctx, strategies=[CONTRACT_STRATEGY])
+            return
+        settings = RemoteSettings(ctx.configuration)
+        install_memory(ctx, sources=[define_remote_source(settings, self._transport)])
+
+
+@dataclass
+class _Run:
+    directory: Path
+    report: ManifestReport
+    fixtures: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    base_url: str = ""
+    mode: str = "launch"
+    secrets: dict[str, str] = field(default_factory=dict)
+    transport: RecordingTransport = field(default_factory=RecordingTransport)
+    probes: list[Exchange] = field(default_factory=list)
+    results: dict[str, CheckResult] = field(default_factory=dict)
+
+    def check(self, check_id: str) -> CheckResult:
+        return self.results.setdefault(check_id, CheckResult(check_id))
+
+
+@contextmanager
+def _timed(result: CheckResult) -> Iterator[None]:
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        result.duration_ms = int((time.monotonic() - started) * 1000)
+
+
+def _pointer(path: str) -> str:
+    return (
+        ""
+        if path == "(manifest)"
+        else "/" + path.replace(".", "/").replace("[", "/").rstrip("]").replace("]", "")
+    )
+
+
+def _check_manifest(run: _Run) -> bool:
+    result = run.check("manifest")
+    for issue in run.report.issues:
+        if not issue.code.startswith("incompatible_"):
+            result.issue(issue.code, _pointer(issue.path), issue.message)
+    return result.status == "pass"
+
+
+def _check_compatibility(run: _Run) -> bool:
+    result = run.check("compatibility")
+    for issue in run.report.issues:
+        if issue.code.startswith("incompatible_"):
+            result.issue(issue.code, _pointer(issue.path), issue.message)
+    return result.status == "pass"
+
+
+async def _check_health(run: _Run, client: httpx.AsyncClient) -> None:
+    result = run.check("health")
+    with _timed(result):
+        try:
+            with anyio.fail_after(run.report.timeout_seconds):
+                response = await client.get(HEALTH)
+        except (httpx.HTTPError, TimeoutError):
+            result.issue("plugin_unavailable", HEALTH, "GET /v0/health did not answer")
+            return
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if response.status_code != 200 or body != {"status": "ok"}:
+            result.issue(
+                "unhealthy",
+                HEALTH,
+                f'GET /v0/health answered {response.status_code}, not 200 {{"status":"ok"}}',
+            )
+
+
+async def _check_discovery(run: _Run, client: httpx.AsyncClient) -> bool:
+    result = run.check("discovery")
+    with _timed(result):
+        try:
+            with anyio.fail_after(run.report.timeout_seconds):
+                response = await client.get(DISCOVERY)
+        except (httpx.HTTPError, TimeoutError):
+            result.issue("plugin_unavailable", DISCOVERY, "GET /v0/discovery did not answer")
+            return False
+        try:
+            value = response.json()
+        except ValueError:
+            value = None
+        validator = Draft202012Validator(load_schema("discovery.schema.json"))
+        if response.status_code != 200 or not validator.is_valid(value):
+            result.issue("schema_violation", DISCOVERY, "the discovery answer is not valid")
+            return False
+        expected = {
+            "/plugin_api": (value["plugin_api"], run.report.plugin_api),
+            "/plugin/id": (value["plugin"]["id"], run.report.plugin_id),
+            "/plugin/version": (value["plugin"]["version"], run.report.version),
+            "/manifest_digest": (value["manifest_digest"], run.report.digest),
+        }
+        for path, (got, wanted) in expected.items():
+            if got != wanted:
+                result.issue("discovery_mismatch", path, f"{path} differs from the manifest")
+        if value["contributions"] != ["source"]:
+            result.issue("discovery_mismatch", "/contributions", "contributions must be [source]")
+    return result.status == "pass"
+
+
+def _load_fixtures(run: _Run, extra: Sequence[Path]) -> None:
+    result = run.check("fixtures")
+    validator = Draft202012Validator(load_schema("fixture.schema.json"))
+    paths = sorted((run.directory / "fixtures").glob("*.json")) + list(extra)
+    source = run.report.source
+    assert source is not None
+    routes = {r.id: r for r in source.routes}
+    actions = {a.id: a for a in source.actions}
+    schema = run.report.configuration_schema
+    for path in paths:
+        label = path.name
+        try:
+            value = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            result.issue("invalid_fixture", label, "the fixture is not readable JSON")
+            continue
+        problems = [
+            f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+            for e in validator.iter_errors(value)
+        ]
+        if not problems:
+            calls = [("writes", w["action"], w["input"]) for w in value.get("writes", [])]
+            calls += [("reads", r["route"], r["input"]) for r in value.get("reads", [])]
+            isolation = value.get("isolation")
+            if isolation:
+                calls.append(("isolation/write", isolation["write"]["action"], {}))
+                calls.append(
+                    ("isolation/read", isolation["read"]["route"], isolation["read"]["input"])
+                )
+            for where, target, given in calls:
+                declared = (actions if "write" in where else routes).get(target)
+                if declared is None:
+                    problems.append(f"{where}: {target!r} is not declared by the manifest")
+                elif where != "isolation/write" and not Draft202012Validator(
+                    dict(declared.input_schema)
+                ).is_valid(given):
+                    problems.append(f"{where}: the input of {target!r} breaks its input schema")
+            if schema is not None and not Draft202012Validator(schema).is_valid(
+                value.get("configuration", {})
+            ):
+                problems.append("configuration: breaks the plugin's configuration schema")
+        for problem in problems:
+            result.issue("invalid_fixture", label, problem)
+        if not problems:
+            run.fixtures.append((label, value))
+    if not paths:
+        result.skip("the plugin ships no fixtures (fixtures/*.json) and none was given")
+
+
+async def _open_host(
+    run: _Run, stack: AsyncExitStack, configuration: Mapping[str, Any]
+) -> MemoryHost:
+    host = MemoryHost(
+        source_timeout=max(2 * run.report.timeout_seconds, 1.0), strategy_type_id="contract"
+    )
+    await stack.enter_async_context(host)
+    plugin = _ContractPlugin(run.transport)
+    await host.mount(plugin, instance_id="contract-strategy", config={"strategy": True})
+    config = {
+        "manifest": str(run.report.path),
+        "endpoint": run.base_url,
+        "configuration": dict(configuration),
+    }
+    await host.mount(plugin, instance_id="contract", config=config)
+    return host
+
+
+def _code_of(error: MnemonError) -> str:
+    code = getattr(error, "code", "")
+    if code in _TIMEOUT_CODES:
+        return "deadline_exceeded"
+    if code == "contract":
+        return "invalid_output"
+    return "call_failed"
+
+
+def _view_issues(result: CheckResult, label: str, view: Any) -> bool:
+    ok = True
+    for diagnostic in view.diagnostics:
+        if diagnostic.key != CONTRACT_KEY:
+            continue
+        ok = False
+        timed_out = diagnostic.code.endswith("-timeout") or "plugin-timeout" in diagnostic.message
+        code = "deadline_exceeded" if timed_out else "invalid_output"
+        result.issue(code, label, f"the View's diagnostic {diagnostic.code}: {diagnostic.message}")
+    if ok and CONTRACT_KEY not in {c.source_key for c in view.consistency}:
+        result.issue("unavailable", label, "the Source is not in the View")
+        ok = False
+    return ok
+
+
+async def _invoke_fixture(
+    run: _Run, result: CheckResult, label: str, fixture: Mapping[str, Any]
+) -> None:
+    async with AsyncExitStack() as stack:
+        host = await _open_host(run, stack, fixture.get("configuration", {}))
+        async with host.turn(scope=fixture["scope"]) as turn:
+            if not _view_issues(result, label, turn.view):
+                return
+            for index, write in enumerate(fixture.get("writes", [])):
+                try:
+                    await turn.execute_action(
+                        f"{CONTRACT_KEY}/{write['action']}",
+                        write["input"],
+                        lambda offer: True,
+                        idempotency_key=f"contract-{fixture['name']}-{index}",
+                    )
+                except ActionError as error:
+                    result.issue(_code_of(error), f"{label}/writes/{index}", str(error))
+        async with host.turn(scope=fixture["scope"]) as turn:
+            if not _view_issues(result, label, turn.view):
+                return
+            for index, read in enumerate(fixture.get("reads", [])):
+                try:
+                    evidence = await turn.execute_route(
+                        f"{CONTRACT_KEY}/{read['route']}", read["input"]
+                    )
+                except RouteError as error:
+                    result.issue(_code_of(error), f"{label}/reads/{index}", str(error))
+                    continue
+                shown = " ".join(item.text for item in evidence.items)
+                if not all(wanted in shown for wanted in read.get("expect_contains", [])):
+                    result.issue(
+                        "unexpected_output",
+                        f"{label}/reads/{index}",
+                        "the evidence does not contain what the fixture expects",
+                    )
+
+
+async def _check_invoke(run: _Run) -> None:
+    result = run.check("invoke")
+    default = {"name": "default", "scope": {"user_id": "contract"}}
+    fixtures = run.fixtures or [("(default)", default)]
+    result.fixture = ", ".join(label for label, _ in fixtures)
+    with _timed(result):
+        for label, fixture in fixtures:
+            try:
+                await _invoke_fixture(run, result, label, fixture)
+            except CompositionRejected as error:
+                # the core refused the plugin's answer while composing: the message names the field
+                result.issue("invalid_output", label, str(error))
+    limit = int(run.report.timeout_seconds * 1000)
+    for exchange in run.transport.exchanges:
+        if exchange.duration_ms > limit:
+            result.issue(
+                "deadline_exceeded", exchange.path, f"answered in {exchange.duration_ms} ms"
+            )
+
+
+async def _post(run: _Run, client: httpx.AsyncClient, path: str, content: bytes) -> Exchange:
+    started = time.monotonic()
+    try:
+        with anyio.fail_after(run.report.timeout_seconds):
+            response = await client.post(
+                path, content=content, headers={"Content-Type": "application/json"}
+            )
+        exchange = Exchange(path, content, response.status_code, response.content, 0)
+    except (httpx.HTTPError, TimeoutError):
+        exchange = Exchange(path, content, 0, b"", 0)
+    exchange.duration_ms = int((time.monotonic() - started) * 1000)
+    run.probes.append(exchange)
+    return exchange
+
+
+def _json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+async def _check_replay(run: _Run, client: httpx.AsyncClient) -> None:
+    result = run.check("replay")
+    recorded = [
+        e
+        for e in run.transport.exchanges
+        if e.status == 200 and e.path.startswith("/v0/contributions/")
+    ]
+    if not recorded:
+        result.skip("no successful call was recorded to replay")
+        return
+    with _timed(result):
+        for name in ("facts", "query"):
+            path = CALLS[name].path
+            for original in [e for e in recorded if e.path == path][-2:]:
+                first = await _post(run, client, path, original.request)
+                second = await _post(run, client, path, original.request)
+                if first.status != 200 or _json(first.answer) != _json(second.answer):
+                    result.issue(
+                        "nondeterministic_output",
+                        path,
+                        f"the same {name} request got different answers",
+                    )
+        path = CALLS["mutate"].path
+        for original in [e for e in recorded if e.path == path]:
+            if _json(original.request)["request"].get("idempotency_key") is None:
+                continue
+            again = await _post(run, client, path, original.request)
+            if _json(again.answer) != _json(original.answer):
+                result.issue(
+                    "nondeterministic_output",
+                    path,
+                    "the same idempotency key got a different receipt",
+                )
+
+
+def _minimal_facts() -> dict[str, Any]:
+    return {
+        "invocation_id": "contract-invalid",
+        "instance_key": CONTRACT_KEY,
+        "provenance": {"entry_id": "contract", "package_name": "contract", "type_id": "contract"},
+        "configuration": {},
+        "request": {
+            "instance_key": CONTRACT_KEY,
+            "scope": {"user_id": "contract"},
+            "scenario": "agent.turn",
+        },
+    }
+
+
+async def _check_invalid_request(run: _Run, client: httpx.AsyncClient) -> None:
+    result = run.check("invalid_request")
+    facts = CALLS["facts"].path
+    probes: list[tuple[str, str, bytes]] = [
+        ("non_json", facts, b"{not json"),
+        ("unknown_field", facts, json.dumps({**_minimal_facts(), "unexpected": 1}).encode()),
+    ]
+    for name, kind, key in (("query", "route", "route"), ("mutate", "action", "offer")):
+        recorded = [e for e in run.transport.exchanges if e.path == CALLS[name].path]
+        if recorded:
+            body = _json(recorded[0].request)
+            target = body["request"][key]
+            field_name = "route_id" if kind == "route" else "action_id"
+            target[field_name] = f"contract-undeclared-{kind}"
+            target["id"] = f"{CONTRACT_KEY}/contract-undeclared-{kind}"
+            probes.append((f"undeclared_{kind}", CALLS[name].path, json.dumps(body).encode()))
+    validator = Draft202012Validator(load_schema("error.schema.json"))
+    result.note = "probes: " + ", ".join(name for name, _, _ in probes)
+    with _timed(result):
+        for name, path, content in probes:
+            exchange = await _post(run, client, path, content)
+            where = f"{path}#{name}"
+            if exchange.status == 0:
+                result.issue("plugin_unavailable", where, "the plugin did not answer")
+            elif 200 <= exchange.status < 300:
+                result.issue(
+                    "accepted_invalid_request",
+                    where,
+                    f"answered {exchange.status} to an invalid request",
+                )
+            else:
+                envelope = parse_envelope(exchange.answer, validator)
+                if envelope is None:
+                    result.issue(
+                        "invalid_envelope", where, "the refusal is not a valid error envelope"
+                    )
+                elif envelope.retryable or error_class_contradicts(envelope):
+                    result.issue(
+                        "wrong_error_class",
+                        where,
+                        "an invalid request must be refused with retryable: false",
+                    )
+
+
+def _check_credentials(run: _Run, output: bytes) -> None:
+    result = run.check("credentials")
+    if not run.report.secret_names:
+        result.skip("the manifest declares no secrets")
+        return
+    if run.mode != "launch":
+        result.skip("secrets reach a plugin only when the runner launches it")
+        return
+    with _timed(result):
+        values = [v.encode() for v in run.secrets.values() if len(v) >= 8]
+        for exchange in [*run.transport.exchanges, *run.probes]:
+            if any(v in exchange.answer for v in values):
+                result.issue("credential_leak", exchange.path, "an answer contains a secret value")
+        if any(v in output for v in values):
+            result.issue(
+                "credential_leak", "(plugin output)", "the plugin's output contains a secret value"
+            )
+
+
+async def _check_isolation(run: _Run) -> None:
+    result = run.check("isolation")
+    probes = [(label, f) for label, f in run.fixtures if "isolation" in f]
+    if not probes:
+        result.skip("no fixture declares an isolation probe")
+        return
+    with _timed(result):
+        for label, fixture in probes:
+            isolation = fixture["isolation"]
+            marker = f"contract-marker-{_secrets.token_hex(6)}"
+            written = json.loads(json.dumps(isolation["write"]["input"]).replace(_MARKER, marker))
+            read = isolation["read"]
+            async with AsyncExitStack() as stack:
+                host = await _open_host(run, stack, fixture.get("configuration", {}))
+                async with host.turn(scope=fixture["scope"]) as turn:
+                    await turn.execute_action(
+                        f"{CONTRACT_KEY}/{isolation['write']['action']}",
+                        written,
+                        lambda offer: True,
+                    )
+                seen = []
+                for scope in (fixture["scope"], isolation["other_scope"]):
+                    async with host.turn(scope=scope) as turn:
+                        shown = " ".join(f.text for f in turn.view.fragments)
+                        try:
+                            evidence = await turn.execute_route(
+                                f"{CONTRACT_KEY}/{read['route']}", read["input"]
+                            )
+                            shown += " ".join(item.text for item in evidence.items)
+                        except RouteError:
+                            pass  # a scope the Source does not serve shows nothing: that is fine
+                        seen.append(marker in shown)
+            if not seen[0]:
+                result.issue(
+                    "marker_not_found",
+                    label,
+                    "the marker written in the scope is not read back there",
+                )
+            if seen[1]:
+                result.issue("scope_leak", label, "data written in one scope shows in the other")
+
+
+async def _launch(run: _Run, startup_timeout: float, output: IO[bytes]) -> LaunchedPlugin:
+    command = [str(part) for part in (run.report.manifest or {})["run"]["command"]]
+    run.secrets = {
+        name: f"contract-secret-{_secrets.token_hex(12)}" for name in run.report.secret_names
+    }
+    return await launch_plugin(
+        run.report.path,
+        command,
+        secrets=run.secrets,
+        startup_timeout=startup_timeout,
+        stdout=output,
+        stderr=output,
+    )
+
+
+async def certify(
+    directory: Path,
+    *,
+    endpoint: str | None = None,
+    fixtures: Sequence[Path] = (),
+    startup_timeout: float = 10.0,
+    plugin_output: IO[bytes] | None = None,
+) -> dict[str, Any]:
+    """Run every check against the plugin in `directory` and return the contract report.
+
+    Args:
+        directory: the plugin's folder, holding `mnemon-source.yaml` (and `fixtures/*.json`).
+        endpoint: a running plugin's base URL; None launches `run.command`.
+        fixtures: more fixture files to drive.
+        startup_timeout: how long a launched plugin may take to answer HTTP.
+        plugin_output: where a launched plugin's stdout and stderr are copied afterwards.
+    """
+    report = inspect_manifest(directory)
+    run = _Run(directory=directory, report=report, mode="endpoint" if endpoint else "launch")
+    with _timed(run.check("manifest")):
+        ready = _check_manifest(run)
+    if ready:
+        with _timed(run.check("compatibility")):
+            ready = _check_compatibility(run)
+    if ready and endpoint is None and not (report.manifest or {}).get("run"):
+        run.check("health").issue(
+            "no_run_command", "/run/command", "nothing to launch: give --endpoint or run.command"
+        )
+        ready = False
+    if ready:
+        output = await _run_target(run, endpoint, fixtures, startup_timeout)
+        if plugin_output is not None:
+            plugin_output.write(output)
+            plugin_output.flush()
+        if run.base_url:
+            _check_credentials(run, output)
+    for check_id in CHECKS:
+        if check_id not in run.results:
+            run.check(check_id).skip(_why_skipped(run))
+    return _report(run, [run.results[c] for c in CHECKS])
+
+
+async def _run_target(
+    run: _Run, endpoint: str | None, fixtures: Sequence[Path], startup_timeout: float
+) -> bytes:
+    """Launch (or target) the plugin, run the checks that talk to it, return its output."""
+    with tempfile.TemporaryFile() as captured:
+        launched: LaunchedPlugin | None = None
+        try:
+            if endpoint is not None:
+                run.base_url = endpoint
+            else:
+                try:
+                    launched = await _launch(run, startup_timeout, captured)
+                except PluginUnavailable:
+                    run.check("health").issue(
+                        "plugin_unavailable", HEALTH, "the plugin did not start answering HTTP"
+                    )
+                else:
+                    run.base_url = launched.endpoint
+            if run.base_url:
+                await _run_checks(run, fixtures)
+        finally:
+            if launched is not None:
+                await launched.stop()
+            await run.transport.aclose()
+        captured.seek(0)
+        return captured.read()
+
+
+def _why_skipped(run: _Run) -> str:
+    for check_id in ("manifest", "compatibility", "health", "discovery"):
+        result = run.results.get(check_id)
+        if result is not None and result.status == "fail":
+            return f"skipped: the {check_id} check failed"
+    return "not applicable"
+
+
+async def _run_checks(run: _Run, fixtures: Sequence[Path]) -> None:
+    async with httpx.AsyncClient(base_url=run.base_url, timeout=None) as client:
+        await _check_health(run, client)
+        if any(i["code"] == "plugin_unavailable" for i in run.check("health").issues):
+            return
+        discovered = await _check_discovery(run, client)
+        with _timed(run.check("fixtures")):
+            _load_fixtures(run, fixtures)
+        if discovered:
+            # a host refuses a plugin whose discovery disagrees: nothing more would reach it
+            await _check_invoke(run)
+            await _check_replay(run, client)
+            await _check_isolation(run)
+        # after invoke: the probes for undeclared routes and actions reuse its recorded calls
+        await _check_invalid_request(run, client)
+
+
+def _report(run: _Run, checks: list[CheckResult]) -> dict[str, Any]:
+    report = run.report
+    plugin: dict[str, Any] = {"manifest_path": str(report.path)}
+    if report.plugin_id:
+        plugin.update(id=report.plugin_id, version=report.version)
+    if report.digest:
+        plugin["manifest_digest"] = report.digest
+    target: dict[str, Any] = {"mode": run.mode}
+    if run.base_url:
+        target["base_url"] = run.base_url
+    compatibility = {
+        ("engine" if key == "mnemon" else key): {"range": r, "version": v, "compatible": ok}
+        for key, (r, v, ok) in report.compatibility.items()
+    }
+    summary = {
+        "passed": sum(c.status == "pass" for c in checks),
+        "failed": sum(c.status == "fail" for c in checks),
+        "skipped": sum(c.status == "skip" for c in checks),
+    }
+    value = {
+        "report_version": "1",
+        "certified": summary["failed"] == 0,
+        "plugin": plugin,
+        "target": target,
+        "engine_version": engine_version(),
+        "plugin_api_version": report.plugin_api or PLUGIN_API_VERSIONS[-1],
+        "compatibility": compatibility,
+        "checks": [c.as_json() for c in checks],
+        "summary": summary,
+    }
+    report_validator().validate(value)
+    return value

@@ -1,0 +1,335 @@
+"""The client Source under failure: hung, killed and impostor plugins, errors and limits."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import mnemon_example_focus as focus
+import mnemon_example_notes as notes
+import mnemon_remote
+import pytest
+import yaml
+from mnemon_remote import RemoteSettings, create_app, define_remote_source
+
+from mnemon import (
+    ActionError,
+    DefinitionError,
+    PluginContext,
+    RouteError,
+    SourceError,
+    install_memory,
+)
+from mnemon_testing import MemoryCompositionRunner
+
+PLUGINS = Path(__file__).parent / "plugins"
+FOCUS = {"source_keys": ["source:notes"]}
+
+
+def _manifest(tmp_path: Path, **changes: Any) -> Path:
+    manifest = yaml.safe_load(
+        (PLUGINS / "notes" / "mnemon-source.yaml").read_text(encoding="utf-8")
+    )
+    manifest.update(changes)
+    path = tmp_path / "mnemon-source.yaml"
+    path.write_text(yaml.safe_dump(manifest), encoding="utf-8")
+    return path
+
+
+class Over:
+    """The remote Source over an ASGI app in this process."""
+
+    def __init__(self, app: Any) -> None:
+        self.transport = httpx.ASGITransport(app=app)
+
+    def apply(self, ctx: PluginContext) -> None:
+        install_memory(
+            ctx, sources=[define_remote_source(RemoteSettings(ctx.configuration), self.transport)]
+        )
+
+
+def _hanging(app: Any, suffix: str) -> Any:
+    async def wrapper(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].endswith(suffix):
+            await anyio.sleep_forever()
+        await app(scope, receive, send)
+
+    return wrapper
+
+
+def _config(manifest: Path, notes_file: Path, **more: Any) -> dict[str, Any]:
+    return {
+        "manifest": str(manifest),
+        "endpoint": "http://plugin",
+        "configuration": {"path": str(notes_file)},
+        **more,
+    }
+
+
+async def _diagnostics(runner: MemoryCompositionRunner) -> list[tuple[str | None, str]]:
+    """(key, code) of each diagnostic; an unavailable Source's reason stands for its code."""
+    turn = await runner.begin_turn({"scope": {"user_id": "ada"}})
+    try:
+        return [
+            (
+                d.key,
+                d.message.rsplit(" ", 1)[-1].strip("().")
+                if d.code == "source-unavailable"
+                else d.code,
+            )
+            for d in turn.view.diagnostics
+        ]
+    finally:
+        await turn.release()
+
+
+async def test_a_hung_plugin_is_cut_at_timeout_ms(tmp_path: Path) -> None:
+    manifest = _manifest(tmp_path, timeout_ms=50)
+    app = _hanging(create_app(notes.NOTES_SOURCE, manifest), "/facts")
+    async with MemoryCompositionRunner(source_timeout=30) as runner:
+        await runner.mount(
+            Over(app), instance_id="notes", config=_config(manifest, tmp_path / "n.md")
+        )
+        await runner.mount(focus, instance_id="focus", config=FOCUS)
+        assert ("source:notes", "plugin-timeout") in await _diagnostics(runner)
+
+
+async def test_a_hung_plugin_is_cut_at_the_host_deadline(tmp_path: Path) -> None:
+    manifest = _manifest(tmp_path, timeout_ms=300_000)
+    app = _hanging(create_app(notes.NOTES_SOURCE, manifest), "/facts")
+    async with MemoryCompositionRunner(source_timeout=0.05) as runner:
+        await runner.mount(
+            Over(app), instance_id="notes", config=_config(manifest, tmp_path / "n.md")
+        )
+        await runner.mount(focus, instance_id="focus", config=FOCUS)
+        assert ("source:notes", "source-facts-timeout") in await _diagnostics(runner)
+
+
+async def test_a_hung_route_read_raises_timeout(tmp_path: Path) -> None:
+    manifest = _manifest(tmp_path, timeout_ms=50)
+    app = _hanging(create_app(notes.NOTES_SOURCE, manifest), "/query")
+    (tmp_path / "n.md").write_text("tea", encoding="utf-8")
+    async with MemoryCompositionRunner() as runner:
+        await runner.mount(
+            Over(app), instance_id="notes", config=_config(manifest, tmp_path / "n.md")
+        )
+        await runner.mount(focus, instance_id="focus", config=FOCUS)
+        turn = await runner.begin_turn({"scope": {"user_id": "ada"}})
+        with pytest.raises(RouteError) as caught:
+            await turn.execute_route("source:notes/read", {})
+        assert caught.value.code == "timeout"
+        assert caught.value.retryable is True
+        await turn.release()
+
+
+async def test_an_impostor_is_unavailable_with_discovery_mismatch(tmp_path: Path) -> None:
+    served = _manifest(tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    declared = _manifest(other, version="0.2.0")  # the host holds a different manifest
+    app = create_app(notes.NOTES_SOURCE, served)
+    async with MemoryCompositionRunner() as runner:
+        await runner.mount(
+            Over(app), instance_id="notes", config=_config(declared, tmp_path / "n.md")
+        )
+        await runner.mount(focus, instance_id="focus", config=FOCUS)
+        assert ("source:notes", "discovery-mismatch") in await _diagnostics(runner)
+
+
+async def test_an_answer_over_max_response_bytes_is_refused(tmp_path: Path) -> None:
+    manifest = _manifest(tmp_path, limits={"max_response_bytes": 1024})
+    (tmp_path / "n.md").write_text("x" * 4000, encoding="utf-8")
+    async with MemoryCompositionRunner() as runner:
+        app = create_app(notes.NOTES_SOURCE, manifest)
+        await runner.mount(
+            Over(app), instance_id="notes", config=_config(manifest, tmp_path / "n.md")
+        )
+        await runner.mount(focus, instance_id="focus", config=FOCUS)
+        assert ("source:notes", "source-project-failed") in await _diagnostics(runner)
+
+
+async def test_an_envelope_is_the_plugins_decision(tmp_path: Path) -> None:
+    manifest = _manifest(tmp_path)
+    async with MemoryCompositionRunner() as runner:
+        app = create_app(notes.NOTES_SOURCE, manifest)
+        await runner.mount(
+            Over(app), instance_id="notes", config=_config(manifest, tmp_path / "n.md")
+        )
+        await runner.mount(focus, instance_id="focus", config=FOCUS)
+        turn = await runner.begin_turn({"scope": {"user_id": "ada"}})
+        # the notes Source refuses a write over its size limit: invalid_payload, nothing written
+        await turn.execute_action("source:notes/replace", {"text": "x" * 199_999}, lambda o: True)
+        with pytest.raises(ActionError) as caught:
+            await turn.execute_action("source:notes/add", {"text": "y" * 10}, lambda o: True)
+        assert caught.value.code == "invalid_payload"
+        assert caught.value.retryable is False
+        assert caught.value.receipt is not None
+        assert caught.value.receipt.completion == "failed"
+        await turn.release()
+
+
+def test_envelope_classes_map_onto_the_taxonomy() -> None:
+    from mnemon_remote._wire import (
+        Envelope,
+        envelope_for,
+        error_class_contradicts,
+        source_error_from,
+    )
+
+    cases = [
+        ({"retryable": True, "error_class": "transient"}, "transient", False),
+        ({"retryable": False, "error_class": "access"}, "access", False),
+        ({"retryable": False, "error_class": "source"}, "terminal", False),
+        ({"retryable": False}, "terminal", False),
+        ({"retryable": True, "error_class": "access"}, "transient", True),
+        ({"retryable": False, "error_class": "transient"}, "terminal", True),
+    ]
+    for fields, kind, contradicts in cases:
+        envelope = Envelope(code="rate_limited", message="m", **fields)
+        error = source_error_from(envelope, write=True)
+        assert (error.kind, error.code) == (kind, "rate_limited")
+        assert error_class_contradicts(envelope) is contradicts
+        assert error.nothing_written is (not envelope.retryable)
+    for code in ("rate_limited", "unauthorized", "invalid_payload"):
+        status, envelope = envelope_for(SourceError(code))
+        back = source_error_from(envelope, write=False)
+        assert back.kind == SourceError(code).kind
+        assert not error_class_contradicts(envelope)
+        assert status in (503, 403, 422)
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({}, "manifest: a manifest path is required"),
+        ({"endpoint": "http://x", "launch": True}, "either endpoint or launch"),
+        ({"endpoint": "file:///x"}, "endpoint: must be an http(s) URL"),
+        ({"endpoint": "http://x", "colour": 1}, "unknown key 'colour'"),
+        (
+            {"endpoint": "http://x", "configuration": {"path": 3}},
+            "configuration.path: does not match",
+        ),
+        ({"endpoint": "http://x", "secrets": {"OTHER": "value-12345"}}, "'OTHER' is not declared"),
+    ],
+    ids=[
+        "no-manifest",
+        "both",
+        "bad-endpoint",
+        "unknown-key",
+        "bad-configuration",
+        "undeclared-secret",
+    ],
+)
+def test_bad_configuration_names_the_key(config: dict[str, Any], message: str) -> None:
+    if config:
+        config = {"manifest": str(PLUGINS / "notes" / "mnemon-source.yaml"), **config}
+    with pytest.raises(DefinitionError) as caught:
+        RemoteSettings(config)
+    assert message in str(caught.value)
+    assert "value-12345" not in str(caught.value)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _start(port: int, data_dir: Path) -> subprocess.Popen[bytes]:
+    environment = {
+        **os.environ,
+        "MNEMON_PLUGIN_HOST": "127.0.0.1",
+        "MNEMON_PLUGIN_PORT": str(port),
+        "MNEMON_PLUGIN_MANIFEST": str(PLUGINS / "notes" / "mnemon-source.yaml"),
+        "NOTES_DATA_DIR": str(data_dir),
+    }
+    return subprocess.Popen(
+        [sys.executable, str(PLUGINS / "notes" / "serve_notes.py")],
+        env=environment,
+        start_new_session=True,
+    )
+
+
+async def _until_up(port: int) -> None:
+    async with httpx.AsyncClient() as client:
+        for _ in range(500):
+            try:
+                await client.get(f"http://127.0.0.1:{port}/v0/health")
+                return
+            except httpx.HTTPError:
+                await anyio.sleep(0.02)
+    raise AssertionError("the plugin did not start")
+
+
+async def test_a_killed_plugin_is_unavailable_and_recovers(tmp_path: Path) -> None:
+    port = _free_port()
+    process = _start(port, tmp_path)
+    try:
+        await _until_up(port)
+        config = {
+            "manifest": str(PLUGINS / "notes" / "mnemon-source.yaml"),
+            "endpoint": f"http://127.0.0.1:{port}",
+        }
+        async with MemoryCompositionRunner() as runner:
+            await runner.mount(mnemon_remote, instance_id="notes", config=config)
+            await runner.mount(focus, instance_id="focus", config=FOCUS)
+            assert await _diagnostics(runner) == []
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            assert ("source:notes", "plugin-unavailable") in await _diagnostics(runner)
+            process = _start(port, tmp_path)
+            await _until_up(port)
+            assert await _diagnostics(runner) == []
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+async def test_a_launched_plugin_that_died_is_launched_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid_file = tmp_path / "pid"
+    monkeypatch.setenv("NOTES_PID_FILE", str(pid_file))
+    monkeypatch.setenv("NOTES_DATA_DIR", str(tmp_path / "data"))
+    config = {"manifest": str(PLUGINS / "notes" / "mnemon-source.yaml"), "launch": True}
+    async with MemoryCompositionRunner() as runner:
+        await runner.mount(mnemon_remote, instance_id="notes", config=config)
+        await runner.mount(focus, instance_id="focus", config=FOCUS)
+        turn = await runner.begin_turn({"scope": {"user_id": "ada"}})
+        await turn.execute_action("source:notes/add", {"text": "kept on disk"}, lambda o: True)
+        await turn.release()
+        first = int(pid_file.read_text(encoding="utf-8"))
+        os.kill(first, signal.SIGKILL)
+        turn = await runner.begin_turn({"scope": {"user_id": "ada"}})
+        assert [f.text for f in turn.view.fragments] == ["- kept on disk\n"]
+        await turn.release()
+        assert int(pid_file.read_text(encoding="utf-8")) != first
+    # unmounting stopped the second process
+    second = int(pid_file.read_text(encoding="utf-8"))
+    with pytest.raises(ProcessLookupError):
+        os.kill(second, 0)
+
+
+async def test_a_write_cut_by_the_deadline_is_unknown_not_failed(tmp_path: Path) -> None:
+    manifest = _manifest(tmp_path, timeout_ms=50)
+    app = _hanging(create_app(notes.NOTES_SOURCE, manifest), "/mutate")
+    async with MemoryCompositionRunner() as runner:
+        await runner.mount(
+            Over(app), instance_id="notes", config=_config(manifest, tmp_path / "n.md")
+        )
+        await runner.mount(focus, instance_id="focus", config=FOCUS)
+        turn = await runner.begin_turn({"scope": {"user_id": "ada"}})
+        with pytest.raises(ActionError) as caught:
+            await turn.execute_action("source:notes/add", {"text": "tea"}, lambda o: True)
+        assert caught.value.code == "timeout"
+        assert caught.value.receipt is not None
+        assert caught.value.receipt.completion == "unknown"
+        await turn.release()
