@@ -423,3 +423,19 @@ async def test_a_plugin_added_later_is_served_without_a_restart(
         turn = await runner.begin_turn({"scope": SCOPE})
         assert [r.route_id for r in turn.view.routes] == ["search"]
         await turn.release()
+
+
+async def test_the_host_can_switch_an_instance_off_through_its_settings(
+    tmp_path: Path, service: FakeService
+) -> None:
+    strategy = SelectAll()
+    runner = MemoryCompositionRunner(source_configuration={"source:mem": {"ingest_enabled": False}})
+    await runner.mount(nexent, instance_id="mem", config=settings(tmp_path, service.url))
+    await runner.mount(strategy, instance_id="all", config={"required": False})
+    async with runner:
+        turn = await runner.begin_turn({"scope": SCOPE})
+        view = turn.view
+        await turn.release()
+    assert [o.action_id for o in view.offers] == []
+    assert [r.route_id for r in view.routes] == ["search"]
+    assert {r for _, r in reasons(strategy)} == {"ingest-switched-off"}
