@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Literal
 
@@ -32,6 +33,9 @@ _KIND_OF_CODE: dict[str, SourceErrorKind] = {
     "degraded": "degraded",
 }
 _CODE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
+# a foreign system's own code (`rate_limited`, `http-429`, `E_QUOTA`): short, no spaces, so it
+# can never carry message text into a receipt or telemetry
+_ORIGIN_CODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 
 
 class MnemonError(Exception):
@@ -57,10 +61,25 @@ class CompositionRejected(MnemonError):
 class _CodedError(MnemonError):
     """An error with a stable `code` hosts can branch on (`released`, `timeout`, ...)."""
 
-    def __init__(self, message: str, *, code: str = "refused", retryable: bool = False):
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str = "refused",
+        retryable: bool = False,
+        kind: SourceErrorKind | None = None,
+        retry_after: float | None = None,
+        origin_code: str | None = None,
+    ):
         super().__init__(message)
         self.code = code
         self.retryable = retryable
+        #: the failure class of the Source's `SourceError`, when one caused this error
+        self.kind = kind
+        #: seconds the Source asked to wait before trying again, when it said
+        self.retry_after = retry_after
+        #: the foreign system's own code behind the Source's error, when it gave one
+        self.origin_code = origin_code
 
 
 class RouteError(_CodedError):
@@ -68,7 +87,8 @@ class RouteError(_CodedError):
 
     `code` is one of `released`, `unknown-route`, `invalid-input`, `invalid-budget`,
     `call-budget-exhausted`, `timeout`, `source-failed`, `contract`, or the code of a
-    `SourceError` the Source raised; `retryable` tells whether trying later may succeed.
+    `SourceError` the Source raised; `retryable` tells whether trying later may succeed. For a
+    `SourceError`, `kind`, `retry_after` and `origin_code` are the Source's own too.
     """
 
 
@@ -76,9 +96,11 @@ class ActionError(_CodedError):
     """A write did not succeed; `receipt` says honestly how far it got.
 
     `code` is one of `released`, `unknown-offer`, `invalid-input`, `not-authorized`,
-    `timeout`, `source-failed`, `contract`, or the code of a `SourceError` the Source raised.
-    `receipt` is None when nothing was attempted; otherwise its `completion` is `failed` (the
-    Source refused: nothing was written) or `unknown` (the write may or may not have happened).
+    `timeout`, `source-failed`, `contract`, or the code of a `SourceError` the Source raised
+    (whose `kind`, `retry_after` and `origin_code` are carried too, and repeated in the
+    receipt's `detail`). `receipt` is None when nothing was attempted; otherwise its
+    `completion` is `failed` (the Source refused: nothing was written) or `unknown` (the write
+    may or may not have happened).
     """
 
     def __init__(
@@ -88,8 +110,18 @@ class ActionError(_CodedError):
         code: str = "refused",
         retryable: bool = False,
         receipt: object | None = None,
+        kind: SourceErrorKind | None = None,
+        retry_after: float | None = None,
+        origin_code: str | None = None,
     ):
-        super().__init__(message, code=code, retryable=retryable)
+        super().__init__(
+            message,
+            code=code,
+            retryable=retryable,
+            kind=kind,
+            retry_after=retry_after,
+            origin_code=origin_code,
+        )
         self.receipt = receipt
 
 
@@ -115,6 +147,13 @@ class SourceError(MnemonError):
         nothing_written: for a write, whether the Source knows nothing was written (the
             receipt then says `failed` rather than `unknown`); by default true for the
             `access` and `terminal` classes.
+        retry_after: seconds the origin asked to wait before trying again (a `Retry-After`
+            header, a provider's hint); finite and not negative.
+        origin_code: the foreign system's own code for the failure (a Nexent error code,
+            `http-429`), 1 to 64 letters, digits, `_`, `.`, `:` or `-`; never message text.
+
+    Raises:
+        ValueError: a code, kind, retry-after or origin code breaks its rule.
     """
 
     def __init__(
@@ -124,17 +163,32 @@ class SourceError(MnemonError):
         *,
         kind: SourceErrorKind | None = None,
         nothing_written: bool | None = None,
+        retry_after: float | None = None,
+        origin_code: str | None = None,
     ):
         if not _CODE.match(code):
             raise ValueError(f"SourceError code {code!r} must match {_CODE.pattern}")
         if kind is not None and kind not in ("transient", "access", "terminal", "degraded"):
             raise ValueError(f"SourceError kind {kind!r} is not a known class")
+        if retry_after is not None and (
+            isinstance(retry_after, bool)
+            or not isinstance(retry_after, int | float)
+            or not math.isfinite(retry_after)
+            or retry_after < 0
+        ):
+            raise ValueError("SourceError retry_after must be a finite number of seconds >= 0")
+        if origin_code is not None and (
+            not isinstance(origin_code, str) or not _ORIGIN_CODE.fullmatch(origin_code)
+        ):
+            raise ValueError(f"SourceError origin_code must match {_ORIGIN_CODE.pattern}")
         super().__init__(message or code)
         self.code = code
         self.kind: SourceErrorKind = kind or _KIND_OF_CODE.get(code, "terminal")
         self.nothing_written = (
             self.kind in ("access", "terminal") if nothing_written is None else nothing_written
         )
+        self.retry_after: float | None = None if retry_after is None else float(retry_after)
+        self.origin_code = origin_code
 
     @property
     def retryable(self) -> bool:

@@ -58,10 +58,14 @@ class ObserverSpec:
         outcome: str,
         error_code: str | None,
         duration: float,
+        origin_code: str | None,
+        retry_after: float | None,
     ) -> None:
         """One call into a Source: `outcome` is `ok`, `failed` or `timeout`.
 
-        `error_code` is the Source's own `SourceError` code when it gave one.
+        `error_code` is the Source's own `SourceError` code when it gave one; `origin_code`
+        (the foreign system's code behind it) and `retry_after` (seconds) are the error's
+        too. All three are codes or numbers, never message text.
         """
 
     @hookspec
@@ -74,8 +78,13 @@ class ObserverSpec:
         items: int,
         truncated: bool,
         duration: float,
+        origin_code: str | None,
+        retry_after: float | None,
     ) -> None:
-        """A route read ended: `outcome` `ok` or `failed` (`error_code` says why)."""
+        """A route read ended: `outcome` `ok` or `failed` (`error_code` says why).
+
+        `origin_code` and `retry_after` are the Source's `SourceError`'s, when it raised one.
+        """
 
     @hookspec
     def mnemon_observe_action(
@@ -85,8 +94,13 @@ class ObserverSpec:
         completion: str | None,
         error_code: str | None,
         duration: float,
+        origin_code: str | None,
+        retry_after: float | None,
     ) -> None:
-        """A write ended; `completion` is the receipt's (None when nothing was attempted)."""
+        """A write ended; `completion` is the receipt's (None when nothing was attempted).
+
+        `origin_code` and `retry_after` are the Source's `SourceError`'s, when it raised one.
+        """
 
 
 class _Manager(pluggy.PluginManager):

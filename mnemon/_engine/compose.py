@@ -346,6 +346,8 @@ def _observe_calls(generation: Generation, phase: str, outcomes: list[ReadOutcom
             role=manifest.role,
             outcome=outcome.failure or "ok",
             error_code=outcome.error_code,
+            origin_code=outcome.origin_code,
+            retry_after=outcome.retry_after,
             duration=outcome.duration,
         )
 

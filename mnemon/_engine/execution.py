@@ -251,6 +251,8 @@ class TurnExecution:
                 route_id=route.route_id,
                 outcome="ok" if evidence is not None else "failed",
                 error_code=None if error is None else error.code,
+                origin_code=None if error is None else error.origin_code,
+                retry_after=None if error is None else error.retry_after,
                 items=0 if evidence is None else len(evidence.items),
                 truncated=evidence is not None and evidence.truncated,
                 duration=time.perf_counter() - started,
@@ -372,11 +374,12 @@ class TurnExecution:
         started = time.perf_counter()
         receipt: MutationReceipt | None = None
         code: str | None = None
+        failed: ActionError | None = None
         try:
             receipt = await self._execute_action(offer, input, authorize, idempotency_key)
             return receipt
         except ActionError as exc:
-            code, receipt = exc.code, exc.receipt  # type: ignore[assignment]
+            code, receipt, failed = exc.code, exc.receipt, exc  # type: ignore[assignment]
             raise
         except RevisionConflict:
             code = "revision-conflict"
@@ -388,6 +391,8 @@ class TurnExecution:
                 action_id=offer.action_id,
                 completion=None if receipt is None else receipt.completion,
                 error_code=code,
+                origin_code=None if failed is None else failed.origin_code,
+                retry_after=None if failed is None else failed.retry_after,
                 duration=time.perf_counter() - started,
             )
 
@@ -457,10 +462,8 @@ class TurnExecution:
             if isinstance(failure, RevisionConflict):
                 raise failure
             refused = isinstance(failure, SourceError) and failure.nothing_written
-            receipt = (
-                _receipt(request, "failed", "failed")
-                if refused
-                else _receipt(request, "unknown", "failed")
+            receipt = _receipt(
+                request, "failed" if refused else "unknown", "failed", _failure_detail(failure)
             )
             source_failure(where, failure, ActionError, receipt=receipt)
         try:
@@ -483,7 +486,24 @@ class TurnExecution:
         return receipt
 
 
-def _receipt(request: MutationRequest, completion: str, status: str) -> MutationReceipt:
+def _failure_detail(failure: BaseException) -> dict[str, Any]:
+    """The coded facts of a Source's failure a receipt repeats: codes and numbers, never text."""
+    if not isinstance(failure, SourceError):
+        return {}
+    detail: dict[str, Any] = {"error_code": failure.code, "error_kind": failure.kind}
+    if failure.origin_code is not None:
+        detail["origin_code"] = failure.origin_code
+    if failure.retry_after is not None:
+        detail["retry_after"] = failure.retry_after
+    return detail
+
+
+def _receipt(
+    request: MutationRequest,
+    completion: str,
+    status: str,
+    detail: Mapping[str, Any] | None = None,
+) -> MutationReceipt:
     return MutationReceipt(
         view_id=request.view.id,
         offer_id=request.offer.id,
@@ -491,6 +511,7 @@ def _receipt(request: MutationRequest, completion: str, status: str) -> Mutation
         completion=completion,  # type: ignore[arg-type]
         status=status,  # type: ignore[arg-type]
         idempotency_key=request.idempotency_key,
+        detail=dict(detail or {}),
     )
 
 
@@ -503,6 +524,9 @@ def source_failure(
             f"{where} failed ({failure.code})",
             code=failure.code,
             retryable=failure.retryable,
+            kind=failure.kind,
+            retry_after=failure.retry_after,
+            origin_code=failure.origin_code,
             **extra,
         ) from failure
     _log.warning("%s failed", where)

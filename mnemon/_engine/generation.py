@@ -323,6 +323,8 @@ class Generation:
             role=manifest.role,
             outcome="timeout" if timed_out else ("failed" if failure is not None else "ok"),
             error_code=failure.code if isinstance(failure, SourceError) else None,
+            origin_code=failure.origin_code if isinstance(failure, SourceError) else None,
+            retry_after=failure.retry_after if isinstance(failure, SourceError) else None,
             duration=time.perf_counter() - started,
         )
 

@@ -27,6 +27,8 @@ class ReadOutcome:
     value: Any = None
     failure: Failure | None = None
     error_code: str | None = None  # the Source's own SourceError code, when it gave one
+    origin_code: str | None = None  # and the foreign code behind it
+    retry_after: float | None = None
     duration: float = 0.0
 
 
@@ -49,7 +51,10 @@ async def read_concurrently(
         except Exception as exc:
             if not scope.cancel_called:
                 outcome.failure = "failed"
-                outcome.error_code = exc.code if isinstance(exc, SourceError) else None
+                if isinstance(exc, SourceError):
+                    outcome.error_code = exc.code
+                    outcome.origin_code = exc.origin_code
+                    outcome.retry_after = exc.retry_after
                 _log.warning("Memory Source %s %s() failed", outcome.key, phase)
                 _log.debug("Memory Source %s %s() failure", outcome.key, phase, exc_info=True)
             return

@@ -1,0 +1,35 @@
+"""Host Raven `MemoryBackend`s as mnemon Sources, unchanged.
+
+Mount the package: `await host.mount(mnemon_source_raven, instance_id="raven",
+config={"backend": "my_backends:make_backend", "track": "user"})`.
+"""
+
+from ._contract import BackendContext as BackendContext
+from ._contract import BackendFactory as BackendFactory
+from ._contract import BackendServices as BackendServices
+from ._contract import Memory as Memory
+from ._contract import MemoryBackend as MemoryBackend
+from ._resolve import register_memory_backend as register_memory_backend
+from ._resolve import resolve_backend_factory as resolve_backend_factory
+from ._resolve import resolve_memory_backend as resolve_memory_backend
+from ._source import RAVEN_SOURCE as RAVEN_SOURCE
+from ._source import RavenSource as RavenSource
+from ._source import apply as apply
+from ._source import backend_identity as backend_identity
+from ._source import memory_plugin as memory_plugin
+
+__all__ = [
+    "RAVEN_SOURCE",
+    "BackendContext",
+    "BackendFactory",
+    "BackendServices",
+    "Memory",
+    "MemoryBackend",
+    "RavenSource",
+    "apply",
+    "backend_identity",
+    "memory_plugin",
+    "register_memory_backend",
+    "resolve_backend_factory",
+    "resolve_memory_backend",
+]

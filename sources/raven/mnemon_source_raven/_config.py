@@ -1,0 +1,28 @@
+"""The `raven-backend` Source's configuration."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from mnemon import ConfigPath, SourceConfiguration
+
+__all__ = ["RavenConfiguration"]
+
+
+class RavenConfiguration(SourceConfiguration):
+    """How one entry hosts one Raven backend."""
+
+    backend: str = Field(min_length=1, max_length=300)
+    """The factory: `module:make_backend`, or a `memory_backends` name of a discovered plugin."""
+    track: Literal["user", "agent"] = "user"
+    """Whose memory this entry serves: the scope's user, or its agent."""
+    top_k: int = Field(default=10, ge=1, le=100)
+    """Results per recall by default, and the most one recall may ask for."""
+    backend_config: dict[str, Any] = Field(default_factory=dict)
+    """Handed to the factory as `ctx.config`."""
+    on_failure: Literal["unavailable", "reject"] = "unavailable"
+    """A failing `start()`: the Source is `unavailable`, or every turn it serves is rejected."""
+    data_dir: ConfigPath | None = None
+    """Where the backend's workspace folder is made (default: the host's data folder)."""

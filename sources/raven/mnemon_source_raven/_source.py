@@ -1,0 +1,362 @@
+"""The `raven-backend` Source: one Raven `MemoryBackend` as routed recall, store and feedback."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import logging
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+import anyio
+
+from mnemon import (
+    DefinitionError,
+    Evidence,
+    EvidenceItem,
+    FactsRequest,
+    MutationReceipt,
+    MutationRequest,
+    PluginContext,
+    ProjectionRequest,
+    QueryRequest,
+    ReadGrant,
+    Scope,
+    SourceError,
+    SourceFacts,
+    SourceInit,
+    ViewContribution,
+    create_mutation_receipt,
+    define_memory_plugin,
+    define_memory_source,
+    guarded_call,
+    install_memory,
+    memory_text_schema,
+    read_configuration,
+    source_data_directory,
+    truncate_text,
+)
+
+from ._config import RavenConfiguration
+from ._contract import BackendContext, BackendServices, Memory, MemoryBackend
+from ._resolve import resolve_backend_factory
+
+__all__ = ["RAVEN_SOURCE", "RavenSource", "apply", "backend_identity", "memory_plugin"]
+
+PACKAGE = "mnemon-source-raven"
+TYPE_ID = "raven-backend"
+MAX_TEXT = 20_000
+_log = logging.getLogger("mnemon.sources.raven")
+
+memory_plugin = define_memory_plugin(
+    PACKAGE,
+    label="Raven memory backend",
+    description="A Raven MemoryBackend hosted unchanged: recall by user or agent, store, feedback.",
+    roles=["source"],
+    provides=["memory.raven"],
+)
+
+_OPTIONAL_ID = {"type": "string", "minLength": 1, "maxLength": 300}
+MANIFEST: dict[str, Any] = {
+    "type_id": TYPE_ID,
+    "package_name": PACKAGE,
+    "role": "durable-evidence",
+    "capabilities": ["recall", "write"],
+    # the backend reads live: a grant pins whose memory is read, not a snapshot of it
+    "consistency": "namespace-pinned-live-read",
+    "routes": [
+        {
+            "id": "recall",
+            "description": "Recall memories relevant to a query, best first.",
+            "capability": "recall",
+            "input_schema": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "minLength": 1, "maxLength": 2_000},
+                    "top_k": {"type": "integer", "minimum": 1, "maximum": 100},
+                },
+                "required": ["query"],
+                "additionalProperties": False,
+            },
+            "max_calls": 3,
+            "max_results": 100,
+        }
+    ],
+    "actions": [
+        {
+            "id": "store",
+            "description": "Hand this conversation's messages to long-term memory.",
+            "capability": "write",
+            "input_schema": {
+                "type": "object",
+                "properties": {
+                    "messages": {
+                        "type": "array",
+                        "minItems": 1,
+                        "maxItems": 50,
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "role": {"enum": ["user", "assistant", "tool", "system"]},
+                                "content": memory_text_schema(MAX_TEXT),
+                            },
+                            "required": ["role", "content"],
+                            "additionalProperties": False,
+                        },
+                    },
+                    "app_id": _OPTIONAL_ID,
+                    "project_id": _OPTIONAL_ID,
+                    "is_final": {"type": "boolean"},
+                },
+                "required": ["messages"],
+                "additionalProperties": False,
+            },
+        },
+        {
+            "id": "feedback",
+            "description": "Tell the memory which recalled items helped (usage signals).",
+            "capability": "write",
+            "input_schema": {
+                "type": "object",
+                "properties": {
+                    "signals": {
+                        "type": "array",
+                        "maxItems": 50,
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "type": {"type": "string", "minLength": 1, "maxLength": 64},
+                            },
+                            "required": ["type"],
+                        },
+                    }
+                },
+                "required": ["signals"],
+                "additionalProperties": False,
+            },
+        },
+    ],
+}
+
+
+def backend_identity(scope: Scope, track: str) -> str | None:
+    """The one id a backend receives for `scope` on `track`, or None when the scope lacks it.
+
+    Without a tenant it is the scope's own user or agent id, so memory a backend already holds
+    stays reachable. With a tenant it is `tenant=<tenant>;<track>=<id>` (both percent-encoded),
+    so the same user in two tenants, or with and without one, never shares memory; an id
+    without a tenant that itself starts with `tenant=` has no identity, for the same reason.
+    """
+    value = scope.user_id if track == "user" else scope.agent_id
+    if value is None:
+        return None
+    if scope.tenant_id is None:
+        return None if value.startswith("tenant=") else value
+    return f"tenant={quote(scope.tenant_id, safe='')};{track}={quote(value, safe='')}"
+
+
+class RavenSource:
+    """One Raven backend behind mnemon's Source contract; started once, stopped at dispose."""
+
+    def __init__(
+        self, key: str, settings: RavenConfiguration, backend: MemoryBackend, name: str
+    ) -> None:
+        self._key = key
+        self._settings = settings
+        self._backend = backend
+        self._name = name
+        self._lock = anyio.Lock()
+        self._started = False
+        self._start_failed = False
+        self._stopped = False
+
+    async def _ensure_started(self) -> bool:
+        """Start the backend on first use (never for a trial build); False when it failed."""
+        if self._started:
+            return True
+        async with self._lock:
+            if not self._started and not self._start_failed:
+                try:
+                    await guarded_call(self._backend.start, subject="the Raven backend start")
+                    self._started = True
+                except SourceError:
+                    self._start_failed = True
+                    _log.warning("Memory Source %s: its Raven backend failed to start", self._key)
+        return self._started
+
+    def _identity(self, scope: Scope) -> str | None:
+        return backend_identity(scope, self._settings.track)
+
+    def _unavailable(self, reason: str) -> SourceFacts:
+        return SourceFacts(
+            instance_key=self._key,
+            type_id=TYPE_ID,
+            role="durable-evidence",
+            availability="unavailable",
+            reason=reason,
+        )
+
+    async def facts(self, request: FactsRequest) -> SourceFacts:
+        """Ready when the scope carries the track's id and the backend started."""
+        identity = self._identity(request.scope)
+        if identity is None:
+            return self._unavailable("missing-identity")  # the backend is never called
+        if not await self._ensure_started():
+            if self._settings.on_failure == "reject":
+                raise SourceError("provider_error", "the Raven backend failed to start")
+            return self._unavailable("backend-start-failed")
+        return SourceFacts(
+            instance_key=self._key,
+            type_id=TYPE_ID,
+            role="durable-evidence",
+            availability="ready",
+            revision="live:" + hashlib.sha256(identity.encode()).hexdigest()[:32],
+            capabilities=("recall", "write"),
+            route_ids=("recall",),
+            action_ids=("store", "feedback"),
+            hints={"track": self._settings.track},
+        )
+
+    async def project(self, request: ProjectionRequest) -> ViewContribution:
+        """Nothing eager: recall needs a query. The grant pins whose memory routes read."""
+        identity = self._identity(request.scope)
+        if identity is None:
+            raise SourceError("invalid_payload", "the scope lacks the track's id")
+        return ViewContribution(
+            grant=ReadGrant(source_key=self._key, value={"identity": identity}),
+            revision=request.expected_revision,
+        )
+
+    async def query(self, request: QueryRequest) -> Evidence:
+        """Recall from the backend for the pinned identity; results become evidence items."""
+        identity = str(request.grant.value["identity"])
+        top_k = min(int(request.input.get("top_k", self._settings.top_k)), self._settings.top_k)
+        if request.route.max_results is not None:
+            top_k = min(top_k, request.route.max_results)
+        ids = {"user_id": identity} if self._settings.track == "user" else {"agent_id": identity}
+        await self._require_started()
+        found = await guarded_call(
+            _recall,
+            self._backend,
+            str(request.input["query"]),
+            ids,
+            top_k,
+            subject="the Raven backend recall",
+        )
+        items = [self._item(memory, request.route.max_characters) for memory in found[:top_k]]
+        return Evidence(
+            view_id=request.view.id,
+            route_id=request.route.id,
+            source_key=self._key,
+            items=tuple(items),
+        )
+
+    def _item(self, memory: Memory, max_characters: int | None) -> EvidenceItem:
+        stated = memory.metadata.get("id")
+        if isinstance(stated, str | int) and not isinstance(stated, bool) and str(stated):
+            item_id = str(stated)[:512]
+        else:
+            item_id = "sha256:" + hashlib.sha256(memory.text.encode()).hexdigest()[:32]
+        text = memory.text if max_characters is None else truncate_text(memory.text, max_characters)
+        return EvidenceItem(
+            id=item_id,
+            text=text,
+            provenance={
+                "backend": self._name,
+                "track": self._settings.track,
+                "score": float(memory.score),
+                "score_scale": "normalized",
+            },
+        )
+
+    async def _require_started(self) -> None:
+        if not await self._ensure_started():
+            raise SourceError("provider_error", "the Raven backend failed to start")
+
+    async def mutate(self, request: MutationRequest) -> MutationReceipt:
+        """Store messages (receipt `accepted`: indexing is asynchronous) or pass feedback on."""
+        await self._require_started()
+        value = request.input
+        if request.offer.action_id == "feedback":
+            signals = [dict(signal) for signal in value["signals"]]
+            await guarded_call(self._feedback, signals, subject="the Raven backend feedback")
+            return create_mutation_receipt(request, completion="accepted")
+        scope = request.view.scope
+        identity = self._identity(scope)
+        if identity is None:
+            raise SourceError("invalid_payload", "the scope lacks the track's id")
+        metadata: dict[str, Any] = {f"{self._settings.track}_id": identity}
+        for name in ("app_id", "project_id", "is_final"):
+            if name in value:
+                metadata[name] = value[name]
+        messages = [{"role": m["role"], "content": m["content"]} for m in value["messages"]]
+        # a scope without a session still groups one View's writes together
+        session_id = scope.session_id or request.view.id
+        await guarded_call(
+            self._store, session_id, messages, metadata, subject="the Raven backend store"
+        )
+        # store() returns nothing and indexes later: never more than `accepted`
+        return create_mutation_receipt(request, completion="accepted")
+
+    async def _store(
+        self, session_id: str, messages: list[dict[str, Any]], metadata: dict[str, Any]
+    ) -> None:
+        await self._backend.store(session_id, messages, metadata=metadata)
+
+    async def _feedback(self, signals: list[dict[str, Any]]) -> None:
+        await self._backend.feedback(signals)
+
+    async def dispose(self) -> None:
+        """Stop the backend once, if a start was tried (stop is safe after a failed start)."""
+        if self._stopped or not (self._started or self._start_failed):
+            return
+        self._stopped = True
+        try:
+            await guarded_call(self._backend.stop, subject="the Raven backend stop")
+        except SourceError:
+            _log.warning("Memory Source %s: its Raven backend failed to stop", self._key)
+
+
+async def _recall(
+    backend: MemoryBackend, query: str, ids: Mapping[str, str], top_k: int
+) -> list[Memory]:
+    found = await backend.recall(query, top_k=top_k, **ids)
+    if not isinstance(found, list) or not all(isinstance(m, Memory) for m in found):
+        raise SourceError("schema_mismatch", "recall() must return a list of Memory")
+    if not all(isinstance(m.text, str) and isinstance(m.score, int | float) for m in found):
+        raise SourceError("schema_mismatch", "a Memory must have str text and a numeric score")
+    return found
+
+
+async def _create(init: SourceInit) -> RavenSource:
+    settings = read_configuration(RavenConfiguration, init, subject=TYPE_ID)
+    factory = resolve_backend_factory(settings.backend)
+    data_dir = None if settings.data_dir is None else str(settings.data_dir)
+    context = BackendContext(
+        config=dict(settings.backend_config),
+        services=BackendServices(workspace=source_data_directory(init, data_dir)),
+        logger=logging.getLogger(f"mnemon.sources.raven.{settings.backend.partition(':')[0]}"),
+    )
+    try:
+        made = factory(context)
+        backend = await made if inspect.isawaitable(made) else made
+    except Exception:
+        raise DefinitionError(
+            f"{TYPE_ID} configuration.backend: the factory failed to make a backend"
+        ) from None
+    if not isinstance(backend, MemoryBackend):
+        raise DefinitionError(
+            f"{TYPE_ID} configuration.backend: the factory's result is not a MemoryBackend "
+            "(recall, store, feedback, start, stop)"
+        )
+    name = settings.backend.rpartition(":")[2] if ":" in settings.backend else settings.backend
+    return RavenSource(init.instance_key, settings, backend, name)
+
+
+RAVEN_SOURCE = define_memory_source(MANIFEST, _create)
+
+
+def apply(ctx: PluginContext) -> None:
+    """Install one `raven-backend` Source for this entry."""
+    install_memory(ctx, sources=[RAVEN_SOURCE])

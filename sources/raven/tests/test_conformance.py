@@ -1,0 +1,50 @@
+"""The Raven Source, hosting the reference backend, passes the Source conformance suite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import mnemon_source_raven as raven
+
+from mnemon_testing.conformance import SourceConformance
+
+
+class TestRavenUserTrackConformance(SourceConformance):
+    plugin = raven
+    scopes = ({"user_id": "u1"}, {"user_id": "u2"})
+    unavailable_scope: ClassVar[dict[str, Any]] = {"agent_id": "a1"}
+    invalid_writes = (
+        ("store", {"messages": []}),
+        ("store", {"messages": [{"role": "robot", "content": "x"}]}),
+        ("store", {"messages": [{"role": "user", "content": "nul \x00 inside"}]}),
+        ("store", {"messages": [{"role": "user", "content": "x"}], "colour": "red"}),
+    )
+
+    def configure(self, directory: Path) -> dict[str, Any]:
+        return {"backend": "raven_reference:make_backend", "data_dir": str(directory)}
+
+    def write(self, marker: str) -> tuple[str, dict[str, Any]]:
+        return "store", {"messages": [{"role": "user", "content": marker}]}
+
+    def query(self, marker: str) -> tuple[str, dict[str, Any]]:
+        return "recall", {"query": marker}
+
+
+class TestRavenAgentTrackConformance(SourceConformance):
+    plugin = raven
+    scopes = ({"agent_id": "a1"}, {"agent_id": "a2"})
+    unavailable_scope: ClassVar[dict[str, Any]] = {"user_id": "u1"}
+
+    def configure(self, directory: Path) -> dict[str, Any]:
+        return {
+            "backend": "raven_reference:make_backend",
+            "track": "agent",
+            "data_dir": str(directory),
+        }
+
+    def write(self, marker: str) -> tuple[str, dict[str, Any]]:
+        return "store", {"messages": [{"role": "user", "content": marker}]}
+
+    def query(self, marker: str) -> tuple[str, dict[str, Any]]:
+        return "recall", {"query": marker}
