@@ -44,6 +44,9 @@ LATENCY_SOURCES = 16
 LATENCY_DELAY = 0.020
 MAX_ADDED_MS = 0.5
 MAX_LATENCY_RATIO = 1.5
+MIN_COMPOSES_PER_SECOND = 5_000  # at OVERHEAD_SOURCES, from the median turn
+MAX_BASELINE_RATIO = 2.0  # mnemon median / bare task group median, at OVERHEAD_SOURCES
+MAX_MARGINAL_US = 30.0  # what mnemon adds per extra Source, between 1 and 16 Sources
 SCOPE = {"user_id": "u"}
 SCENARIO = "agent.turn"
 REVISION = "bench:1"
@@ -478,6 +481,11 @@ async def run(plan: Plan) -> bool:
         )
 
     overhead = next(row for row in rows if row.count == OVERHEAD_SOURCES)
+    one = next(row for row in rows if row.count == 1)
+    sixteen = next(row for row in rows if row.count == 16)
+    marginal_us = (sixteen.added_ms - one.added_ms) / 15 * 1_000
+    composes = 1_000 / overhead.ours.median_ms
+    baseline_ratio = overhead.ours.median_ms / overhead.theirs.median_ms
     checks = [
         (
             f"latency: mnemon median turn / {delay_ms:g} ms <= {MAX_LATENCY_RATIO:g}",
@@ -488,6 +496,23 @@ async def run(plan: Plan) -> bool:
             f"overhead: added per turn at {OVERHEAD_SOURCES} Sources < {MAX_ADDED_MS:g} ms",
             _ms(overhead.added_ms),
             overhead.added_ms < MAX_ADDED_MS,
+        ),
+        (
+            f"throughput: composes/s at {OVERHEAD_SOURCES} Sources (1 / median) "
+            f">= {MIN_COMPOSES_PER_SECOND:,}",
+            f"{composes:,.0f}",
+            composes >= MIN_COMPOSES_PER_SECOND,
+        ),
+        (
+            f"ratio: mnemon / bare task group at {OVERHEAD_SOURCES} Sources "
+            f"<= {MAX_BASELINE_RATIO:g}",
+            f"{baseline_ratio:.2f}",
+            baseline_ratio <= MAX_BASELINE_RATIO,
+        ),
+        (
+            f"marginal: added per extra Source (1 to 16) < {MAX_MARGINAL_US:g} us",
+            f"{marginal_us:.1f} us",
+            marginal_us < MAX_MARGINAL_US,
         ),
     ]
     print()

@@ -31,6 +31,7 @@ from .._models import (
     SourceFacts,
     SourceSelection,
     View,
+    ViewBudget,
     ViewContribution,
     ViewRoute,
     ViewSpec,
@@ -372,7 +373,10 @@ async def compose_view(generation: Generation, request: CompositionRequest) -> P
                 slot.key,
                 partial(
                     slot.runtime.facts,
-                    FactsRequest(instance_key=slot.key, scope=scope, scenario=scenario),
+                    # built from the validated request: no second validation per Source
+                    FactsRequest.model_construct(
+                        instance_key=slot.key, scope=scope, scenario=scenario
+                    ),
                 ),
             )
             for slot in generation.sources
@@ -409,7 +413,7 @@ async def compose_view(generation: Generation, request: CompositionRequest) -> P
 
     projected = [s for s in selections if s.projection is not None or s.route_ids]
     requests = {
-        selection.source_key: ProjectionRequest(
+        selection.source_key: ProjectionRequest.model_construct(
             instance_key=selection.source_key,
             scope=scope,
             scenario=scenario,
@@ -479,13 +483,20 @@ def _assemble(
     extension_records: tuple[ExtensionRecord, ...],
     diagnostics: list[Diagnostic],
 ) -> PinnedView:
-    # every part below is derived from validated models, so it is built without re-validation
+    # every part below is derived from validated models, so it is built without re-validation;
+    # routes, offers and pins repeat turn after turn, so each is built and dumped once
     budget = request.budget
+    cache = generation.assembly_cache
+    if len(cache) > _ASSEMBLY_CACHE_LIMIT:  # budgets and revisions a host varies freely
+        cache.clear()
     fragments: list[Fragment] = []
     routes: list[ViewRoute] = []
     offers: list[ActionOffer] = []
     grants: dict[str, ReadGrant] = {}
     consistency: list[SourceConsistency] = []
+    dumped_routes: list[Any] = []
+    dumped_offers: list[Any] = []
+    dumped_consistency: list[Any] = []
     for selection in selections:
         key = selection.source_key
         candidate = candidates[key]
@@ -494,53 +505,44 @@ def _assemble(
             fragments.extend(contribution.fragments)
             if contribution.grant is not None:
                 grants[key] = contribution.grant
-        by_route = {route.id: route for route in candidate.routes}
+        entry: tuple[Any, ...]
         for route_id in selection.route_ids:
-            route = by_route[route_id]
-            characters = min(
-                route.max_characters or budget.max_evidence_characters,
+            entry = (
+                "route",
+                key,
+                route_id,
                 budget.max_evidence_characters,
+                budget.max_evidence_results,
             )
-            routes.append(
-                ViewRoute.model_construct(
-                    id=f"{key}/{route_id}",
-                    source_key=key,
-                    route_id=route_id,
-                    description=route.description,
-                    capability=route.capability,
-                    input_schema=route.input_schema,
-                    max_calls=route.max_calls,
-                    max_results=min(
-                        route.max_results or budget.max_evidence_results,
-                        budget.max_evidence_results,
-                    ),
-                    max_characters=characters,
-                    max_item_characters=characters,
-                )
-            )
-        by_action = {action.id: action for action in candidate.actions}
+            built = cache.get(entry)
+            if built is None:
+                built = cache[entry] = _dumped(_view_route(candidate, route_id, budget))
+            routes.append(built[0])
+            dumped_routes.append(built[1])
         for action_id in selection.action_ids:
-            action = by_action[action_id]
-            offers.append(
-                ActionOffer.model_construct(
-                    id=f"{key}/{action_id}",
-                    source_key=key,
-                    action_id=action_id,
-                    description=action.description,
-                    capability=action.capability,
-                    input_schema=action.input_schema,
-                    authority=action.authority,
+            entry = ("offer", key, action_id)
+            built = cache.get(entry)
+            if built is None:
+                built = cache[entry] = _dumped(_action_offer(candidate, action_id))
+            offers.append(built[0])
+            dumped_offers.append(built[1])
+        revision = candidate.facts.revision
+        entry = ("consistency", key, candidate.consistency, revision)
+        built = cache.get(entry)
+        if built is None:
+            built = cache[entry] = _dumped(
+                SourceConsistency.model_construct(
+                    source_key=key, consistency=candidate.consistency, revision=revision
                 )
             )
-        consistency.append(
-            SourceConsistency.model_construct(
-                source_key=key,
-                consistency=candidate.consistency,
-                revision=candidate.facts.revision,
-            )
-        )
+        consistency.append(built[0])
+        dumped_consistency.append(built[1])
     diagnostics.sort(key=lambda item: (item.key or "", item.code))
     plan = generation.plan
+    grant_records = tuple(
+        GrantRecord.model_construct(source_key=key, digest=digest("grant", grant.value))
+        for key, grant in grants.items()
+    )
     body: dict[str, Any] = {
         "request": request,
         "strategy_key": plan.strategy.instance_key,
@@ -550,16 +552,31 @@ def _assemble(
         "fragments": tuple(fragments),
         "routes": tuple(routes),
         "offers": tuple(offers),
-        "grants": tuple(
-            GrantRecord.model_construct(source_key=key, digest=digest("grant", grant.value))
-            for key, grant in grants.items()
-        ),
+        "grants": grant_records,
         "consistency": tuple(consistency),
         "extensions": extension_records,
         "diagnostics": tuple(diagnostics),
     }
-    # the digest covers the body: neither the generation nor the creation time
-    content = View.model_construct(**body).model_dump(context=KEEP_FROZEN, exclude=_UNHASHED)
+    # the digest covers the body: neither the generation nor the creation time; this is the
+    # View's own dump without `_UNHASHED`, its repeated parts taken from the cache
+    content = {
+        "request": request.model_dump(context=KEEP_FROZEN),
+        "strategy_key": body["strategy_key"],
+        "strategy_type_id": spec.strategy_type_id,
+        "explanation": spec.explanation,
+        "guidance": None
+        if spec.guidance is None
+        else spec.guidance.model_dump(context=KEEP_FROZEN),
+        "fragments": [item.model_dump(context=KEEP_FROZEN) for item in fragments],
+        "routes": dumped_routes,
+        "offers": dumped_offers,
+        "grants": [
+            {"source_key": item.source_key, "digest": item.digest} for item in grant_records
+        ],
+        "consistency": dumped_consistency,
+        "extensions": [item.model_dump(context=KEEP_FROZEN) for item in extension_records],
+        "diagnostics": [item.model_dump(context=KEEP_FROZEN) for item in diagnostics],
+    }
     view_digest = content_hash(content)
     view = View.model_construct(
         id=f"view:{view_digest}",
@@ -570,4 +587,47 @@ def _assemble(
     )
     return PinnedView(
         view=view, generation=generation, grants=grants, strategy=plan.strategy_definition
+    )
+
+
+_ASSEMBLY_CACHE_LIMIT = 4096
+
+
+def _dumped(model: _M) -> tuple[_M, dict[str, Any]]:
+    return model, model.model_dump(context=KEEP_FROZEN)
+
+
+def _view_route(candidate: SourceCandidate, route_id: str, budget: ViewBudget) -> ViewRoute:
+    route = next(route for route in candidate.routes if route.id == route_id)
+    key = candidate.key
+    characters = min(
+        route.max_characters or budget.max_evidence_characters, budget.max_evidence_characters
+    )
+    return ViewRoute.model_construct(
+        id=f"{key}/{route_id}",
+        source_key=key,
+        route_id=route_id,
+        description=route.description,
+        capability=route.capability,
+        input_schema=route.input_schema,
+        max_calls=route.max_calls,
+        max_results=min(
+            route.max_results or budget.max_evidence_results, budget.max_evidence_results
+        ),
+        max_characters=characters,
+        max_item_characters=characters,
+    )
+
+
+def _action_offer(candidate: SourceCandidate, action_id: str) -> ActionOffer:
+    action = next(action for action in candidate.actions if action.id == action_id)
+    key = candidate.key
+    return ActionOffer.model_construct(
+        id=f"{key}/{action_id}",
+        source_key=key,
+        action_id=action_id,
+        description=action.description,
+        capability=action.capability,
+        input_schema=action.input_schema,
+        authority=action.authority,
     )

@@ -62,6 +62,7 @@ class Engine:
         self._built: tuple[int, HostSettings] = (0, settings)
         self._lock = anyio.Lock()
         self._pending: set[anyio.CancelScope] = set()
+        self._composing = 0
         self._disposed = False
 
     # ------------------------------------------------------------------ changes
@@ -226,7 +227,17 @@ class Engine:
         started = time.perf_counter()
         outcome = "unavailable"
         pinned: PinnedView | None = None
+        admitted = False
         try:
+            limit = self.settings.max_concurrent_compositions
+            if self._composing >= limit:
+                # refused before any Source is asked: an overloaded host says so
+                raise CompositionUnavailable(
+                    f"the memory host is busy: {limit} Views are being composed, its "
+                    "max_concurrent_compositions; try this turn again shortly"
+                )
+            self._composing += 1
+            admitted = True
             if self.registry.state.revision != self._built[0]:
                 await self.refresh()
             lease = self.lease()
@@ -251,6 +262,8 @@ class Engine:
             outcome = "composed"
             return pinned, lease
         finally:
+            if admitted:
+                self._composing -= 1
             if self.observers.active:
                 codes = () if pinned is None else sorted({d.code for d in pinned.view.diagnostics})
                 self.observers.emit(

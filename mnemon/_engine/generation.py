@@ -305,6 +305,8 @@ class Generation:
         self.sources = slots
         self.observers = observers or Observers()
         self.by_key = {slot.key: slot for slot in slots}
+        # the View parts that depend only on this generation and the budget (compose.py)
+        self.assembly_cache: dict[tuple[Any, ...], tuple[Any, Any]] = {}
         self._leases = 0
         self._retired = False
         self._disposed = False

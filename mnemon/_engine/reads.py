@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+import types
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -40,8 +42,27 @@ async def read_concurrently(
     All reads start together, so one cancel scope is each read's own deadline. The caller's
     cancellation propagates unchanged; a call's own failure or timeout never does. Nothing is
     left running when this returns.
+
+    A call runs inline, in its own context, until it first suspends: most Source reads never
+    do, and a task for each costs more than the read. The first call that suspends is finished
+    here and every later call gets its own task, so reads still overlap.
     """
     outcomes = [ReadOutcome(key, failure="timeout") for key, _ in calls]
+
+    def failed(outcome: ReadOutcome, exc: Exception) -> None:
+        if not scope.cancel_called:
+            outcome.failure = "failed"
+            if isinstance(exc, SourceError):
+                outcome.error_code = exc.code
+                outcome.origin_code = exc.origin_code
+                outcome.retry_after = exc.retry_after
+            _log.warning("Memory Source %s %s() failed", outcome.key, phase)
+            _log.debug("Memory Source %s %s() failure", outcome.key, phase, exc_info=exc)
+
+    def succeeded(outcome: ReadOutcome, value: Any) -> None:
+        if not scope.cancel_called:  # a result after the deadline is late and discarded
+            outcome.value = value
+            outcome.failure = None
 
     async def run(index: int) -> None:
         outcome = outcomes[index]
@@ -49,34 +70,79 @@ async def read_concurrently(
         try:
             value = await calls[index][1]()
         except Exception as exc:
-            if not scope.cancel_called:
-                outcome.failure = "failed"
-                if isinstance(exc, SourceError):
-                    outcome.error_code = exc.code
-                    outcome.origin_code = exc.origin_code
-                    outcome.retry_after = exc.retry_after
-                _log.warning("Memory Source %s %s() failed", outcome.key, phase)
-                _log.debug("Memory Source %s %s() failure", outcome.key, phase, exc_info=True)
+            failed(outcome, exc)
             return
         finally:
             outcome.duration = time.perf_counter() - started
-        if not scope.cancel_called:  # a result after the deadline is late and discarded
-            outcome.value = value
-            outcome.failure = None
+        succeeded(outcome, value)
 
     with anyio.move_on_after(deadline) as scope:
         if len(calls) == 1:
             await run(0)
         else:
+            # entered before any call starts, so a call's own cancel scopes nest inside it
             async with anyio.create_task_group() as group:
-                for index in range(len(calls)):
-                    group.start_soon(run, index)
+                for index, (_, call) in enumerate(calls):
+                    outcome = outcomes[index]
+                    started = time.perf_counter()
+                    context = contextvars.copy_context()  # as a task would have
+                    coroutine: Any = None
+                    try:
+                        coroutine = context.run(call)
+                        if not isinstance(coroutine, types.CoroutineType):
+                            coroutine = _awaited(coroutine)
+                        yielded = context.run(coroutine.send, None)
+                    except StopIteration as stop:
+                        outcome.duration = time.perf_counter() - started
+                        succeeded(outcome, stop.value)
+                        continue
+                    except Exception as exc:
+                        outcome.duration = time.perf_counter() - started
+                        failed(outcome, exc)
+                        continue
+                    # it suspended: later calls start now, in tasks, and this one ends here
+                    for later in range(index + 1, len(calls)):
+                        group.start_soon(run, later)
+                    try:
+                        value = await _resume(coroutine, context, yielded)
+                    except Exception as exc:
+                        failed(outcome, exc)
+                    else:
+                        succeeded(outcome, value)
+                    finally:
+                        outcome.duration = time.perf_counter() - started
+                    break
     # a Source that turned the caller's cancellation into an error must not hide it
     await anyio.lowlevel.checkpoint_if_cancelled()
     for outcome in outcomes:
         if outcome.failure == "timeout":
             _log.warning("Memory Source %s %s() timed out", outcome.key, phase)
     return outcomes
+
+
+async def _awaited(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
+
+
+@types.coroutine
+def _resume(coroutine: Any, context: contextvars.Context, yielded: Any) -> Generator[Any, Any, Any]:
+    """Drive a coroutine that already ran to its first suspension, as `await` would."""
+    while True:
+        try:
+            sent = yield yielded
+        except GeneratorExit:
+            coroutine.close()
+            raise
+        except BaseException as exc:  # the event loop's cancellation goes to the coroutine
+            try:
+                yielded = context.run(coroutine.throw, exc)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            try:
+                yielded = context.run(coroutine.send, sent)
+            except StopIteration as stop:
+                return stop.value
 
 
 async def call_source(

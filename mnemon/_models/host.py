@@ -11,13 +11,21 @@ from pydantic import Field, field_validator
 
 from .base import SOURCE_CAPABILITIES, JsonObject, WireModel
 
-__all__ = ["DEFAULT_MAX_INPUT_BYTES", "MAX_INPUT_BYTES", "MAX_SOURCE_TIMEOUT", "HostSettings"]
+__all__ = [
+    "DEFAULT_MAX_CONCURRENT_COMPOSITIONS",
+    "DEFAULT_MAX_INPUT_BYTES",
+    "MAX_INPUT_BYTES",
+    "MAX_SOURCE_TIMEOUT",
+    "HostSettings",
+]
 
 MAX_SOURCE_TIMEOUT = 300.0
 MIN_INPUT_BYTES = 1024
 MAX_INPUT_BYTES = 64 * 1024 * 1024
 # route, action and management inputs larger than this are refused before any other work
 DEFAULT_MAX_INPUT_BYTES = 256 * 1024
+# enough for a thousand turns at once; beyond it every turn slows until Sources miss deadlines
+DEFAULT_MAX_CONCURRENT_COMPOSITIONS = 1024
 
 
 class HostSettings(WireModel):
@@ -61,6 +69,13 @@ class HostSettings(WireModel):
         default=DEFAULT_MAX_INPUT_BYTES,
         description="The largest route, action or management input accepted, in bytes of "
         "compact JSON; a larger one is refused (input-too-large) before any other work.",
+    )
+
+    max_concurrent_compositions: int = Field(
+        default=DEFAULT_MAX_CONCURRENT_COMPOSITIONS,
+        description="The most Views the host composes at once; a turn beyond it is refused "
+        "at once with CompositionUnavailable (back-pressure: try again later), never served "
+        "a View its Sources were too busy to fill.",
     )
 
     @field_validator("source_timeout", mode="before")
@@ -133,6 +148,13 @@ class HostSettings(WireModel):
             # never the value: a path may carry a token
             raise ValueError(f"{info.field_name}: must be an absolute path")
         return str(folder)
+
+    @field_validator("max_concurrent_compositions", mode="before")
+    @classmethod
+    def _compositions(cls, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError("max_concurrent_compositions: must be an integer of at least 1")
+        return value
 
     @field_validator("max_input_bytes", mode="before")
     @classmethod

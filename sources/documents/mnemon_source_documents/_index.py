@@ -120,6 +120,14 @@ class DocumentIndex:
         self._stamps = stamps
         self._busy_timeout = busy_timeout
 
+    def stamp(self) -> FileStat | None:
+        """The index file's stat now, or None when it is missing."""
+        return self._stat()
+
+    def verified_stamp(self) -> FileStat | None:
+        """The stat the index file had when this process last verified or wrote it."""
+        return self._stamps.get(str(self.path))
+
     def _stat(self) -> FileStat | None:
         try:
             return FileStat.of(os.stat(self.path))

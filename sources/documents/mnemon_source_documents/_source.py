@@ -44,7 +44,7 @@ from ._files import (
 from ._index import DocumentRecord, Hit, match_expression
 from ._manifest import ACTION_IDS, CAPABILITIES, DEFAULT_SEARCH_LIMIT, ROLE, ROUTE_IDS, TYPE_ID
 from ._markdown import check_body, check_title
-from ._workspace import Workspace, WorkspaceState, WriteOutcome
+from ._workspace import VerifiedState, Workspace, WorkspaceState, WriteOutcome
 
 __all__ = ["DocumentsSource", "create_documents_source"]
 
@@ -53,6 +53,8 @@ _T = TypeVar("_T")
 # many pinned documents over all of them (a turn's project follows its facts within seconds)
 _SNAPSHOTS_KEPT = 64
 _SNAPSHOT_DOCUMENTS_KEPT = 200_000
+# grants of the latest revisions, reused turn after turn while a workspace does not change
+_GRANTS_KEPT = 8
 _ELLIPSIS = "…"
 #: SourceError code -> the coded reason facts give (anything else is `storage-error`)
 _FACTS_REASONS = {"timeout": "storage-busy", "unsafe-lock": "unsafe-lock"}
@@ -110,17 +112,24 @@ class DocumentsSource:
         self._settings = settings
         # stat of each index file when this runtime last verified or wrote it
         self._stamps: dict[str, FileStat] = {}
+        # per workspace folder, the last state read: reused while nothing changed
+        self._verified: dict[str, VerifiedState] = {}
         # one writer per workspace in this runtime; flock serializes the rest
         self._write_locks: dict[str, anyio.Lock] = {}
         # (partition, revision) facts announced -> the documents pinned at that revision; the
         # revision is a digest of exactly these pairs, so an entry never changes meaning
         self._snapshots: OrderedDict[tuple[str, str], Mapping[str, str]] = OrderedDict()
+        # (partition, revision) -> the read grant project() gives for it
+        self._grants: OrderedDict[tuple[str, str], ReadGrant] = OrderedDict()
 
     # ------------------------------------------------------------------ plumbing
 
     def _workspace(self, partition: str) -> Workspace:
         return Workspace(
-            self._settings.root / "workspaces" / partition, self._settings, self._stamps
+            self._settings.root / "workspaces" / partition,
+            self._settings,
+            self._stamps,
+            self._verified,
         )
 
     def _partition(self, scope: Scope) -> str:
@@ -217,11 +226,24 @@ class DocumentsSource:
             revision = state.revision
         text = cover(len(pinned), request.max_characters)
         fragments = (Fragment(source_key=self._key, mode=request.mode, text=text),) if text else ()
-        grant = ReadGrant(
-            source_key=self._key,
-            value={"workspace": partition, "revision": revision, "documents": dict(pinned)},
+        return ViewContribution(
+            fragments=fragments, grant=self._grant(partition, revision, pinned), revision=revision
         )
-        return ViewContribution(fragments=fragments, grant=grant, revision=revision)
+
+    def _grant(self, partition: str, revision: str | None, pinned: Mapping[str, str]) -> ReadGrant:
+        # a grant names every pinned document: built (and frozen) once per revision, not per turn
+        key = (partition, revision or "")
+        grant = self._grants.get(key)
+        if grant is None:
+            grant = ReadGrant(
+                source_key=self._key,
+                value={"workspace": partition, "revision": revision, "documents": dict(pinned)},
+            )
+            self._grants[key] = grant
+            while len(self._grants) > _GRANTS_KEPT:
+                self._grants.popitem(last=False)
+        self._grants.move_to_end(key)
+        return grant
 
     async def query(self, request: QueryRequest) -> Evidence:
         """Search the pinned documents; excerpts fit the route's ceilings."""

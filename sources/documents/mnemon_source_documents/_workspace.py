@@ -8,6 +8,7 @@ across threads and processes alike.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import sqlite3
@@ -46,11 +47,23 @@ from ._index import (
 )
 from ._markdown import document_revision, parse_document, render_document
 
-__all__ = ["Document", "Workspace", "WorkspaceState", "WriteOutcome", "workspace_revision"]
+__all__ = [
+    "Document",
+    "VerifiedState",
+    "Workspace",
+    "WorkspaceState",
+    "WriteOutcome",
+    "workspace_revision",
+]
 
 _T = TypeVar("_T")
 #: what a read does with the reconciled index: (connection, indexed documents, files skipped)
 Use = Callable[[sqlite3.Connection, dict[str, DocumentRecord], int], _T]
+
+
+#: workspaces whose last state is kept for cheap reuse, per Source runtime
+_VERIFIED_KEPT = 64
+_VERIFIED_LOCK = threading.Lock()
 
 
 def workspace_revision(documents: Iterable[DocumentRecord]) -> str:
@@ -59,7 +72,7 @@ def workspace_revision(documents: Iterable[DocumentRecord]) -> str:
     return "documents:" + hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class WorkspaceState:
     """The documents of a workspace as they are now (index reconciled with the files)."""
 
@@ -67,10 +80,19 @@ class WorkspaceState:
     #: files named like documents that are not served (symlinks, FIFOs, devices, huge files)
     skipped: int = 0
 
-    @property
+    @functools.cached_property
     def revision(self) -> str:
-        """The workspace revision of this state."""
+        """The workspace revision of this state (computed once: a state never changes)."""
         return workspace_revision(self.documents.values())
+
+
+@dataclass(frozen=True, slots=True)
+class VerifiedState:
+    """A state this process read from an index that agreed with exactly these files."""
+
+    files: Mapping[str, FileStat]
+    index: FileStat
+    state: WorkspaceState
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,13 +123,19 @@ class Workspace:
     """The folder of one workspace partition: `documents/*.md`, `index.sqlite3`, `.lock`."""
 
     def __init__(
-        self, folder: Path, settings: DocumentsSettings, stamps: MutableMapping[str, FileStat]
+        self,
+        folder: Path,
+        settings: DocumentsSettings,
+        stamps: MutableMapping[str, FileStat],
+        verified: MutableMapping[str, VerifiedState] | None = None,
     ) -> None:
         self.folder = folder
         self.documents = folder / "documents"
         self.index = DocumentIndex(folder / "index.sqlite3", stamps, settings.lock_timeout)
         self._lock_file = folder / ".lock"
         self._settings = settings
+        # the last state read per workspace folder, reused while files and index are unchanged
+        self._verified: MutableMapping[str, VerifiedState] = {} if verified is None else verified
 
     @contextlib.contextmanager
     def _locked(self, *, exclusive: bool, abandon: threading.Event) -> Iterator[None]:
@@ -154,9 +182,32 @@ class Workspace:
         """
         if not self.folder.is_dir():
             return WorkspaceState({})  # nothing was ever written here: create nothing
-        return self._consult(
+        key = str(self.folder)
+        with self._locked(exclusive=False, abandon=abandon):
+            # every file is still stat'ed, so an edit in place is seen; when nothing moved and
+            # the index is the very file this process last verified, no connection is opened
+            scan = scan_documents(self.documents)
+            known = self._verified.get(key)
+            if (
+                known is not None
+                and known.files == scan.files
+                and known.state.skipped == scan.skipped
+                and known.index == self.index.stamp()
+                and known.index == self.index.verified_stamp()
+            ):
+                return known.state
+        state = self._consult(
             lambda connection, found, skipped: WorkspaceState(found, skipped), abandon
         )
+        stamp = self.index.verified_stamp()
+        if stamp is not None:
+            files = {key: record.stat for key, record in state.documents.items()}
+            with _VERIFIED_LOCK:  # worker threads of several turns share the mapping
+                self._verified.pop(key, None)
+                self._verified[key] = VerifiedState(files, stamp, state)
+                while len(self._verified) > _VERIFIED_KEPT:  # the least recently read go
+                    del self._verified[next(iter(self._verified))]
+        return state
 
     def search(
         self, expression: str, pinned: Mapping[str, str], wanted: int, abandon: threading.Event

@@ -8,7 +8,7 @@ request names the `parent` namespace the Source derived, so a Provider never see
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Protocol, TypeAlias
 
@@ -63,6 +63,7 @@ __all__ = [
     "StatusRequest",
     "check_adapter",
     "define_space_provider",
+    "remember_many",
 ]
 
 ProviderCapability = Literal[
@@ -369,6 +370,31 @@ class SpaceProvider(Protocol):
     async def remember(self, request: RememberRequest) -> RememberResult:
         """Store one memory; `durable=False` in the result if it may not survive power loss."""
         ...
+
+
+async def remember_many(
+    provider: SpaceProvider, requests: Sequence[RememberRequest]
+) -> list[RememberResult]:
+    """Store many memories through `provider`: one result per request, in order.
+
+    An adapter with its own `remember_many(requests)` stores the batch its own way (the
+    SQLite Provider: one transaction, one fsync); any other gets one `remember` per request,
+    so every Provider takes a batch. Idempotency keys are honoured either way.
+
+    Raises:
+        ProviderError: from the adapter; with its own batch nothing of it was stored, one by
+            one the requests before the failing one were.
+    """
+    batch = getattr(provider, "remember_many", None)
+    if callable(batch):
+        results = list(await batch(list(requests)))
+        if len(results) != len(requests):
+            raise ProviderError(
+                "provider_error",
+                "remember_many: the adapter returned a result count that differs from the requests",
+            )
+        return results
+    return [await provider.remember(request) for request in requests]
 
 
 ProviderFactory: TypeAlias = Callable[[ProviderInit], "SpaceProvider | Awaitable[SpaceProvider]"]

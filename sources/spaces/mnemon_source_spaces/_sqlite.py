@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -315,6 +315,17 @@ class SqliteProvider:
         """Store one memory in its own transaction; a repeated key returns the existing one."""
         return await self._run(lambda connection: self._remember(connection, request))
 
+    async def remember_many(self, requests: Sequence[RememberRequest]) -> Sequence[RememberResult]:
+        """Store many memories in one transaction (one fsync); one result per request, in order.
+
+        Idempotency holds within the batch as across batches: a repeated key, in the store or
+        earlier in the batch, stores nothing and returns the memory already there. Either the
+        whole batch is stored or, on an error, none of it.
+        """
+        if not requests:
+            return []
+        return await self._run(lambda connection: self._remember_batch(connection, requests))
+
     def _existing(
         self, connection: sqlite3.Connection, request: RememberRequest, digest: str | None
     ) -> Memory | None:
@@ -333,28 +344,44 @@ class SqliteProvider:
         return None if row is None else _required(memory_from_row(row))
 
     def _remember(self, connection: sqlite3.Connection, request: RememberRequest) -> RememberResult:
+        with self._store.writing():
+            connection.execute("BEGIN IMMEDIATE")
+            result = self._write_one(connection, request)
+            connection.execute("COMMIT" if result.created else "ROLLBACK")
+        return result
+
+    def _remember_batch(
+        self, connection: sqlite3.Connection, requests: Sequence[RememberRequest]
+    ) -> Sequence[RememberResult]:
+        with self._store.writing():
+            # a failure leaves the transaction open: the pool rolls it back, so none is stored
+            connection.execute("BEGIN IMMEDIATE")
+            results = [self._write_one(connection, request) for request in requests]
+            connection.execute("COMMIT")
+        return results
+
+    def _write_one(
+        self, connection: sqlite3.Connection, request: RememberRequest
+    ) -> RememberResult:
+        """Insert one memory inside the caller's open transaction (or find it already there)."""
         digest = idempotency_digest(request.idempotency_key) if request.idempotency_key else None
         tags = tuple(dict.fromkeys(request.tags))
         entities = tuple(dict.fromkeys(request.entities))
-        with self._store.writing():
-            connection.execute("BEGIN IMMEDIATE")
-            existing = self._existing(connection, request, digest)
-            if existing is not None:
-                connection.execute("ROLLBACK")
-                return RememberResult(memory=existing, created=False, durable=self._durable)
-            memory_id = request.memory_id or self._new_id(connection, request.parent)
-            created_at = _now()
-            insert_memory(
-                connection,
-                parent=request.parent,
-                memory_id=memory_id,
-                text=request.text,
-                tags_json=json.dumps(list(tags), ensure_ascii=False),
-                entities=entities,
-                created_at=created_at,
-                idempotency=digest,
-            )
-            connection.execute("COMMIT")
+        existing = self._existing(connection, request, digest)
+        if existing is not None:
+            return RememberResult(memory=existing, created=False, durable=self._durable)
+        memory_id = request.memory_id or self._new_id(connection, request.parent)
+        created_at = _now()
+        insert_memory(
+            connection,
+            parent=request.parent,
+            memory_id=memory_id,
+            text=request.text,
+            tags_json=json.dumps(list(tags), ensure_ascii=False),
+            entities=entities,
+            created_at=created_at,
+            idempotency=digest,
+        )
         memory = Memory(
             parent=request.parent,
             id=memory_id,

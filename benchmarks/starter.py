@@ -1,0 +1,315 @@
+"""Benchmark the starter profile's turn as a user runs it: size of the workspace, and load.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/starter.py            # full run
+    .venv/bin/python benchmarks/starter.py --quick    # a short smoke run
+    .venv/bin/python benchmarks/starter.py --check    # exit 1 when a target fails
+
+What is measured, on the asyncio backend, with the profile `mnemon init` writes (runtime,
+documents and spaces under the layered Strategy) loaded with `load_profile(...).open_host()`:
+
+- Workspace size: one turn with a recall (`source:spaces/recall`) for a user whose workspace
+  holds 20, 200 and 1,000 Markdown documents; the median of sequential turns. Target: the
+  1,000-document turn at most 1.5x the 20-document turn.
+- Concurrency: the same turn for many distinct users at once (1,000, or 100 with `--quick`),
+  against the same turns one after another. Targets: aggregate throughput at least 1.5x the
+  sequential throughput, p99 at most 3x p50, no error, no Source dropped.
+- Overload: twice as many turns at once. Target: no View is built without a Source that
+  missed its deadline; a turn beyond the host's `max_concurrent_compositions` is refused with
+  `CompositionUnavailable` instead.
+
+The exit status is 0 unless `--check` is given, in which case a failed target exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import platform
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+import mnemon
+from mnemon._cli._starter import starter_profile
+
+BACKEND = "asyncio"
+SIZES = (20, 200, 1_000)
+MAX_SIZE_RATIO = 1.5
+MIN_CONCURRENCY_GAIN = 1.5
+MAX_TAIL_RATIO = 3.0
+WORKSPACE = "bench"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How long to measure."""
+
+    turns: int  # sequential turns per workspace size
+    in_flight: int  # turns at once in the concurrency run
+
+
+FULL = Plan(turns=200, in_flight=1_000)
+QUICK = Plan(turns=30, in_flight=100)
+
+
+def allow(offer: object) -> bool:
+    """Authorize every write the benchmark itself makes (seeding)."""
+    return True
+
+
+def scope_of(user: int) -> dict[str, str]:
+    return {"user_id": f"user-{user}", "workspace": WORKSPACE}
+
+
+async def seed(host: mnemon.MemoryHost, folder: Path, documents: int) -> None:
+    """Give the workspace `documents` Markdown documents and user 0 a few memories.
+
+    The first document is written by the Source's own `create` action; the rest are copies of
+    its file under new ids (what a person's editor or `git pull` does to the folder).
+    """
+    async with host.turn(scope=scope_of(0)) as turn:
+        for index in range(3):
+            await turn.execute_action(
+                "source:spaces/remember",
+                {"text": f"Ada's billing review number {index} covers the ledgers."},
+                allow,
+            )
+        await turn.execute_action(
+            "source:documents/create",
+            {"title": "Ledger 0", "body": "The ledgers of billing, reconciled monthly."},
+            allow,
+        )
+    copy_documents(folder, documents)
+
+
+def copy_documents(folder: Path, documents: int) -> None:
+    """Copy the one document file under `folder` until there are `documents` of them."""
+    written = list(folder.rglob("doc-*.md"))
+    if len(written) != 1:
+        raise RuntimeError(f"expected one document file, found {len(written)}")
+    template = written[0].read_bytes()
+    for index in range(1, documents):
+        written[0].with_name(f"doc-{index:024x}.md").write_bytes(
+            template.replace(b"Ledger 0", f"Ledger {index}".encode())
+        )
+
+
+async def one_turn(host: mnemon.MemoryHost, user: int) -> tuple[float, mnemon.View]:
+    started = time.perf_counter()
+    async with host.turn(scope=scope_of(user)) as turn:
+        await turn.execute_route("source:spaces/recall", {"query": "billing ledgers"})
+        view = turn.view
+    return time.perf_counter() - started, view
+
+
+def dropped(view: mnemon.View) -> int:
+    """Sources left out of the View because a read timed out or failed."""
+    return sum(
+        1 for item in view.diagnostics if item.code.startswith(("source-facts-", "source-project-"))
+    )
+
+
+def median_ms(samples: Sequence[float]) -> float:
+    return statistics.median(samples) * 1_000
+
+
+def percentile(samples: Sequence[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+async def sized_turns(root: Path, documents: int, plan: Plan) -> tuple[float, int]:
+    """Median turn (ms) at `documents`, and the SQLite connections one unchanged turn opens."""
+    folder = root / f"size-{documents}"
+    folder.mkdir()
+    (folder / "mnemon.toml").write_text(starter_profile("data"), encoding="utf-8")
+    async with mnemon.load_profile(folder / "mnemon.toml").open_host() as host:
+        await seed(host, folder / "data", documents)
+        for _ in range(10):  # warm-up: the first turn indexes the copied files
+            _, view = await one_turn(host, 0)
+        if dropped(view):
+            raise RuntimeError("a Source was dropped while warming up")
+        gc.collect()
+        samples = [(await one_turn(host, 0))[0] for _ in range(plan.turns)]
+        connections = await connections_per_turn(host)
+    return median_ms(samples), connections
+
+
+async def connections_per_turn(host: mnemon.MemoryHost) -> int:
+    """How many SQLite connections one turn opens when nothing changed since the last."""
+    opened = 0
+    original = sqlite3.connect
+
+    def counting(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        nonlocal opened
+        opened += 1
+        return original(*args, **kwargs)
+
+    sqlite3.connect = counting  # type: ignore[assignment]
+    try:
+        await one_turn(host, 0)
+    finally:
+        sqlite3.connect = original
+    return opened
+
+
+@dataclass(frozen=True)
+class Load:
+    """The outcome of many turns at once."""
+
+    seconds: float
+    samples: tuple[float, ...]
+    errors: int
+    refused: int
+    dropped: int
+
+
+async def load(host: mnemon.MemoryHost, users: int) -> Load:
+    samples: list[float] = []
+    errors = refused = lost = 0
+
+    async def run(user: int) -> None:
+        nonlocal errors, refused, lost
+        try:
+            duration, view = await one_turn(host, user)
+        except mnemon.CompositionUnavailable:
+            refused += 1
+            return
+        except Exception:
+            errors += 1
+            return
+        samples.append(duration)
+        lost += dropped(view)
+
+    gc.collect()
+    started = time.perf_counter()
+    async with anyio.create_task_group() as group:
+        for user in range(users):
+            group.start_soon(run, user)
+    return Load(time.perf_counter() - started, tuple(samples), errors, refused, lost)
+
+
+def verdict(passed: bool) -> str:
+    return "PASS" if passed else "FAIL"
+
+
+async def run(plan: Plan) -> bool:
+    """Run every measurement, print the report, and return whether all targets passed."""
+    print(
+        f"mnemon starter benchmark: {BACKEND} on Python {platform.python_version()} "
+        f"({platform.machine()}), SQLite {sqlite3.sqlite_version}"
+    )
+    root = Path(tempfile.mkdtemp(prefix="mnemon-bench-starter-"))
+    checks: list[tuple[str, str, bool]] = []
+    try:
+        print()
+        print("One turn with a recall, by workspace size (median of sequential turns)")
+        medians = {}
+        for size in SIZES:
+            medians[size], connections = await sized_turns(root, size, plan)
+            print(
+                f"  {size:>5,} documents  {medians[size]:7.2f} ms  "
+                f"({connections} SQLite connections opened by an unchanged turn)"
+            )
+        ratio = medians[SIZES[-1]] / medians[SIZES[0]]
+        checks.append(
+            (
+                f"size: {SIZES[-1]:,}-document turn / {SIZES[0]}-document turn "
+                f"<= {MAX_SIZE_RATIO:g}",
+                f"{ratio:.2f}",
+                ratio <= MAX_SIZE_RATIO,
+            )
+        )
+        checks.append(
+            (
+                "size: connections an unchanged turn opens == 0",
+                str(connections),
+                connections == 0,
+            )
+        )
+
+        folder = root / "load"
+        folder.mkdir()
+        (folder / "mnemon.toml").write_text(starter_profile("data"), encoding="utf-8")
+        async with mnemon.load_profile(folder / "mnemon.toml").open_host() as host:
+            await seed(host, folder / "data", SIZES[0])
+            users = plan.in_flight
+            for user in range(users * 2):  # every user's partitions exist before timing
+                await one_turn(host, user)
+            gc.collect()
+            started = time.perf_counter()
+            sequential = [(await one_turn(host, user))[0] for user in range(users)]
+            sequential_rate = users / (time.perf_counter() - started)
+            concurrent = await load(host, users)
+            overload = await load(host, users * 2)
+        rate = len(concurrent.samples) / concurrent.seconds
+        p50 = percentile(concurrent.samples, 0.5) if concurrent.samples else float("nan")
+        p99 = percentile(concurrent.samples, 0.99) if concurrent.samples else float("nan")
+        print()
+        print(f"{users:,} users, one turn with a recall each")
+        print(
+            f"  one after another  {sequential_rate:8,.0f} turns/s  "
+            f"p50 {median_ms(sequential):7.2f} ms"
+        )
+        print(
+            f"  all at once        {rate:8,.0f} turns/s  p50 {p50 * 1000:7.2f} ms  "
+            f"p99 {p99 * 1000:7.2f} ms  errors {concurrent.errors}  refused "
+            f"{concurrent.refused}  Sources dropped {concurrent.dropped}"
+        )
+        print(
+            f"  {users * 2:,} at once       {len(overload.samples):,} composed, "
+            f"{overload.refused:,} refused (CompositionUnavailable), errors {overload.errors}, "
+            f"Sources dropped {overload.dropped}"
+        )
+        gain = rate / sequential_rate
+        tail = p99 / p50
+        checks += [
+            (
+                f"load: throughput at {users:,} in flight / sequential >= {MIN_CONCURRENCY_GAIN:g}",
+                f"{gain:.2f}",
+                gain >= MIN_CONCURRENCY_GAIN,
+            ),
+            (f"load: p99 / p50 <= {MAX_TAIL_RATIO:g}", f"{tail:.2f}", tail <= MAX_TAIL_RATIO),
+            (
+                f"load: errors, refusals and dropped Sources at {users:,} == 0",
+                str(concurrent.errors + concurrent.refused + concurrent.dropped),
+                not (concurrent.errors or concurrent.refused or concurrent.dropped),
+            ),
+            (
+                f"overload: errors and dropped Sources at {users * 2:,} == 0",
+                str(overload.errors + overload.dropped),
+                not (overload.errors or overload.dropped),
+            ),
+        ]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print()
+    print("Targets")
+    width = max(len(name) for name, _, _ in checks)
+    for name, figure, passed in checks:
+        print(f"  {name:<{width}}  {figure:>8}  {verdict(passed)}")
+    return all(passed for _, _, passed in checks)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a short run, for smoke tests")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a target fails")
+    options = parser.parse_args(argv)
+    passed = anyio.run(run, QUICK if options.quick else FULL, backend=BACKEND)
+    return 1 if options.check and not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""Bulk ingest through the Provider SDK: one result per memory, idempotency kept, all or none."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mnemon_source_spaces import (
+    SQLITE_PROVIDER,
+    ListRequest,
+    ProviderError,
+    ProviderInit,
+    RememberRequest,
+    RememberResult,
+    remember_many,
+)
+
+PARENT = "s1-" + "a" * 40
+
+
+@pytest.fixture
+async def adapter(tmp_path: Path) -> AsyncIterator[Any]:
+    opened: Any = await SQLITE_PROVIDER.open(
+        ProviderInit(
+            instance_key="bulk",
+            data_directory=str(tmp_path),
+            configuration={"path": str(tmp_path / "store.sqlite3")},
+        )
+    )
+    try:
+        yield opened
+    finally:
+        await opened.dispose()
+
+
+async def _stored(adapter: Any) -> list[str]:
+    page = await adapter.list(ListRequest(parent=PARENT, limit=100))
+    return sorted(memory.text for memory in page.memories)
+
+
+async def test_a_batch_gives_one_result_per_memory_in_order(adapter: Any) -> None:
+    requests = [RememberRequest(parent=PARENT, text=f"memory {index}") for index in range(50)]
+    results = await remember_many(adapter, requests)
+    assert [result.memory.text for result in results] == [f"memory {i}" for i in range(50)]
+    assert all(result.created and result.durable for result in results)
+    assert len({result.memory.id for result in results}) == 50
+    assert await _stored(adapter) == sorted(f"memory {i}" for i in range(50))
+
+
+async def test_idempotency_keys_hold_within_a_batch_and_across_batches(adapter: Any) -> None:
+    first = await adapter.remember(
+        RememberRequest(parent=PARENT, text="before", idempotency_key="k0")
+    )
+    results = await remember_many(
+        adapter,
+        [
+            RememberRequest(parent=PARENT, text="again", idempotency_key="k0"),
+            RememberRequest(parent=PARENT, text="new", idempotency_key="k1"),
+            RememberRequest(parent=PARENT, text="new, retried", idempotency_key="k1"),
+        ],
+    )
+    assert [result.created for result in results] == [False, True, False]
+    assert results[0].memory.id == first.memory.id
+    assert results[2].memory.id == results[1].memory.id
+    assert await _stored(adapter) == ["before", "new"]
+    replayed = await remember_many(
+        adapter, [RememberRequest(parent=PARENT, text="new", idempotency_key="k1")]
+    )
+    assert [result.created for result in replayed] == [False]
+    assert await _stored(adapter) == ["before", "new"]
+
+
+async def test_a_batch_that_fails_part_way_stores_none_of_it(adapter: Any) -> None:
+    await adapter.remember(RememberRequest(parent=PARENT, text="kept"))
+    batch = [RememberRequest(parent=PARENT, text=f"m{index}") for index in range(3)]
+    original = adapter._write_one
+    calls = 0
+
+    def failing(connection: Any, request: RememberRequest) -> RememberResult:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            raise ProviderError("provider_error", "the disk went away")
+        return original(connection, request)  # type: ignore[no-any-return]
+
+    adapter._write_one = failing
+    with pytest.raises(ProviderError):
+        await remember_many(adapter, batch)
+    adapter._write_one = original
+    assert await _stored(adapter) == ["kept"]
+
+
+async def test_a_provider_without_its_own_batch_gets_one_remember_per_memory() -> None:
+    seen: list[str] = []
+
+    class OneByOne:
+        async def remember(self, request: RememberRequest) -> RememberResult:
+            seen.append(request.text)
+            return RememberResult(
+                memory={
+                    "parent": request.parent,
+                    "id": f"m{len(seen)}",
+                    "text": request.text,
+                    "created_at": "2026-01-01T00:00:00+00:00",
+                },
+                created=True,
+            )
+
+    results = await remember_many(
+        OneByOne(),  # type: ignore[arg-type]
+        [RememberRequest(parent=PARENT, text=text) for text in ("a", "b")],
+    )
+    assert seen == ["a", "b"]
+    assert [result.memory.id for result in results] == ["m1", "m2"]
+
+
+async def test_a_batch_is_one_durable_transaction_not_one_per_memory(adapter: Any) -> None:
+    # counted, not timed: every memory of a batch shares one COMMIT
+    commits = 0
+    store = adapter._store
+    original = store.connection
+
+    class Counting:
+        def __init__(self, connection: Any) -> None:
+            self._connection = connection
+
+        def execute(self, sql: str, *args: Any) -> Any:
+            nonlocal commits
+            commits += sql == "COMMIT"
+            return self._connection.execute(sql, *args)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._connection, name)
+
+    @contextmanager
+    def counting_connection() -> Iterator[Counting]:
+        with original() as connection:
+            yield Counting(connection)
+
+    store.connection = counting_connection
+    await remember_many(adapter, [RememberRequest(parent=PARENT, text=f"x{i}") for i in range(40)])
+    store.connection = original
+    assert commits == 1
