@@ -156,7 +156,10 @@ class Observers:
             return
         for function, names, observer in self._implementations(hook):
             try:
-                function(**{name: arguments[name] for name in names})
+                if len(names) == len(arguments):  # takes every argument: no dict to build
+                    function(**arguments)
+                else:
+                    function(**{name: arguments[name] for name in names})
             except Exception:
                 _log.warning("observer %s failed in %s", observer, hook)
                 _log.debug("observer failure", exc_info=True)
