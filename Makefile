@@ -9,13 +9,15 @@ PACKAGES := $(wildcard $(addsuffix mnemon_*,$(PLUGINS)))
 MANIFESTS := pyproject.toml testing/pyproject.toml $(addsuffix pyproject.toml,$(PLUGINS))
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint types contracts bench clean
+.PHONY: demo test lint types contracts bench clean dist-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): $(BIN)/python $(MANIFESTS) Makefile
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	@# the core was called `mnemon` before; an old editable install of it would linger
+	-@$(BIN)/python -m pip uninstall --quiet --yes mnemon >/dev/null 2>&1
 	$(BIN)/python -m pip install --quiet -e '.[dev,cli]' -e testing/ $(addprefix -e ,$(PLUGINS))
 	touch $(STAMP)
 
@@ -28,6 +30,11 @@ test: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy mnemon testing/mnemon_testing $(PACKAGES)
 	$(BIN)/lint-imports
+
+# build every distribution as a wheel, install the wheels into a fresh venv outside the
+# repository, discover the plugins by entry point, run their tests and the examples there
+dist-check: $(STAMP)
+	$(BIN)/python .ci/dist_check.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/compose.py
