@@ -190,7 +190,8 @@ class Profile:
                 if entry.plugin == plugin.id or entry.use in targets:
                     uses[plugin.id] = uses.get(plugin.id, False) or entry.enabled
         if self.strategy is not None and discovery.get(self.strategy) is not None:
-            uses[self.strategy] = True
+            # mounted for `[strategy] use` only when no entry names it (a disabled one wins)
+            uses.setdefault(self.strategy, True)
         return uses
 
     def _strategy_plugin(self, discovery: Discovery) -> tuple[Any, str, dict[str, Any]] | None:

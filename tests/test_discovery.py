@@ -502,3 +502,18 @@ def test_an_installed_distribution_without_a_manifest_is_broken_not_hidden(
     [row] = listed["installed-one"]
     assert (row["status"], row["problem"]) == ("broken", "invalid-manifest")
     assert "ships no mnemon-plugin.toml" in row["detail"]
+
+
+def test_a_strategy_id_named_only_by_a_disabled_entry_stays_disabled(tmp_path: Path) -> None:
+    (tmp_path / "mnemon.toml").write_text(
+        '[strategy]\nuse = "layered"\n\n[[entries]]\nid = "layered"\n'
+        'use = "mnemon_strategy_layered"\nenabled = false\n\n'
+        '[[entries]]\nid = "general"\nplugin = "general"\n',
+        encoding="utf-8",
+    )
+    statuses = {row["id"]: row["status"] for row in plugins_json(tmp_path)["plugins"]}
+    assert (statuses["layered"], statuses["general"], statuses["runtime"]) == (
+        "disabled",
+        "active",
+        "available",
+    )
