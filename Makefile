@@ -11,13 +11,15 @@ MANIFESTS := pyproject.toml testing/pyproject.toml $(addsuffix pyproject.toml,$(
 EDITABLE := $(foreach p,$(PLUGINS),-e '$(p)$(if $(shell grep -l '^test = ' $(p)pyproject.toml),[test])')
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint types contracts bench clean
+.PHONY: demo test lint types contracts bench clean dist-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): $(BIN)/python $(MANIFESTS) Makefile
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	@# the core was called `mnemon` before; an old editable install of it would linger
+	-@$(BIN)/python -m pip uninstall --quiet --yes mnemon >/dev/null 2>&1
 	$(BIN)/python -m pip install --quiet -e '.[dev,cli]' -e testing/ $(EDITABLE)
 	touch $(STAMP)
 
@@ -30,6 +32,11 @@ test: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy mnemon testing/mnemon_testing $(PACKAGES)
 	$(BIN)/lint-imports
+
+# build every distribution as a wheel, install the wheels into a fresh venv outside the
+# repository, discover the plugins by entry point, run their tests and the examples there
+dist-check: $(STAMP)
+	$(BIN)/python .ci/dist_check.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/compose.py

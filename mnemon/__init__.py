@@ -4,6 +4,8 @@ This module is the whole public SDK; everything else in the package is private.
 """
 
 import logging as _logging
+from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
+from importlib.metadata import version as _distribution_version
 
 from . import storage as storage
 from ._configuration import ConfigPath as ConfigPath
@@ -119,6 +121,12 @@ from ._versions import VersionRange as VersionRange
 from ._versions import parse_range as parse_range
 from ._versions import parse_version as parse_version
 from ._wake import render_wake as render_wake
+
+try:
+    __version__ = _distribution_version("mnemon-runtime")
+    """The installed core's version (the `mnemon-runtime` distribution)."""
+except _PackageNotFoundError:  # pragma: no cover - imported from an uninstalled source tree
+    __version__ = "0.0.0"
 
 # a library never configures logging; hosts attach their own handlers to "mnemon"
 _logging.getLogger("mnemon").addHandler(_logging.NullHandler())

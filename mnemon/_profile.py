@@ -13,8 +13,9 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, Strict, StringConstraints, ValidationError
+from pydantic import Field, Strict, StringConstraints, ValidationError, model_validator
 
+from ._discovery import Discovery, discover_plugins
 from ._errors import DefinitionError
 from ._host import MemoryHost, host_settings
 from ._json import freeze_json, thaw_json
@@ -40,9 +41,16 @@ _USE = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9
 
 class _EntryModel(WireModel):
     id: Annotated[str, Strict(), StringConstraints(pattern=ENTRY_ID_PATTERN)]
-    use: Annotated[str, Strict(), StringConstraints(pattern=_USE)]
+    use: Annotated[str, Strict(), StringConstraints(pattern=_USE)] | None = None
+    plugin: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=64)] | None = None
     enabled: Annotated[bool, Strict()] = True
     config: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_way_to_name_it(self) -> _EntryModel:
+        if (self.use is None) == (self.plugin is None):
+            raise ValueError("an entry names its plugin with exactly one of `use` or `plugin`")
+        return self
 
 
 class _StrategyModel(WireModel):
@@ -66,15 +74,29 @@ class ProfileEntry:
 
     id: str
     use: str
+    """The import path; empty when the entry names a discovered plugin (`plugin`)."""
     enabled: bool
     config: Mapping[str, Any]
+    plugin: str | None = None
+    """The id of a discovered plugin (`mnemon plugins` lists them), or None with `use`."""
 
-    def load_plugin(self, profile: Path) -> Any:
+    def load_plugin(self, profile: Path, discovery: Discovery | None = None) -> Any:
         """Import the plugin (only now: a disabled entry is never imported).
 
+        Args:
+            profile: the profile file (its folder holds the project's `.mnemon/plugins`).
+            discovery: the discovered plugins, for `plugin = "<id>"` (found again if None).
+
         Raises:
-            DefinitionError: the import failed or the object has no `apply(ctx)`.
+            DefinitionError: the import failed, the object has no `apply(ctx)`, or no
+                discovered plugin has the id (the message lists the ids found).
+            InstallError: the discovered plugin is broken or its code fails to import.
         """
+        if self.plugin is not None:
+            found = (discovery or discover_plugins(project_dir=profile.parent)).resolve(
+                self.plugin, where=f"{profile.name}: entry {self.id!r} plugin"
+            )
+            return found.load()
         module_name, _, attribute = self.use.partition(":")
         where = f"{profile.name}: entry {self.id!r} use"
         try:
@@ -145,15 +167,48 @@ class Profile:
             InstallError: the entries could not be mounted together.
         """
         settings = self.host_settings()
+        discovery = discover_plugins(project_dir=self.path.parent)
         mounts = []
         for entry in self.entries:
             if entry.enabled:
-                plugin = entry.load_plugin(self.path)
+                plugin = entry.load_plugin(self.path, discovery)
                 mounts.append((plugin, entry.id, self.entry_config(entry)))
+        strategy = self._strategy_plugin(discovery)
+        if strategy is not None:
+            mounts.append(strategy)
         async with MemoryHost(settings, **host) as memory:
             if mounts:
                 await memory.mount_all(mounts)
             yield memory
+
+    def plugin_uses(self, discovery: Discovery) -> dict[str, bool]:
+        """Which discovered plugins this profile uses: plugin id -> used by an enabled entry."""
+        uses: dict[str, bool] = {}
+        for entry in self.entries:
+            for plugin in discovery:
+                targets = {e.plugin for e in plugin.manifest.entries} if plugin.manifest else set()
+                if entry.plugin == plugin.id or entry.use in targets:
+                    uses[plugin.id] = uses.get(plugin.id, False) or entry.enabled
+        if self.strategy is not None and discovery.get(self.strategy) is not None:
+            # mounted for `[strategy] use` only when no entry names it (a disabled one wins)
+            uses.setdefault(self.strategy, True)
+        return uses
+
+    def _strategy_plugin(self, discovery: Discovery) -> tuple[Any, str, dict[str, Any]] | None:
+        """`[strategy] use` naming a plugin id no entry mounts: that plugin, mounted under its id.
+
+        The Strategy is then chosen by the same name, so the plugin's Strategy type id is its id.
+        """
+        found = discovery.get(self.strategy) if self.strategy is not None else None
+        if found is None or found.manifest is None:
+            return None
+        targets = {entry.plugin for entry in found.manifest.entries}
+        if any(
+            entry.plugin == found.id or entry.use in targets or entry.id == found.id
+            for entry in self.entries
+        ):
+            return None  # an entry mounts it already (or disables it on purpose)
+        return (found.load(), found.id, {})
 
 
 def _resolved(profile: Path, value: str, key: str) -> Path:
@@ -306,7 +361,9 @@ def load_profile(path: str | Path) -> Profile:
         if isinstance(entry.config.get("data_dir"), str):
             # checked now, so a bad path fails the load rather than the first mount
             _resolved(path, entry.config["data_dir"], f"entries[{index}].config.data_dir")
-        entries.append(ProfileEntry(entry.id, entry.use, entry.enabled, config))
+        entries.append(
+            ProfileEntry(entry.id, entry.use or "", entry.enabled, config, plugin=entry.plugin)
+        )
     return Profile(
         path=path,
         data_dir=_resolved(path, model.data_dir, "data_dir"),

@@ -16,7 +16,7 @@ def test_without_mnemon_mcp_the_command_says_how_to_install_it(
     monkeypatch.setitem(sys.modules, "mnemon_mcp", None)  # as if it were not installed
     result = CliRunner().invoke(cli, ["mcp", "--user", "ada"])
     assert result.exit_code == 1
-    assert "pip install mnemon-mcp" in result.output
+    assert "pip install mnemon-runtime-mcp" in result.output
 
 
 def test_with_mnemon_mcp_the_command_is_its_own() -> None:

@@ -64,7 +64,9 @@ def test_a_distribution_declares_every_package_it_imports(pyproject: Path) -> No
         for name in sorted(_imported_top_level(pyproject.parent / package)):
             if name in sys.stdlib_module_names or name in (own, "__future__"):
                 continue
-            distributions = {_normalized(d) for d in owners.get(name, [name])}
+            # an editable install lists no package files: the core's import name is known here
+            default = ["mnemon-runtime"] if name == "mnemon" else [name]
+            distributions = {_normalized(d) for d in owners.get(name, default)}
             if not distributions & set(declared):
                 missing.append(f"{name} (from {', '.join(sorted(distributions))})")
     assert missing == [], f"{pyproject.parent.name} imports undeclared packages: {missing}"
@@ -73,7 +75,41 @@ def test_a_distribution_declares_every_package_it_imports(pyproject: Path) -> No
 @pytest.mark.parametrize("pyproject", PYPROJECTS, ids=lambda p: str(p.parent.relative_to(ROOT)))
 def test_a_distribution_bounds_the_core_it_was_written_for(pyproject: Path) -> None:
     project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
-    core = _declared(project).get("mnemon")
+    core = _declared(project).get("mnemon-runtime")
     assert core is not None, "every plugin depends on the core"
     assert ">=" in core, f"{core!r}: a lower bound"
     assert "<" in core.replace("<=", ""), f"{core!r}: an upper bound below the next minor"
+
+
+def _plugin_distributions() -> list[Path]:
+    return [
+        path
+        for path in PYPROJECTS
+        if "mnemon.plugins"
+        in tomllib.loads(path.read_text(encoding="utf-8"))["project"].get("entry-points", {})
+    ]
+
+
+@pytest.mark.parametrize(
+    "pyproject", _plugin_distributions(), ids=lambda p: str(p.parent.relative_to(ROOT))
+)
+def test_a_plugin_ships_a_manifest_matching_its_distribution(pyproject: Path) -> None:
+    from mnemon import __version__, parse_range
+
+    data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    project = data["project"]
+    [(name, module)] = project["entry-points"]["mnemon.plugins"].items()
+    [package] = data["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"]
+    manifest = tomllib.loads((pyproject.parent / package / "mnemon-plugin.toml").read_text("utf-8"))
+    plugin = manifest["plugin"]
+    assert plugin["id"] == name, "the manifest id is the entry point's name"
+    assert plugin["version"] == project["version"]
+    assert parse_range(plugin["mnemon"]).admits(__version__)
+    assert [entry["plugin"].partition(":")[0] for entry in plugin["contributes"]["entries"]] == [
+        module
+    ]
+
+
+def test_the_core_is_released_as_mnemon_runtime() -> None:
+    core = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert core["name"] == "mnemon-runtime"  # `mnemon` on PyPI is an unrelated project

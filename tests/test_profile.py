@@ -88,7 +88,7 @@ async def test_the_profile_data_dir_is_the_hosts_default(tmp_path: Path) -> None
         ('source_timeout = 0', r"source_timeout: Input should be greater than 0"),
         ('source_timeout = 301', r"source_timeout: Input should be less than or equal to 300"),
         ('[strategy]\nfallback = "any"', r"strategy\.fallback: Input should be 'sole-strategy'"),
-        ('[[entries]]\nid = "a"', r"entries\[0\]\.use: Field required"),
+        ('[[entries]]\nid = "a"', r"entries\[0\]: an entry names its plugin with exactly one of `use` or `plugin`"),
         ('[[entries]]\nid = "a b"\nuse = "x"', r"entries\[0\]\.id: String should match pattern"),
         ('[[entries]]\nid = "a"\nuse = "not a module"', r"entries\[0\]\.use: String should match"),
         ('[[entries]]\nid = "a"\nuse = "x"\nenabled = "yes"', r"entries\[0\]\.enabled: Input should be a valid boolean"),

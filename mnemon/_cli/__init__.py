@@ -14,5 +14,5 @@ def main() -> None:
     except ImportError as exc:  # pragma: no cover - only without the extra
         if exc.name != "click":
             raise
-        sys.exit("the mnemon command needs click: pip install 'mnemon[cli]'")
+        sys.exit("the mnemon command needs click: pip install 'mnemon-runtime[cli]'")
     run_command_line()

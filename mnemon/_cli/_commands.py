@@ -7,7 +7,6 @@ import importlib
 import logging
 import sys
 from collections.abc import Callable
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -15,6 +14,7 @@ import anyio
 import click
 from click.core import ParameterSource
 
+from .. import __version__
 from .._errors import ActionError, MnemonError
 from .._host import MemoryHost, MemoryTurn
 from .._models import ActionOffer, Evidence, MutationReceipt, Scope, View, ViewRoute
@@ -40,6 +40,7 @@ from ._options import (
     with_profile_flag,
 )
 from ._paths import shown_path
+from ._plugins import register as register_plugins
 from ._render import Printer, receipt_summary
 from ._scaffold import new
 from ._session import diagnostic_lines, open_memory, operator_turn
@@ -116,9 +117,7 @@ def _debug(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
     callback=_debug,
     help="Show the DEBUG log of mnemon.* on stderr (with a failing Source's traceback).",
 )
-@click.version_option(
-    version("mnemon"), "--version", "-V", prog_name="mnemon", package_name="mnemon"
-)
+@click.version_option(__version__, "--version", "-V", prog_name="mnemon")
 @click.pass_context
 def cli(ctx: click.Context, profile: Path | None, no_color: bool) -> None:
     """mnemon: composable, bounded, pinned memory Views for LLM agents."""
@@ -595,14 +594,15 @@ def demo(ctx: click.Context, directory: Path, force: bool, as_json: bool) -> Non
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def mcp(ctx: click.Context, args: tuple[str, ...]) -> None:
-    """Serve memory to MCP clients (stdio, or --http); needs mnemon-mcp."""
+    """Serve memory to MCP clients (stdio, or --http); needs mnemon-runtime-mcp."""
     try:  # a separate distribution: its SDK is too heavy for the core
         server = importlib.import_module("mnemon_mcp")
     except ModuleNotFoundError as exc:
         if exc.name != "mnemon_mcp":
             raise
         raise click.ClickException(
-            "mnemon mcp needs the MCP server, which is not installed: pip install mnemon-mcp"
+            "mnemon mcp needs the MCP server, which is not installed: "
+            "pip install mnemon-runtime-mcp"
         ) from None
     server.command.main(args=list(args), prog_name="mnemon mcp", obj=ctx.obj)
 
@@ -629,6 +629,7 @@ def plugin(ctx: click.Context, args: tuple[str, ...]) -> None:
 
 register_management(cli)
 register_transfer(cli)
+register_plugins(cli)
 cli.add_command(new)  # `mnemon new source|strategy NAME`
 
 __all__ = ["cli", "main"]

@@ -29,7 +29,7 @@ def _core_distribution() -> tuple[str, str, str]:
     The range is given twice: for pip (`>=0.1,<0.2`) and for the plugin manifest
     (`>=0.1.0 <0.2.0`).
     """
-    names = importlib.metadata.packages_distributions().get("mnemon") or ["mnemon"]
+    names = importlib.metadata.packages_distributions().get("mnemon") or ["mnemon-runtime"]
     name = names[0]
     try:
         version = importlib.metadata.version(name)
@@ -248,7 +248,7 @@ Mount it in a profile (`mnemon.toml`):
 ```toml
 [[entries]]
 id = "__TYPE_ID__"
-use = "__PACKAGE__"
+plugin = "__TYPE_ID__"     # the manifest id (`mnemon plugins` lists it); or use = "__PACKAGE__"
 ```
 
 | configuration | meaning |
@@ -677,7 +677,7 @@ use = "__TYPE_ID__"
 
 [[entries]]
 id = "__TYPE_ID__"
-use = "__PACKAGE__"
+plugin = "__TYPE_ID__"     # the manifest id (`mnemon plugins` lists it); or use = "__PACKAGE__"
 ```
 
 | configuration | meaning |

@@ -10,7 +10,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import metadata, resources
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import ValidationError
 
+import mnemon
 from mnemon import (
     DefinitionError,
     RangeError,
@@ -45,7 +46,7 @@ PLUGIN_API_VERSIONS = ("0.1.0",)
 
 def engine_version() -> str:
     """The installed mnemon's version, which `compatibility.mnemon` must admit."""
-    return metadata.version("mnemon")
+    return mnemon.__version__
 
 
 @cache

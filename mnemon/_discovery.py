@@ -1,0 +1,579 @@
+"""Plugin discovery: `mnemon-plugin.toml` manifests found in four places, read without imports.
+
+Places, highest priority first: bundled (inside the core package), user
+(`$MNEMON_HOME/plugins/<dir>/`), project (`.mnemon/plugins/<dir>/` next to the profile) and
+installed distributions (entry-point group `mnemon.plugins`). Raven's `raven-plugin.toml` is read
+too. Plugin code is imported only by `DiscoveredPlugin.load`, when a profile activates it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import importlib
+import importlib.metadata
+import importlib.util
+import sys
+import tomllib
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import ModuleType
+from typing import Annotated, Any, Literal
+
+import jsonschema
+from pydantic import BaseModel, ConfigDict, Field, Strict, StringConstraints, ValidationError
+from pydantic import field_validator as _field_validator
+
+from ._errors import DefinitionError, InstallError
+from ._helpers import mnemon_home
+from ._json import freeze_json
+from ._versions import RangeError, parse_range, parse_version
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "MANIFEST_FILE",
+    "RAVEN_MANIFEST_FILE",
+    "ContributedEntry",
+    "DiscoveredPlugin",
+    "Discovery",
+    "PluginManifest",
+    "core_version",
+    "discover_plugins",
+]
+
+ENTRY_POINT_GROUP = "mnemon.plugins"
+MANIFEST_FILE = "mnemon-plugin.toml"
+RAVEN_MANIFEST_FILE = "raven-plugin.toml"
+CORE_DISTRIBUTION = "mnemon-runtime"
+BUNDLED_DIR = Path(__file__).resolve().parent / "_bundled"
+
+Origin = Literal["bundled", "user", "project", "entry-point"]
+Status = Literal["available", "active", "disabled", "shadowed", "broken", "unsupported"]
+Problem = Literal[
+    "invalid-toml",
+    "invalid-manifest",
+    "incompatible-version",
+    "duplicate-contribution",
+    "unreadable",
+]
+ORIGINS: tuple[Origin, ...] = ("bundled", "user", "project", "entry-point")
+
+_ID = r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*$"
+_TARGET = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9_]*)?$"
+_Id = Annotated[str, StringConstraints(pattern=_ID, max_length=64, strict=True)]
+_Text = Annotated[str, StringConstraints(min_length=1, max_length=400, strict=True)]
+_Target = Annotated[str, StringConstraints(pattern=_TARGET, strict=True)]
+_Flag = Annotated[bool, Strict()]
+
+
+def core_version() -> str:
+    """The installed core's version (`mnemon.__version__`)."""
+    try:
+        return importlib.metadata.version(CORE_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - an unpacked source tree
+        return "0.0.0"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
+
+
+def _checked_schema(value: Any) -> Any:
+    if not isinstance(value, dict):
+        raise ValueError("a configuration schema is a table (a JSON Schema object)")
+    try:
+        jsonschema.Draft202012Validator.check_schema(value)
+    except jsonschema.SchemaError as exc:
+        where = "/".join(str(part) for part in exc.path) or "the schema"
+        raise ValueError(f"not a valid JSON Schema (at {where})") from None
+    # DefinitionError is a ValueError: pydantic reports it as this key's validation error
+    return freeze_json(value, what="config_schema", error=DefinitionError)
+
+
+class ContributedEntry(_Model):
+    """One mountable contribution: its name and the object whose `apply(ctx)` mounts it."""
+
+    name: _Id
+    plugin: _Target
+    config_schema: Any = Field(default_factory=lambda: freeze_json({"type": "object"}))
+    unsupported: _Flag = False
+
+    _schema = _field_validator("config_schema", mode="before")(_checked_schema)
+
+
+class _Contributes(_Model):
+    entries: tuple[ContributedEntry, ...] = ()
+
+
+class _MnemonPlugin(_Model):
+    id: _Id
+    version: _Text
+    display_name: _Text
+    description: _Text
+    mnemon: _Text
+    bundled: _Flag = False
+    enabled_by_default: _Flag = True
+    contributes: _Contributes = _Contributes()
+
+
+class _RavenBackend(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=False)
+    name: _Id
+    factory: _Target
+
+
+class _RavenContributes(BaseModel):
+    # Raven has more contribution kinds; those mnemon does not host are ignored
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=False)
+    memory_backends: tuple[_RavenBackend, ...] = ()
+
+
+class _RavenPlugin(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=False)
+    id: _Id
+    version: _Text
+    display_name: _Text
+    raven: _Text
+    description: str = ""
+    bundled: _Flag = False
+    enabled_by_default: _Flag = True
+    config_schema: Any = None
+    contributes: _RavenContributes = _RavenContributes()
+
+    _schema = _field_validator("config_schema", mode="before")(
+        lambda value: None if value is None else _checked_schema(value)
+    )
+
+
+class _MnemonFile(_Model):
+    plugin: _MnemonPlugin
+
+
+class _RavenFile(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=False)
+    plugin: _RavenPlugin
+
+
+@dataclass(frozen=True, slots=True)
+class PluginManifest:
+    """A validated manifest: `mnemon-plugin.toml`, or Raven's `raven-plugin.toml`."""
+
+    id: str
+    version: str
+    display_name: str
+    description: str
+    requires: str
+    """The core versions it works with (`mnemon`), or Raven's own range (`raven`)."""
+    bundled: bool
+    enabled_by_default: bool
+    entries: tuple[ContributedEntry, ...]
+    format: Literal["mnemon", "raven"]
+
+    def as_json(self) -> dict[str, Any]:
+        """The manifest as JSON-safe data (what `mnemon plugins show --json` prints)."""
+        return {
+            "id": self.id,
+            "version": self.version,
+            "display_name": self.display_name,
+            "description": self.description,
+            "format": self.format,
+            "requires": {self.format: self.requires},
+            "bundled": self.bundled,
+            "enabled_by_default": self.enabled_by_default,
+            "entries": [
+                {
+                    "name": entry.name,
+                    "plugin": entry.plugin,
+                    "config_schema": _thawed(entry.config_schema),
+                    "supported": not entry.unsupported,
+                }
+                for entry in self.entries
+            ],
+        }
+
+
+def _thawed(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {key: _thawed(item) for key, item in value.items()}
+    if isinstance(value, tuple | list):
+        return [_thawed(item) for item in value]
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class DiscoveredPlugin:
+    """One manifest found by discovery, with where it was found and what became of it."""
+
+    id: str
+    origin: Origin
+    location: Path
+    """The manifest file."""
+    status: Status
+    manifest: PluginManifest | None = None
+    problem: Problem | None = None
+    detail: str | None = None
+    """Why it is broken or shadowed, naming keys and plugin ids, never file contents."""
+    distribution: str | None = None
+    _import_root: Path | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def version(self) -> str | None:
+        """The manifest's version, or None when the manifest could not be read."""
+        return self.manifest.version if self.manifest is not None else None
+
+    def entry(self, name: str | None = None) -> ContributedEntry:
+        """The contribution named `name`, or the only one when `name` is None.
+
+        Raises:
+            DefinitionError: no such contribution, or several and `name` is None.
+        """
+        entries = self.manifest.entries if self.manifest is not None else ()
+        if name is None and len(entries) == 1:
+            return entries[0]
+        for entry in entries:
+            if entry.name == name:
+                return entry
+        names = ", ".join(entry.name for entry in entries) or "none"
+        which = f"no contribution {name!r}" if name else "several contributions; name one"
+        raise DefinitionError(f"plugin {self.id!r}: {which} (it contributes: {names})")
+
+    def load(self, name: str | None = None) -> Any:
+        """Import the contribution's plugin object (the only time plugin code runs).
+
+        Raises:
+            InstallError: the plugin is broken, shadowed, unsupported, or its code fails to
+                import; the message names the plugin and the exception type, never its text.
+            DefinitionError: no such contribution.
+        """
+        if self.status in ("broken", "shadowed"):
+            raise InstallError(
+                f"plugin {self.id!r} ({self.origin}) is {self.status}: {self.problem or ''}"
+                f"{': ' + self.detail if self.detail else ''}"
+            )
+        entry = self.entry(name)
+        if entry.unsupported:
+            raise InstallError(
+                f"plugin {self.id!r}: {entry.name!r} is a Raven memory backend, which mnemon "
+                "cannot host yet (unsupported)"
+            )
+        module_name, _, attribute = entry.plugin.partition(":")
+        try:
+            module = self._import(module_name)
+            plugin: Any = getattr(module, attribute) if attribute else module
+        except Exception as exc:
+            raise InstallError(
+                f"plugin {self.id!r}: importing {entry.plugin!r} failed ({type(exc).__name__})"
+            ) from None
+        if not callable(getattr(plugin, "apply", None)):
+            raise InstallError(f"plugin {self.id!r}: {entry.plugin!r} has no apply(ctx)")
+        return plugin
+
+    def _import(self, module_name: str) -> ModuleType:
+        if self._import_root is None:
+            return importlib.import_module(module_name)
+        # a drop-in folder: its modules live under a private namespace, sys.path untouched
+        digest = hashlib.sha256(str(self._import_root).encode()).hexdigest()[:12]
+        namespace = f"_mnemon_plugins_{self.origin}_{digest}"
+        top, _, rest = module_name.partition(".")
+        qualified = f"{namespace}.{top}"
+        if qualified not in sys.modules:
+            if namespace not in sys.modules:
+                holder = ModuleType(namespace)
+                holder.__path__ = []
+                sys.modules[namespace] = holder
+            package = self._import_root / top / "__init__.py"
+            single = self._import_root / f"{top}.py"
+            if package.is_file():
+                spec = importlib.util.spec_from_file_location(
+                    qualified, package, submodule_search_locations=[str(package.parent)]
+                )
+            elif single.is_file():
+                spec = importlib.util.spec_from_file_location(qualified, single)
+            else:
+                raise ModuleNotFoundError(module_name)
+            if spec is None or spec.loader is None:  # pragma: no cover - both paths are files
+                raise ModuleNotFoundError(module_name)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[qualified] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[qualified]
+                raise
+        return importlib.import_module(f"{qualified}.{rest}" if rest else qualified)
+
+
+@dataclass(frozen=True, slots=True)
+class Discovery:
+    """Every manifest found, sorted by id (the winner of an id first), frozen."""
+
+    plugins: tuple[DiscoveredPlugin, ...]
+
+    def __iter__(self) -> Iterator[DiscoveredPlugin]:
+        return iter(self.plugins)
+
+    def ids(self) -> list[str]:
+        """The ids a profile can name (winners that are not broken), sorted."""
+        return sorted({p.id for p in self.plugins if p.status not in ("shadowed", "broken")})
+
+    def get(self, plugin_id: str) -> DiscoveredPlugin | None:
+        """The plugin that wins `plugin_id` (shadowed copies never do), or None."""
+        for plugin in self.plugins:
+            if plugin.id == plugin_id and plugin.status != "shadowed":
+                return plugin
+        return None
+
+    def resolve(self, plugin_id: str, *, where: str) -> DiscoveredPlugin:
+        """The plugin a profile names, or an error listing the discovered ids.
+
+        Raises:
+            DefinitionError: no plugin has this id (with "did you mean …" and the known ids).
+        """
+        found = self.get(plugin_id)
+        if found is not None:
+            return found
+        known = self.ids()
+        close = difflib.get_close_matches(plugin_id, known, n=1)
+        guess = f" did you mean {close[0]!r}?" if close else ""
+        listed = ", ".join(known) if known else "none (see `mnemon plugins`)"
+        raise DefinitionError(
+            f"{where}: no plugin {plugin_id!r} is installed;{guess} found: {listed}"
+        )
+
+    def with_profile(self, uses: Mapping[str, bool]) -> Discovery:
+        """The same plugins, `active` or `disabled` as a profile's entries use them.
+
+        `uses` maps a plugin id to whether an enabled entry uses it.
+        """
+        plugins = []
+        for plugin in self.plugins:
+            if plugin.status in ("available", "disabled") and plugin.id in uses:
+                plugin = replace(plugin, status="active" if uses[plugin.id] else "disabled")
+            plugins.append(plugin)
+        return Discovery(tuple(plugins))
+
+
+def _read_manifest(path: Path) -> tuple[PluginManifest | None, Problem | None, str | None]:
+    """Parse and validate one manifest file; a problem code and detail instead when broken."""
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        return None, "invalid-toml", str(exc)
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, "unreadable", type(exc).__name__
+    try:
+        if path.name == RAVEN_MANIFEST_FILE:
+            raven = _RavenFile.model_validate(raw).plugin
+            schema = raven.config_schema if raven.config_schema is not None else None
+            entries = tuple(
+                ContributedEntry(
+                    name=backend.name,
+                    plugin=backend.factory,
+                    config_schema=_thawed(schema) if schema is not None else {"type": "object"},
+                    unsupported=True,
+                )
+                for backend in raven.contributes.memory_backends
+            )
+            manifest = PluginManifest(
+                raven.id, raven.version, raven.display_name, raven.description, raven.raven,
+                raven.bundled, raven.enabled_by_default, entries, "raven",
+            )  # fmt: skip
+        else:
+            plugin = _MnemonFile.model_validate(raw).plugin
+            manifest = PluginManifest(
+                plugin.id, plugin.version, plugin.display_name, plugin.description,
+                plugin.mnemon, plugin.bundled, plugin.enabled_by_default,
+                plugin.contributes.entries, "mnemon",
+            )  # fmt: skip
+    except ValidationError as exc:
+        error = exc.errors(include_url=False, include_input=False)[0]
+        key = ".".join(str(part) for part in error["loc"])
+        message = str(error["msg"]).removeprefix("Value error, ")
+        return None, "invalid-manifest", f"{key}: {message}"
+    try:
+        parse_version(manifest.version)
+    except RangeError:
+        return None, "invalid-manifest", "plugin.version: not a SemVer 2.0.0 version"
+    names = [entry.name for entry in manifest.entries]
+    if len(set(names)) != len(names):
+        return None, "invalid-manifest", "plugin.contributes: an entry name is given twice"
+    if manifest.format == "mnemon":
+        try:
+            wanted = parse_range(manifest.requires)
+        except RangeError as exc:
+            return None, "invalid-manifest", f"plugin.mnemon: {exc}"
+        if not wanted.admits(core_version()):
+            return (
+                manifest,
+                "incompatible-version",
+                f"needs mnemon {manifest.requires}, this is {core_version()}",
+            )
+    return manifest, None, None
+
+
+def _found(
+    path: Path, origin: Origin, *, import_root: Path | None, fallback_id: str, dist: str | None
+) -> DiscoveredPlugin:
+    manifest, problem, detail = _read_manifest(path)
+    status: Status = "broken" if problem else "available"
+    if manifest is not None and not problem:
+        if manifest.format == "raven":
+            # its memory backends need the Raven adapter Source, which mnemon lacks so far
+            status = "unsupported"
+        elif not manifest.enabled_by_default:
+            status = "disabled"
+    return DiscoveredPlugin(
+        id=manifest.id if manifest is not None else fallback_id,
+        origin=origin,
+        location=path,
+        status=status,
+        manifest=manifest,
+        problem=problem,
+        detail=detail,
+        distribution=dist,
+        _import_root=import_root,
+    )
+
+
+def _manifest_in(folder: Path) -> Path | None:
+    for name in (MANIFEST_FILE, RAVEN_MANIFEST_FILE):
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
+def _folder_plugins(root: Path | None, origin: Origin) -> Iterable[DiscoveredPlugin]:
+    if root is None or not root.is_dir():
+        return
+    for folder in sorted(root.iterdir()):
+        manifest = _manifest_in(folder) if folder.is_dir() else None
+        if manifest is not None:
+            yield _found(manifest, origin, import_root=folder, fallback_id=folder.name, dist=None)
+
+
+def _entry_point_plugins() -> Iterable[DiscoveredPlugin]:
+    seen: set[tuple[str, str]] = set()
+    for point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        dist = point.dist.name if point.dist is not None else point.name
+        top = point.value.partition(":")[0].split(".")[0].strip()
+        if (dist, top) in seen:
+            continue
+        seen.add((dist, top))
+        manifest = _packaged_manifest(point.dist, top)
+        if manifest is not None:
+            yield _found(
+                manifest, "entry-point", import_root=None, fallback_id=point.name, dist=dist
+            )
+        else:
+            yield DiscoveredPlugin(
+                id=point.name,
+                origin="entry-point",
+                location=Path(dist),
+                status="broken",
+                problem="invalid-manifest",
+                detail=f"distribution {dist!r} ships no {MANIFEST_FILE} in package {top!r}",
+                distribution=dist,
+            )
+
+
+def _packaged_manifest(dist: importlib.metadata.Distribution | None, top: str) -> Path | None:
+    """The manifest inside the entry point's package, found without importing it."""
+    files = (dist.files or []) if dist is not None else []
+    for file in files:
+        parts = file.parts
+        if len(parts) == 2 and parts[0] == top and parts[1] in (MANIFEST_FILE, RAVEN_MANIFEST_FILE):
+            return Path(str(file.locate()))
+    # an editable install lists no package files; finding a top-level spec runs no code
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        found = _manifest_in(Path(location))
+        if found is not None:
+            return found
+    return None
+
+
+def _user_dir() -> Path | None:
+    try:
+        return mnemon_home() / "plugins"
+    except DefinitionError:
+        return None
+
+
+def discover_plugins(
+    *,
+    project_dir: Path | None = None,
+    user_dir: Path | None = None,
+    bundled_dir: Path | None = None,
+    entry_points: bool = True,
+) -> Discovery:
+    """Find every plugin manifest; import no plugin code.
+
+    Args:
+        project_dir: the project's folder (the profile's); `.mnemon/plugins/` in it is read.
+        user_dir: the user's drop-in folder (default `$MNEMON_HOME/plugins`).
+        bundled_dir: the bundled plugins' folder (default: inside the core package).
+        entry_points: whether installed distributions (`mnemon.plugins`) are read.
+
+    Returns:
+        Every manifest found, sorted by id; for one id found in several places the highest
+        place wins and the others are `shadowed`. A broken manifest is listed with its problem
+        and hides nothing else.
+    """
+    found: list[DiscoveredPlugin] = [
+        *_folder_plugins(bundled_dir if bundled_dir is not None else BUNDLED_DIR, "bundled"),
+        *_folder_plugins(user_dir if user_dir is not None else _user_dir(), "user"),
+        *_folder_plugins(
+            project_dir / ".mnemon" / "plugins" if project_dir is not None else None, "project"
+        ),
+        *(_entry_point_plugins() if entry_points else ()),
+    ]
+    # stable: within one id, places keep their priority order
+    found.sort(key=lambda plugin: (plugin.id, ORIGINS.index(plugin.origin)))
+    winners: dict[str, DiscoveredPlugin] = {}
+    result: list[DiscoveredPlugin] = []
+    for plugin in found:
+        winner = winners.get(plugin.id)
+        if winner is None:
+            winners[plugin.id] = plugin
+        else:
+            plugin = replace(
+                plugin,
+                status="shadowed",
+                detail=f"shadowed by the {winner.origin} copy of {winner.id!r}",
+            )
+        result.append(plugin)
+    return Discovery(tuple(_duplicates_marked(result)))
+
+
+def _contributions(plugin: DiscoveredPlugin) -> tuple[str, ...]:
+    """The entry names a winning, valid plugin contributes (none for shadowed or broken ones)."""
+    if plugin.manifest is None or plugin.status in ("shadowed", "broken"):
+        return ()
+    return tuple(entry.name for entry in plugin.manifest.entries)
+
+
+def _duplicates_marked(plugins: list[DiscoveredPlugin]) -> list[DiscoveredPlugin]:
+    """Two plugins contributing one entry name: both broken, each naming the other."""
+    owners: dict[str, list[str]] = {}
+    for plugin in plugins:
+        for name in _contributions(plugin):
+            owners.setdefault(name, []).append(plugin.id)
+    marked = []
+    for plugin in plugins:
+        clash = next((name for name in _contributions(plugin) if len(owners[name]) > 1), None)
+        if clash is not None:
+            plugin = replace(
+                plugin,
+                status="broken",
+                problem="duplicate-contribution",
+                detail=f"entry {clash!r} is contributed by "
+                + " and ".join(repr(owner) for owner in owners[clash]),
+            )
+        marked.append(plugin)
+    return marked

@@ -1,0 +1,519 @@
+"""Plugin discovery from the user's side: `mnemon plugins` and profiles naming plugin ids.
+
+Plugins are dropped into `$MNEMON_HOME/plugins/` and `./.mnemon/plugins/`, or installed as a
+distribution (a dist-info folder on `PYTHONPATH`), exactly as a user would provide them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import mnemon
+from mnemon import DefinitionError, InstallError, load_profile
+
+MNEMON = str(Path(sys.executable).parent / "mnemon")
+SECRET = "sk-live-DISCOVERY-SECRET"
+FIRST_PARTY = {
+    "auto-capture", "documents", "focus", "general", "layered", "light-context", "notes",
+    "quivr-ranking", "runtime", "scoped", "spaces",
+}  # fmt: skip
+
+# a drop-in Source: a package with a relative import, so the namespaced loading is exercised
+SOURCE_PACKAGE = {
+    "__init__.py": "from ._source import plugin as plugin\n",
+    "_source.py": textwrap.dedent(
+        """
+        from mnemon import (Fragment, SourceFacts, ViewContribution, define_memory_source,
+                            install_memory)
+
+        class Greeting:
+            def __init__(self, init):
+                self.key = init.instance_key
+            async def facts(self, request):
+                return SourceFacts(instance_key=self.key, type_id="greeting", role="notes",
+                                   availability="ready", revision="1", capabilities=["project"])
+            async def project(self, request):
+                text = "GREETING-MARKER from a drop-in plugin"[: request.max_characters]
+                return ViewContribution(
+                    fragments=[Fragment(source_key=self.key, mode=request.mode, text=text)])
+
+        SOURCE = define_memory_source(
+            {"type_id": "greeting", "package_name": "greeting", "role": "notes",
+             "capabilities": ["project"], "consistency": "exact-snapshot"}, Greeting)
+
+        class Plugin:
+            def apply(self, ctx):
+                install_memory(ctx, sources=[SOURCE])
+
+        plugin = Plugin()
+        """
+    ),
+}
+
+# a drop-in Strategy whose type id is its plugin id, for `[strategy] use = "<id>"`
+STRATEGY_MODULE = textwrap.dedent(
+    """
+    from mnemon import ViewSpec, define_memory_strategy, install_memory
+
+    def compose(request, sources, contributions):
+        share = request.budget.max_projection_characters // max(1, len(sources))
+        return ViewSpec(strategy_type_id="even", explanation="every Source", sources=[
+            {"source_key": s.key, "projection": {"mode": "eager", "max_characters": share}}
+            for s in sources])
+
+    STRATEGY = define_memory_strategy(
+        {"type_id": "even", "package_name": "even", "max_sources": 8,
+         "supported_source_roles": ["*"], "max_routes": 8, "max_actions": 8}, compose)
+
+    class Plugin:
+        def apply(self, ctx):
+            install_memory(ctx, strategies=[STRATEGY])
+
+    plugin = Plugin()
+    """
+)
+
+RAISES_ON_IMPORT = f'raise RuntimeError("{SECRET}: this module must not be imported")\n'
+
+
+def manifest(
+    plugin_id: str,
+    *,
+    entry: str | None = None,
+    target: str = "greeting:plugin",
+    mnemon_range: str = ">=0.1.0 <9.0.0",
+    extra: str = "",
+) -> str:
+    return textwrap.dedent(
+        f"""
+        [plugin]
+        id = "{plugin_id}"
+        version = "1.2.3"
+        display_name = "Plugin {plugin_id}"
+        description = "A test plugin."
+        mnemon = "{mnemon_range}"
+        {extra}
+
+        [[plugin.contributes.entries]]
+        name = "{entry or plugin_id}"
+        plugin = "{target}"
+        config_schema = {{ type = "object", properties = {{ size = {{ type = "integer" }} }} }}
+        """
+    )
+
+
+def drop_in(
+    root: Path,
+    folder: str,
+    text: str,
+    *,
+    files: dict[str, str] | None = None,
+    name: str = "mnemon-plugin.toml",
+) -> Path:
+    where = root / folder
+    where.mkdir(parents=True, exist_ok=True)
+    (where / name).write_text(text, encoding="utf-8")
+    for relative, body in (files or {}).items():
+        (where / relative).parent.mkdir(parents=True, exist_ok=True)
+        (where / relative).write_text(body, encoding="utf-8")
+    return where
+
+
+def greeting(root: Path, folder: str, plugin_id: str, **options: Any) -> Path:
+    files = {f"greeting/{name}": body for name, body in SOURCE_PACKAGE.items()}
+    return drop_in(root, folder, manifest(plugin_id, **options), files=files)
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "home"
+    monkeypatch.setenv("MNEMON_HOME", str(folder))
+    return folder
+
+
+def plugins_json(cwd: Path, *arguments: str, **env: str) -> Any:
+    result = subprocess.run(
+        [MNEMON, "--no-color", "plugins", *arguments, "--json"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "MNEMON_HOME": str(cwd / "home"), "NO_COLOR": "1", **env},
+    )
+    assert result.returncode == 0, result.stderr + result.stdout
+    return json.loads(result.stdout)
+
+
+def by_id(listed: Any) -> dict[str, list[dict[str, Any]]]:
+    found: dict[str, list[dict[str, Any]]] = {}
+    for row in listed["plugins"]:
+        found.setdefault(row["id"], []).append(row)
+    return found
+
+
+# ------------------------------------------------------------------ listing
+
+
+def test_every_first_party_plugin_is_found_through_its_entry_point(tmp_path: Path) -> None:
+    listed = plugins_json(tmp_path)
+    rows = {row["id"]: row for row in listed["plugins"]}
+    assert rows.keys() >= FIRST_PARTY
+    for plugin_id in FIRST_PARTY:
+        row = rows[plugin_id]
+        assert (row["origin"], row["status"], row["problem"]) == ("entry-point", "available", None)
+        assert row["version"] == "0.1.0"
+        assert row["location"].endswith("/mnemon-plugin.toml")
+        assert not row["location"].startswith("/")  # relative: an absolute path can carry a secret
+    ids = [row["id"] for row in listed["plugins"]]
+    assert ids == sorted(ids)
+
+
+def test_precedence_bundled_user_project_entry_point_and_shadowed_copies_are_listed(
+    tmp_path: Path,
+) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    greeting(home / "plugins", "mine", "runtime")  # shadows the installed `runtime`
+    greeting(project / ".mnemon" / "plugins", "theirs", "runtime")
+    greeting(project / ".mnemon" / "plugins", "local", "local.only")
+    listed = by_id(plugins_json(project, MNEMON_HOME=str(home)))
+    runtime = listed["runtime"]
+    assert [(r["origin"], r["status"]) for r in runtime] == [
+        ("user", "available"),
+        ("project", "shadowed"),
+        ("entry-point", "shadowed"),
+    ]
+    assert runtime[0]["location"] == "$MNEMON_HOME/plugins/mine/mnemon-plugin.toml"
+    assert runtime[1]["location"] == ".mnemon/plugins/theirs/mnemon-plugin.toml"
+    assert "shadowed by the user copy" in runtime[2]["detail"]
+    assert listed["local.only"][0]["origin"] == "project"
+
+
+def test_a_bundled_plugin_wins_over_every_other_place(tmp_path: Path) -> None:
+    # bundled plugins ship inside the core wheel; the folder is a parameter for this unit test
+    from mnemon._discovery import discover_plugins
+
+    for root in ("bundled", "user", "project/.mnemon/plugins"):
+        greeting(tmp_path / root, "copy", "runtime")
+    found = [
+        (plugin.origin, plugin.status)
+        for plugin in discover_plugins(
+            project_dir=tmp_path / "project",
+            user_dir=tmp_path / "user",
+            bundled_dir=tmp_path / "bundled",
+        )
+        if plugin.id == "runtime"
+    ]
+    assert found == [
+        ("bundled", "available"),
+        ("user", "shadowed"),
+        ("project", "shadowed"),
+        ("entry-point", "shadowed"),
+    ]
+
+
+def test_a_user_drop_in_shadows_a_project_one_with_the_same_id(tmp_path: Path) -> None:
+    # the same check with the manifest id differing from the folder name: the id is canonical
+    greeting(tmp_path / "home" / "plugins", "folder-a", "same.id")
+    greeting(tmp_path / ".mnemon" / "plugins", "folder-b", "same.id")
+    [winner, shadowed] = by_id(plugins_json(tmp_path))["same.id"]
+    assert (winner["origin"], shadowed["origin"], shadowed["status"]) == (
+        "user",
+        "project",
+        "shadowed",
+    )
+
+
+BROKEN = [
+    pytest.param("[plugin\nid = 1", "invalid-toml", id="invalid-toml"),
+    pytest.param(manifest("Bad_Upper"), "invalid-manifest", id="id-not-lowercase"),
+    pytest.param(manifest("x" * 65), "invalid-manifest", id="id-too-long"),
+    pytest.param(manifest("a..b"), "invalid-manifest", id="id-empty-segment"),
+    pytest.param(manifest("ok", mnemon_range="^0.1.0"), "invalid-manifest", id="caret-range"),
+    pytest.param(manifest("ok", mnemon_range=">=9.0.0"), "incompatible-version", id="newer-core"),
+    pytest.param(manifest("ok").replace("1.2.3", "1.2"), "invalid-manifest", id="not-semver"),
+    pytest.param(manifest("ok", target="not a target"), "invalid-manifest", id="bad-target"),
+    pytest.param(manifest("ok", extra="surprise = 1"), "invalid-manifest", id="unknown-key"),
+    pytest.param(
+        manifest("ok").replace('type = "object"', 'type = "no-such-type"'),
+        "invalid-manifest",
+        id="bad-config-schema",
+    ),
+    pytest.param(
+        manifest("ok").replace('description = "A test plugin."\n', ""),
+        "invalid-manifest",
+        id="missing-key",
+    ),
+]
+
+
+def test_broken_manifests_are_listed_with_their_codes_and_hide_no_other(tmp_path: Path) -> None:
+    # one listing for every case: each broken manifest sits in its own folder beside a good one
+    root = tmp_path / ".mnemon" / "plugins"
+    for case in BROKEN:
+        text, _ = case.values
+        drop_in(root, case.id or "", str(text))
+    greeting(root, "good", "good")
+    listed = plugins_json(tmp_path)
+    rows = {row["location"]: row for row in listed["plugins"]}
+    for case in BROKEN:
+        row = rows[f".mnemon/plugins/{case.id}/mnemon-plugin.toml"]
+        assert (case.id, row["status"], row["problem"]) == (case.id, "broken", case.values[1])
+        assert row["detail"]
+    assert rows[".mnemon/plugins/good/mnemon-plugin.toml"]["status"] == "available"
+    assert {row["id"] for row in listed["plugins"]} >= FIRST_PARTY
+
+
+def test_two_plugins_contributing_one_entry_name_are_an_error_naming_both(
+    tmp_path: Path, home: Path
+) -> None:
+    greeting(tmp_path / ".mnemon" / "plugins", "one", "first", entry="shared")
+    greeting(tmp_path / ".mnemon" / "plugins", "two", "second", entry="shared")
+    rows = by_id(plugins_json(tmp_path, MNEMON_HOME=str(home)))
+    for plugin_id in ("first", "second"):
+        [row] = rows[plugin_id]
+        assert (row["status"], row["problem"]) == ("broken", "duplicate-contribution")
+        assert "'first' and 'second'" in row["detail"]
+    profile = tmp_path / "mnemon.toml"
+    profile.write_text('[[entries]]\nid = "g"\nplugin = "first"\n', encoding="utf-8")
+    with pytest.raises(InstallError, match="'first' and 'second'"):
+        load_profile(profile).entries[0].load_plugin(profile)
+
+
+def test_a_raven_manifest_is_read_and_its_memory_backends_are_unsupported(
+    tmp_path: Path,
+) -> None:
+    raven = textwrap.dedent(
+        """
+        [plugin]
+        id = "raven.memory"
+        version = "2.0.0"
+        display_name = "Raven memory"
+        raven = ">=1.0.0"
+        bundled = false
+        enabled_by_default = true
+        config_schema = { type = "object" }
+
+        [[plugin.contributes.memory_backends]]
+        name = "raven-store"
+        factory = "raven_store:create"
+
+        [[plugin.contributes.tools]]
+        name = "ignored-kind"
+        """
+    )
+    drop_in(tmp_path / ".mnemon" / "plugins", "raven", raven, name="raven-plugin.toml")
+    [row] = by_id(plugins_json(tmp_path))["raven.memory"]
+    assert (row["status"], row["version"], row["problem"]) == ("unsupported", "2.0.0", None)
+    shown = plugins_json(tmp_path, "show", "raven.memory")
+    assert shown["manifest"]["format"] == "raven"
+    assert shown["manifest"]["requires"] == {"raven": ">=1.0.0"}
+    [entry] = shown["manifest"]["entries"]
+    assert (entry["name"], entry["plugin"], entry["supported"]) == (
+        "raven-store",
+        "raven_store:create",
+        False,
+    )
+
+
+def test_show_prints_the_manifest_schema_provides_and_requires(tmp_path: Path) -> None:
+    greeting(tmp_path / ".mnemon" / "plugins", "g", "greet.me")
+    shown = plugins_json(tmp_path, "show", "greet.me")
+    assert shown["status"] == "available"
+    manifest_shown = shown["manifest"]
+    assert manifest_shown["requires"] == {"mnemon": ">=0.1.0 <9.0.0"}
+    [entry] = manifest_shown["entries"]
+    assert entry["plugin"] == "greeting:plugin"
+    assert entry["config_schema"]["properties"] == {"size": {"type": "integer"}}
+    text = subprocess.run(
+        [MNEMON, "--no-color", "plugins", "show", "greet.me"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "MNEMON_HOME": str(tmp_path / "home")},
+    )
+    assert text.returncode == 0, text.stderr
+    assert "provides" in text.stdout
+    assert '"size"' in text.stdout
+    missing = subprocess.run(
+        [MNEMON, "plugins", "show", "greet.mee", "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "MNEMON_HOME": str(tmp_path / "home")},
+    )
+    assert missing.returncode == 1
+    error = json.loads(missing.stdout)["error"]
+    assert error["code"] == "unknown-plugin"
+    assert "did you mean 'greet.me'" in error["message"]
+
+
+def test_version_is_the_distributions_and_the_command_prints_it(tmp_path: Path) -> None:
+    from importlib.metadata import version
+
+    assert mnemon.__version__ == version("mnemon-runtime")
+    result = subprocess.run([MNEMON, "--version"], capture_output=True, text=True, check=False)
+    assert result.returncode == 0
+    assert mnemon.__version__ in result.stdout
+
+
+# ------------------------------------------------------------------ activation
+
+
+async def test_a_project_drop_in_is_activated_by_its_id_in_the_profile(
+    tmp_path: Path, home: Path
+) -> None:
+    greeting(tmp_path / ".mnemon" / "plugins", "greeting-folder", "greet.me")
+    (tmp_path / ".mnemon" / "plugins" / "even").mkdir()
+    drop_in(
+        tmp_path / ".mnemon" / "plugins",
+        "even",
+        manifest("even", target="even_strategy:plugin"),
+        files={"even_strategy.py": STRATEGY_MODULE},
+    )
+    profile = tmp_path / "mnemon.toml"
+    profile.write_text(
+        '[strategy]\nuse = "even"\n\n[[entries]]\nid = "hello"\nplugin = "greet.me"\n',
+        encoding="utf-8",
+    )
+    path_before = list(sys.path)
+    async with (
+        load_profile(profile).open_host() as host,
+        host.turn(scope={"user_id": "ada"}) as turn,
+    ):
+        assert "GREETING-MARKER" in turn.wake()
+        assert turn.view.strategy_type_id == "even"
+    assert sys.path == path_before  # drop-ins load without touching sys.path
+    assert "greeting" not in sys.modules  # under a namespaced name, not the folder's
+    assert any(name.endswith(".greeting._source") for name in sys.modules)
+    statuses = {row["id"]: row["status"] for row in plugins_json(tmp_path)["plugins"]}
+    assert statuses["greet.me"] == "active"
+    assert statuses["even"] == "active"
+    assert statuses["runtime"] == "available"
+
+
+def test_an_unknown_id_lists_the_discovered_ones(tmp_path: Path, home: Path) -> None:
+    profile = tmp_path / "mnemon.toml"
+    profile.write_text('[[entries]]\nid = "r"\nplugin = "runtme"\n', encoding="utf-8")
+    with pytest.raises(DefinitionError) as caught:
+        load_profile(profile).entries[0].load_plugin(profile)
+    message = str(caught.value)
+    assert "did you mean 'runtime'?" in message
+    assert "layered" in message
+
+
+def test_an_entry_names_exactly_one_of_use_and_plugin(tmp_path: Path) -> None:
+    profile = tmp_path / "mnemon.toml"
+    profile.write_text(
+        '[[entries]]\nid = "r"\nplugin = "runtime"\nuse = "mnemon_source_runtime"\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(DefinitionError, match="exactly one of `use` or `plugin`"):
+        load_profile(profile)
+
+
+async def test_a_plugin_that_raises_on_import_is_listed_and_imported_only_when_activated(
+    tmp_path: Path, home: Path
+) -> None:
+    drop_in(
+        tmp_path / ".mnemon" / "plugins",
+        "explosive",
+        manifest("explosive", target="explosive_module:plugin"),
+        files={"explosive_module.py": RAISES_ON_IMPORT},
+    )
+    [row] = by_id(plugins_json(tmp_path))["explosive"]
+    assert row["status"] == "available"
+    profile = tmp_path / "mnemon.toml"
+    profile.write_text(
+        '[[entries]]\nid = "x"\nplugin = "explosive"\nenabled = false\n', encoding="utf-8"
+    )
+    async with load_profile(profile).open_host():
+        pass  # a disabled entry is never imported
+    [row] = by_id(plugins_json(tmp_path))["explosive"]
+    assert row["status"] == "disabled"
+    profile.write_text('[[entries]]\nid = "x"\nplugin = "explosive"\n', encoding="utf-8")
+    with pytest.raises(InstallError) as caught:
+        async with load_profile(profile).open_host():
+            pass
+    assert "'explosive'" in str(caught.value)
+    assert "RuntimeError" in str(caught.value)
+    assert SECRET not in str(caught.value)
+
+
+def fake_distribution(site: Path, *, module_body: str, plugin_id: str = "installed.one") -> None:
+    """An installed distribution as a wheel leaves it: dist-info with RECORD and entry points."""
+    package = site / "fake_installed"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(module_body, encoding="utf-8")
+    (package / "mnemon-plugin.toml").write_text(
+        manifest(plugin_id, target="fake_installed:plugin"), encoding="utf-8"
+    )
+    info = site / "fake_installed-1.2.3.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: fake-installed\nVersion: 1.2.3\n", encoding="utf-8"
+    )
+    (info / "entry_points.txt").write_text(
+        "[mnemon.plugins]\ninstalled-one = fake_installed\n", encoding="utf-8"
+    )
+    (info / "RECORD").write_text(
+        "fake_installed/__init__.py,,\nfake_installed/mnemon-plugin.toml,,\n"
+        "fake_installed-1.2.3.dist-info/METADATA,,\n",
+        encoding="utf-8",
+    )
+
+
+def test_an_installed_plugin_is_found_from_its_distribution_files_without_importing_it(
+    tmp_path: Path,
+) -> None:
+    site = tmp_path / "site"
+    fake_distribution(site, module_body=RAISES_ON_IMPORT)
+    listed = by_id(plugins_json(tmp_path, PYTHONPATH=str(site)))
+    [row] = listed["installed.one"]
+    assert (row["origin"], row["status"]) == ("entry-point", "available")
+    assert row["location"] == "fake-installed:fake_installed/mnemon-plugin.toml"
+    assert listed.keys() >= FIRST_PARTY
+
+
+def test_an_installed_distribution_without_a_manifest_is_broken_not_hidden(
+    tmp_path: Path,
+) -> None:
+    site = tmp_path / "site"
+    fake_distribution(site, module_body="")
+    (site / "fake_installed" / "mnemon-plugin.toml").unlink()
+    record = site / "fake_installed-1.2.3.dist-info" / "RECORD"
+    record.write_text(
+        record.read_text(encoding="utf-8").replace("fake_installed/mnemon-plugin.toml,,\n", ""),
+        encoding="utf-8",
+    )
+    listed = by_id(plugins_json(tmp_path, PYTHONPATH=str(site)))
+    [row] = listed["installed-one"]
+    assert (row["status"], row["problem"]) == ("broken", "invalid-manifest")
+    assert "ships no mnemon-plugin.toml" in row["detail"]
+
+
+def test_a_strategy_id_named_only_by_a_disabled_entry_stays_disabled(tmp_path: Path) -> None:
+    (tmp_path / "mnemon.toml").write_text(
+        '[strategy]\nuse = "layered"\n\n[[entries]]\nid = "layered"\n'
+        'use = "mnemon_strategy_layered"\nenabled = false\n\n'
+        '[[entries]]\nid = "general"\nplugin = "general"\n',
+        encoding="utf-8",
+    )
+    statuses = {row["id"]: row["status"] for row in plugins_json(tmp_path)["plugins"]}
+    assert (statuses["layered"], statuses["general"], statuses["runtime"]) == (
+        "disabled",
+        "active",
+        "available",
+    )
