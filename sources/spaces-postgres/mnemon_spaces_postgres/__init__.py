@@ -1,0 +1,1 @@
+"""PostgreSQL for mnemon's `spaces` Source; `.testing` starts a private server for tests."""
