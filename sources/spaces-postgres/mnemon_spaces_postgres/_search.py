@@ -3,9 +3,10 @@
 1. The query's lexemes come from the configured text search configuration (the same parser
    and dictionaries that indexed the memories). Any user text is a valid query: the text is
    only ever a bound parameter, and the lexemes are quoted into a `tsquery` here.
-2. Candidates are the memories of the asked parents matching *any* lexeme (through the GIN
-   index), those matching the whole `websearch_to_tsquery` query first, then by `ts_rank_cd`:
-   the top `4 x limit` (at least 32).
+2. Candidates are the memories of the asked parents matching the whole
+   `websearch_to_tsquery` query (through the GIN index), best `ts_rank_cd` first: the top
+   `4 x limit` (at least 32). Only when they are fewer than `limit`, the candidates are those
+   matching *any* lexeme, those matching the whole query first.
 3. Each candidate's score is the SQLite Provider's, so relevance tiers read the same on both:
    `coverage x (0.5 + 0.5 x rank / best rank of this search)`, where coverage is the share of
    the query's lexemes the memory holds. A memory holding every term outranks one holding
@@ -33,6 +34,26 @@ def any_lexeme_query(lexemes: list[str]) -> str:
     return " | ".join(quoted)
 
 
+async def _candidates(
+    connection: AsyncConnection[Any],
+    memories: sql.Composable,
+    values: dict[str, Any],
+    match: str,
+) -> list[Any]:
+    statement = sql.SQL(
+        "SELECT c.*, (SELECT count(*) FROM unnest(tsvector_to_array(c.search)) AS t(lexeme) "
+        "WHERE t.lexeme = ANY(%(lexemes)s)) AS held FROM ("
+        "SELECT m.parent, m.id, m.text, m.tags, m.entities, m.created_at, m.seq, m.search, "
+        "m.search @@ websearch_to_tsquery(%(config)s::regconfig, %(query)s) AS complete, "
+        "ts_rank_cd(m.search, %(any)s::tsquery) AS rank "
+        "FROM {memories} m WHERE m.parent = ANY(%(parents)s) AND m.search @@ {match} "
+        "ORDER BY complete DESC, ts_rank_cd(m.search, {match}) DESC, m.seq DESC "
+        "LIMIT %(candidates)s) c"
+    ).format(memories=memories, match=sql.SQL(match))
+    cursor = await connection.execute(statement, values)
+    return await cursor.fetchall()
+
+
 async def search_memories(
     connection: AsyncConnection[Any],
     memories: sql.Composable,
@@ -48,27 +69,21 @@ async def search_memories(
     if not lexemes:
         return SearchResult()
     candidates = max(request.limit * 4, MIN_CANDIDATES)
-    statement = sql.SQL(
-        "SELECT c.*, (SELECT count(*) FROM unnest(tsvector_to_array(c.search)) AS t(lexeme) "
-        "WHERE t.lexeme = ANY(%(lexemes)s)) AS held FROM ("
-        "SELECT m.parent, m.id, m.text, m.tags, m.entities, m.created_at, m.seq, m.search, "
-        "m.search @@ websearch_to_tsquery(%(config)s::regconfig, %(query)s) AS complete, "
-        "ts_rank_cd(m.search, %(any)s::tsquery) AS rank "
-        "FROM {memories} m WHERE m.parent = ANY(%(parents)s) AND m.search @@ %(any)s::tsquery "
-        "ORDER BY complete DESC, rank DESC, m.seq DESC LIMIT %(candidates)s) c"
-    ).format(memories=memories)
-    cursor = await connection.execute(
-        statement,
-        {
-            "lexemes": lexemes,
-            "config": config,
-            "query": request.query,
-            "any": any_lexeme_query(lexemes),
-            "parents": list(dict.fromkeys(request.parents)),
-            "candidates": candidates,
-        },
+    values = {
+        "lexemes": lexemes,
+        "config": config,
+        "query": request.query,
+        "any": any_lexeme_query(lexemes),
+        "parents": list(dict.fromkeys(request.parents)),
+        "candidates": candidates,
+    }
+    # memories matching the whole query first: usually enough, and far fewer to rank than
+    # those holding any one (often common) word
+    rows = await _candidates(
+        connection, memories, values, "websearch_to_tsquery(%(config)s::regconfig, %(query)s)"
     )
-    rows = await cursor.fetchall()
+    if len(rows) < request.limit:
+        rows = await _candidates(connection, memories, values, "%(any)s::tsquery")
     best = max((float(row[9]) for row in rows), default=0.0)
     ranked = []
     for row in rows:
