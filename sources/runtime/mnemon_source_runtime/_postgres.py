@@ -12,6 +12,7 @@ files. psycopg is imported only when this store is configured (the `postgres` ex
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -28,15 +29,59 @@ if TYPE_CHECKING:
 
 __all__ = ["PostgresPartitions"]
 
+_log = logging.getLogger(__name__)
+
 _SCHEMA_VERSION = 1
 _RETRY_PAUSE = 0.005
+
+
+class _QuietPool(logging.Filter):
+    """Keeps psycopg_pool's records about this store's pool out of INFO+ logs.
+
+    They quote the driver's connection errors and connections, which name the server (part
+    of the `dsn`, a secret); they are passed on at DEBUG as their bare template.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self._name = name
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno <= logging.DEBUG:
+            return True
+        ours = any(arg == self._name for arg in (record.args or ()) if isinstance(arg, str))
+        if ours or record.msg in _CONNECTION_DETAIL:
+            _log.debug("connection pool: %s", record.msg)
+            return False
+        return True
+
+
+# psycopg_pool's messages quoting a connection or a connection error (whichever pool)
+_CONNECTION_DETAIL = frozenset(
+    {
+        "error connecting in %r: %s",
+        "connection failed check: %s",
+        "discarding broken connection: %s",
+        "discarding closed connection: %s",
+    }
+)
+
+
+_QUIETED: set[str] = set()
+
+
+def _quiet_pool_logs(name: str) -> None:
+    if name not in _QUIETED:
+        _QUIETED.add(name)
+        logging.getLogger("psycopg.pool").addFilter(_QuietPool(name))
 
 
 class PostgresPartitions:
     """The runtime store on one PostgreSQL schema; blocking, called in worker threads."""
 
-    def __init__(self, dsn: str, schema: str, *, pool_max: int = 4) -> None:
+    def __init__(self, dsn: str, schema: str, *, wait: float = 5.0, pool_max: int = 4) -> None:
         self._dsn = dsn
+        self._wait = wait
         self._schema = schema
         self._pool_max = pool_max
         self._pool: ConnectionPool[Connection[Any]] | None = None
@@ -51,11 +96,12 @@ class PostgresPartitions:
             if self._pool is None:
                 from psycopg_pool import ConnectionPool
 
+                _quiet_pool_logs("mnemon-runtime")
                 self._pool = ConnectionPool(
                     self._dsn,
                     min_size=0,
                     max_size=self._pool_max,
-                    timeout=5.0,
+                    timeout=self._wait,
                     kwargs={"connect_timeout": 5, "autocommit": True},
                     configure=_configure,
                     check=ConnectionPool.check_connection,

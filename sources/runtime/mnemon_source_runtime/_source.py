@@ -175,7 +175,11 @@ class RuntimeSource:
         # store = "postgres": partitions are rows shared by every host on the schema
         dsn = settings.dsn
         self._postgres = (
-            None if dsn is None else PostgresPartitions(dsn.get_secret_value(), settings.schema)
+            None
+            if dsn is None
+            else PostgresPartitions(
+                dsn.get_secret_value(), settings.schema, wait=settings.lock_timeout
+            )
         )
 
     # ------------------------------------------------------------------ helpers
@@ -273,7 +277,14 @@ class RuntimeSource:
             return self._unavailable(
                 "missing-scope", hints={"needs": list(self._settings.scope_keys)}
             )
-        snapshot = await self._read(partition)
+        try:
+            snapshot = await self._read(partition)
+        except SourceError as exc:
+            # a database that cannot answer is this turn's coded unavailability, as a damaged
+            # file is; the file store's errors stay what they were
+            if self._postgres is None or exc.code not in ("unavailable", "timeout"):
+                raise
+            return self._unavailable("store-unreachable")
         if isinstance(snapshot, Damaged):
             return self._unavailable("damaged-file", revision=snapshot.revision)
         self._remember(partition, snapshot)

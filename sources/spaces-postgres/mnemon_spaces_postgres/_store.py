@@ -32,6 +32,38 @@ _log = logging.getLogger(__name__)
 STATUS_WAIT = 2.0
 
 
+class _QuietPool(logging.Filter):
+    """Keeps psycopg_pool's records about this store's pool out of INFO+ logs.
+
+    They quote the driver's connection errors and connections, which name the server (part
+    of the `dsn`, a secret); they are passed on at DEBUG as their bare template.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self._name = name
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno <= logging.DEBUG:
+            return True
+        ours = any(arg == self._name for arg in (record.args or ()) if isinstance(arg, str))
+        if ours or record.msg in _CONNECTION_DETAIL:
+            _log.debug("connection pool: %s", record.msg)
+            return False
+        return True
+
+
+# psycopg_pool's messages quoting a connection or a connection error (whichever pool)
+_CONNECTION_DETAIL = frozenset(
+    {
+        "error connecting in %r: %s",
+        "connection failed check: %s",
+        "discarding broken connection: %s",
+        "discarding closed connection: %s",
+    }
+)
+
+
 class _UnknownTextSearch(Exception):
     """`text_search_config` names no configuration installed in the database."""
 
@@ -75,6 +107,15 @@ def status_reason(error: ProviderError) -> str:
     return "store-failed"
 
 
+_QUIETED: set[str] = set()
+
+
+def _quiet_pool_logs(name: str) -> None:
+    if name not in _QUIETED:
+        _QUIETED.add(name)
+        logging.getLogger("psycopg.pool").addFilter(_QuietPool(name))
+
+
 class SchemaPool:
     """Connections to one database, its schema made current before the first is lent."""
 
@@ -116,6 +157,7 @@ class SchemaPool:
                     name="mnemon-spaces-postgres",
                     open=False,
                 )
+                _quiet_pool_logs("mnemon-spaces-postgres")
                 await pool.open(wait=False)
                 self._pool = pool
         return self._pool

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -169,3 +170,24 @@ async def test_four_processes_mutating_one_partition_lose_nothing(
     expected = {f"fact p{n}-{index}" for n in range(4) for index in range(WRITES)}
     assert len(facts) == len(expected)
     assert set(facts) == expected
+
+
+async def test_an_unreachable_database_is_a_coded_unavailability_and_logs_no_address(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    config = runtime_config(SECRET, "s", tmp_path, lock_timeout=0.5)
+    runner = await open_host(config)
+    try:
+        turn = await runner.begin_turn({"scope": ADA})
+        assert [d.message for d in turn.view.diagnostics] == [
+            "Memory Source source:runtime is unavailable (store-unreachable)"
+        ]
+        await turn.release()
+    finally:
+        await runner.dispose()
+    logged = "\n".join(
+        record.getMessage() for record in caplog.records if record.levelno >= logging.INFO
+    )
+    assert "nowhere" not in logged
+    assert "runtime-secret" not in logged
