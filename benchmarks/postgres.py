@@ -12,8 +12,8 @@ the large one (one user's parent holds a tenth of the corpus, other parents the 
 - recall latency: the `recall` route through a real host turn
   (`turn.execute_route("source:spaces/recall", {"query": ...})`), p50 and p95 over a fixed,
   seeded set of queries; beside it the raw floor, the same `websearch_to_tsquery` +
-  `ts_rank_cd` top-10 query on the same parent issued directly with psycopg, and the
-  SQLite Provider's route on the same corpus at the small size (`--sqlite`).
+  `ts_rank_cd` top-10 query on the same parent issued directly with psycopg. (The SQLite
+  Provider's figures are `benchmarks/spaces.py`'s; this run does not repeat them.)
 - remember throughput: 1, 4 and 16 OS processes, each remembering through the Provider
   in its own parent, one durable commit per memory (`synchronous_commit = on`, fsync on).
 - bulk import: rows per second of a `COPY` into a staging table and one `INSERT ... SELECT`
