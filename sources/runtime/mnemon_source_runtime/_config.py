@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from mnemon import (
     ConfigPath,
@@ -34,6 +34,7 @@ DEFAULT_SCOPE_KEYS: tuple[ScopeKey, ...] = ("user_id",)
 DEFAULT_MEMORY_LIMIT_BYTES = 64 * 1024
 DEFAULT_LOCK_TIMEOUT = 5.0
 DEFAULT_IDEMPOTENCY_RECORDS = 256
+DEFAULT_POSTGRES_SCHEMA = "mnemon_runtime"
 # about 200 bytes a record: a few megabytes at most beside the capped entries
 MAX_IDEMPOTENCY_RECORDS = 10_000
 
@@ -50,6 +51,21 @@ class RuntimeConfiguration(SourceConfiguration):
     idempotency_records: Annotated[int, Field(strict=True, ge=1, le=MAX_IDEMPOTENCY_RECORDS)] = (
         DEFAULT_IDEMPOTENCY_RECORDS
     )
+    #: where partitions live: files in the data folder, or rows in PostgreSQL (shared by hosts)
+    store: Literal["file", "postgres"] = "file"
+    #: the PostgreSQL connection string (store = "postgres"); a secret, never shown
+    dsn: SecretStr | None = Field(default=None, repr=False)
+    schema_name: Annotated[
+        str, Field(alias="schema", pattern=r"^[a-z_][a-z0-9_]{0,62}$", strict=True)
+    ] = DEFAULT_POSTGRES_SCHEMA
+
+    @model_validator(mode="after")
+    def _store_needs_dsn(self) -> RuntimeConfiguration:
+        if self.store == "postgres" and self.dsn is None:
+            raise ValueError('dsn: required when store is "postgres"')
+        if self.store == "file" and self.dsn is not None:
+            raise ValueError('dsn: only used when store is "postgres"')
+        return self
 
     @field_validator("scope_keys")
     @classmethod
@@ -69,6 +85,9 @@ class RuntimeSettings:
     scope_keys: tuple[str, ...]
     lock_timeout: float
     idempotency_records: int
+    #: the PostgreSQL store's connection string and schema; None keeps files
+    dsn: SecretStr | None = field(default=None, repr=False)
+    schema: str = DEFAULT_POSTGRES_SCHEMA
 
 
 def read_settings(init: SourceInit) -> RuntimeSettings:
@@ -85,4 +104,6 @@ def read_settings(init: SourceInit) -> RuntimeSettings:
         scope_keys=config.scope_keys,
         lock_timeout=config.lock_timeout,
         idempotency_records=config.idempotency_records,
+        dsn=config.dsn if config.store == "postgres" else None,
+        schema=config.schema_name,
     )

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 import anyio
+import anyio.to_thread
 
 from mnemon import (
     FactsRequest,
@@ -47,6 +48,7 @@ from ._document import (
     entry_json,
     read_change,
 )
+from ._postgres import PostgresPartitions
 from ._projection import render_fragments
 from ._store import Partition, Snapshot, damaged_error, read, transact
 
@@ -170,6 +172,15 @@ class RuntimeSource:
         self._settings = settings
         self._snapshots: OrderedDict[tuple[str, str], Snapshot] = OrderedDict()
         self._stripes = tuple(anyio.Lock() for _ in range(_STRIPES))
+        # store = "postgres": partitions are rows shared by every host on the schema
+        dsn = settings.dsn
+        self._postgres = (
+            None
+            if dsn is None
+            else PostgresPartitions(
+                dsn.get_secret_value(), settings.schema, wait=settings.lock_timeout
+            )
+        )
 
     # ------------------------------------------------------------------ helpers
 
@@ -208,7 +219,7 @@ class RuntimeSource:
             # leaves it to finish and release the file lock, and to drop a write not begun
             abandoned = threading.Event()  # set by guarded_call when the caller stops waiting
             return await guarded_call(
-                transact,
+                transact if self._postgres is None else self._postgres.transact,
                 partition,
                 step,
                 remaining,
@@ -220,7 +231,8 @@ class RuntimeSource:
             stripe.release()
 
     async def _read(self, partition: Partition) -> Snapshot | Damaged:
-        return await guarded_call(read, partition, subject="the runtime store read")
+        reader = read if self._postgres is None else self._postgres.read
+        return await guarded_call(reader, partition, subject="the runtime store read")
 
     def _step(
         self,
@@ -265,7 +277,14 @@ class RuntimeSource:
             return self._unavailable(
                 "missing-scope", hints={"needs": list(self._settings.scope_keys)}
             )
-        snapshot = await self._read(partition)
+        try:
+            snapshot = await self._read(partition)
+        except SourceError as exc:
+            # a database that cannot answer is this turn's coded unavailability, as a damaged
+            # file is; the file store's errors stay what they were
+            if self._postgres is None or exc.code not in ("unavailable", "timeout"):
+                raise
+            return self._unavailable("store-unreachable")
         if isinstance(snapshot, Damaged):
             return self._unavailable("damaged-file", revision=snapshot.revision)
         self._remember(partition, snapshot)
@@ -410,6 +429,12 @@ class RuntimeSource:
             },
             revision=snapshot.revision,
         )
+
+    async def dispose(self) -> None:
+        """Close the PostgreSQL store's connections, if it has any."""
+        if self._postgres is not None:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._postgres.close)
 
 
 def _create(init: SourceInit) -> RuntimeSource:

@@ -1,0 +1,231 @@
+"""A private PostgreSQL server for tests: initdb into a temporary folder, a Unix socket there.
+
+`PostgresServer.start()` finds the server's binaries (on `PATH`, through `pg_config
+--bindir`, or in `/usr/lib/postgresql/*/bin`), creates a cluster in a new temporary folder,
+and starts it listening only on a Unix socket in that folder (no TCP port), with `fsync` and
+`synchronous_commit` left on so durability tests mean what they say. Run as root, the server
+runs as an unprivileged user (`mnemon-postgres`, created when missing), because PostgreSQL
+refuses to run as root. `stop()` stops it and removes the folder.
+
+The `postgres_server` pytest fixture in this distribution's tests starts one server per test
+session; when the binaries are missing it skips, except under `CI=true`, where it fails.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PostgresServer", "PostgresUnavailable", "find_bindir", "start_test_server"]
+
+SERVER_USER = "mnemon-postgres"
+SUPERUSER = "postgres"
+_START_TIMEOUT = 60
+
+
+class PostgresUnavailable(RuntimeError):
+    """The PostgreSQL binaries are missing, or the server could not start."""
+
+
+def find_bindir() -> Path:
+    """The folder holding `initdb`, `pg_ctl` and `postgres`.
+
+    Raises:
+        PostgresUnavailable: no such folder on this machine.
+    """
+    on_path = shutil.which("pg_ctl")
+    if on_path and shutil.which("initdb"):
+        return Path(os.path.realpath(on_path)).parent
+    pg_config = shutil.which("pg_config")
+    if pg_config:
+        found = subprocess.run(
+            [pg_config, "--bindir"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+        if found and (Path(found) / "initdb").exists():
+            return Path(found)
+    for candidate in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
+        if (Path(candidate) / "initdb").exists():
+            return Path(candidate)
+    raise PostgresUnavailable("initdb and pg_ctl were not found (install PostgreSQL)")
+
+
+def _server_account() -> tuple[int, int] | None:
+    """The (uid, gid) to run the server as; None when this process is not root."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        entry = pwd.getpwnam(SERVER_USER)
+    except KeyError:
+        subprocess.run(
+            [
+                "useradd",
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                SERVER_USER,
+            ],
+            check=True,
+            capture_output=True,
+        )
+        entry = pwd.getpwnam(SERVER_USER)
+    return entry.pw_uid, entry.pw_gid
+
+
+class PostgresServer:
+    """One private PostgreSQL cluster: start, stop (or kill), restart, connection strings."""
+
+    def __init__(self, bindir: Path | None = None) -> None:
+        self._bindir = bindir
+        self._account: tuple[int, int] | None = None
+        self.folder: Path | None = None
+
+    @property
+    def data_directory(self) -> Path:
+        """The cluster's data folder."""
+        return self._folder / "data"
+
+    @property
+    def socket_directory(self) -> Path:
+        """The folder holding the server's Unix socket."""
+        return self._folder
+
+    @property
+    def _folder(self) -> Path:
+        if self.folder is None:
+            raise PostgresUnavailable("the server was not started")
+        return self.folder
+
+    def dsn(self, database: str = "postgres") -> str:
+        """A libpq connection string for `database` on this server (no password: trust)."""
+        return f"host={self.socket_directory} dbname={database} user={SUPERUSER}"
+
+    def _run(self, *arguments: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        bindir = self._bindir or find_bindir()
+        extra: dict[str, Any] = {}
+        if self._account is not None:
+            extra = {"user": self._account[0], "group": self._account[1], "extra_groups": []}
+        result = subprocess.run(
+            [str(bindir / arguments[0]), *arguments[1:]],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd="/",
+            env=self._environment(),
+            timeout=_START_TIMEOUT,
+            **extra,
+        )
+        if check and result.returncode != 0:
+            raise PostgresUnavailable(
+                f"{arguments[0]} failed ({result.returncode}): {result.stderr.strip()[-2000:]}"
+            )
+        return result
+
+    def _environment(self) -> Mapping[str, str]:
+        keep = ("PATH", "LANG", "LC_ALL", "TZ")
+        return {key: value for key, value in os.environ.items() if key in keep}
+
+    def start(self) -> PostgresServer:
+        """Create the cluster and start the server.
+
+        Raises:
+            PostgresUnavailable: the binaries are missing or the server did not start.
+        """
+        self._bindir = self._bindir or find_bindir()
+        if not (self._bindir / "initdb").exists():
+            raise PostgresUnavailable(f"no initdb in {self._bindir}")
+        self._account = _server_account()
+        self.folder = Path(tempfile.mkdtemp(prefix="mnemon-pg-"))
+        if self._account is not None:
+            os.chown(self.folder, *self._account)
+        self.folder.chmod(0o700)
+        self._run(
+            "initdb",
+            "--pgdata",
+            str(self.data_directory),
+            "--username",
+            SUPERUSER,
+            "--auth",
+            "trust",
+            "--encoding",
+            "UTF8",
+            "--locale",
+            "C",
+            "--no-instructions",
+            # only initdb's own final flush is skipped; the server runs with fsync on
+            "--no-sync",
+        )
+        self.resume()
+        return self
+
+    def resume(self) -> None:
+        """Start the server on the existing cluster (after `stop(keep=True)` or `kill()`).
+
+        Raises:
+            PostgresUnavailable: the server did not start.
+        """
+        options = (
+            f"-c listen_addresses='' -c unix_socket_directories='{self.socket_directory}' "
+            "-c max_connections=120 -c shared_buffers=32MB"
+        )
+        self._run(
+            "pg_ctl",
+            "start",
+            "--wait",
+            "--timeout",
+            str(_START_TIMEOUT),
+            "--pgdata",
+            str(self.data_directory),
+            "--log",
+            str(self._folder / "server.log"),
+            "-o",
+            options,
+        )
+
+    def kill(self) -> None:
+        """Stop the server at once, as a crash would (`pg_ctl stop -m immediate`)."""
+        self._run(
+            "pg_ctl", "stop", "--wait", "-m", "immediate", "--pgdata", str(self.data_directory)
+        )
+
+    def stop(self) -> None:
+        """Stop the server (fast shutdown) and delete its folder; idempotent."""
+        if self.folder is None:
+            return
+        self._run(
+            "pg_ctl",
+            "stop",
+            "--wait",
+            "-m",
+            "fast",
+            "--pgdata",
+            str(self.data_directory),
+            check=False,
+        )
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self.folder = None
+
+
+def start_test_server(server: PostgresServer | None = None) -> PostgresServer:
+    """Start `server` (a new one by default) for a test session, or skip, or fail in CI.
+
+    Without PostgreSQL the tests that need it are skipped with the reason, except when
+    `CI=true`: a CI run must prove the PostgreSQL code, so there it is a failure.
+    """
+    import pytest  # only here: importing this module does not import pytest
+
+    server = server or PostgresServer()
+    try:
+        return server.start()
+    except PostgresUnavailable as exc:
+        server.stop()
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"PostgreSQL could not start in CI: {exc}", pytrace=False)
+        pytest.skip(f"PostgreSQL is not available here: {exc}")

@@ -1,0 +1,49 @@
+"""A writer process for the multi-process test: remembers through a real host turn.
+
+    python pg_writer.py spaces  <config json> <prefix> <count>
+    python pg_writer.py runtime <config json> <prefix> <count>
+
+Prints one line per write, `<key> <completion>`, once its receipt came back: `spaces`
+remembers through the spaces Source, `runtime` adds user facts through the runtime Source.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+
+async def write(mode: str, config: dict[str, Any], prefix: str, count: int) -> None:
+    import mnemon_source_runtime
+    import mnemon_spaces_postgres
+    from pg_kit import REMEMBER, RUNTIME_MUTATE, allow
+
+    from mnemon_testing import MemoryCompositionRunner, SelectAll
+
+    async with MemoryCompositionRunner() as runner:
+        plugin: Any = mnemon_spaces_postgres if mode == "spaces" else mnemon_source_runtime
+        await runner.mount(plugin, instance_id=mode, config=config)
+        await runner.mount(SelectAll(mode="routed", max_characters=2_000), instance_id="strategy")
+        turn = await runner.begin_turn({"scope": {"user_id": "shared"}})
+        for index in range(count):
+            key = f"{prefix}-{index}"
+            if mode == "spaces":
+                offer, value = REMEMBER, {"text": f"memory {key} of the fleet"}
+            else:
+                value = {"target": "user", "operation": "add", "text": f"fact {key}"}
+                offer = RUNTIME_MUTATE
+            receipt = await turn.execute_action(offer, value, allow, idempotency_key=key)
+            print(key, receipt.completion, flush=True)
+        await turn.release()
+
+
+def main() -> None:
+    import anyio
+    import orjson
+
+    anyio.run(write, sys.argv[1], orjson.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4]))
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, __file__.rsplit("/", 1)[0])
+    main()

@@ -1,0 +1,111 @@
+"""The PostgreSQL Provider passes the Provider suite, and the spaces Source on it the Source suite."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, ClassVar
+
+import mnemon_spaces_postgres
+import psycopg
+import pytest
+from mnemon_source_spaces.testing import ProviderConformance
+from mnemon_spaces_postgres import POSTGRES_PROVIDER
+from mnemon_spaces_postgres.testing import PostgresServer
+
+from mnemon_testing.conformance import SourceConformance
+
+
+class TestPostgresProvider(ProviderConformance):
+    provider = POSTGRES_PROVIDER
+    stall_timeout = 3.0
+
+    @pytest.fixture(autouse=True)
+    def _server(self, postgres_server: PostgresServer, schema: str) -> None:
+        self.server = postgres_server
+        self.schema = schema
+        # the dsn is this Provider's secret: the suite checks it never shows
+        self.secrets = {"dsn": postgres_server.dsn()}
+
+    def configure(self, directory: Path) -> Mapping[str, Any]:
+        return {"schema": self.schema, "statement_timeout": 1.0, "pool_max": 30}
+
+    def corrupt(self, directory: Path, configuration: Mapping[str, Any], parent: str) -> bool:
+        with psycopg.connect(self.server.dsn(), autocommit=True) as connection:
+            table = f"{self.schema}.memories"
+            for memory_id, text, tags in (
+                ("bad id with spaces", "apple under a malformed id", []),
+                ("bad-text", "", []),
+                ("bad-tags", "apple with a control tag", ["bad\x01tag"]),
+                ("bad-long-tag", "apple with a long tag", ["t" * 300]),
+            ):
+                connection.execute(
+                    f"INSERT INTO {table} (parent, id, text, tags, created_at, search) "
+                    "VALUES (%s, %s, %s, %s, now(), to_tsvector('simple', %s))",
+                    (parent, memory_id, text, tags, text),
+                )
+            connection.execute(
+                f"INSERT INTO {self.schema}.entities (parent, key, memory, name) "
+                "VALUES (%s, 'bad\x01', 'bad-tags', 'bad\x01name')",
+                (parent,),
+            )
+            connection.execute(
+                f"INSERT INTO {self.schema}.links (parent, source, target, relation) "
+                "VALUES (%s, 'm-1', 'bad id with spaces', 'related'), "
+                "(%s, 'm-1', 'bad-tags', 'NOT A RELATION')",
+                (parent, parent),
+            )
+        return True
+
+    @contextmanager
+    def stall(self, directory: Path, configuration: Mapping[str, Any]) -> Iterator[None]:
+        # another session holds a lock every write needs for the whole block
+        with psycopg.connect(self.server.dsn()) as connection:
+            connection.execute(f"LOCK TABLE {self.schema}.memories IN EXCLUSIVE MODE")
+            yield
+            connection.rollback()
+
+
+class TestSpacesSourceOnPostgres(SourceConformance):
+    plugin = mnemon_spaces_postgres
+    scopes = ({"user_id": "u1"}, {"user_id": "u2"})
+    unavailable_scope: Mapping[str, Any] = {}
+    secrets: ClassVar[Mapping[str, str]] = {"provider_token": "postgres-password-3f9c1a7e"}
+    invalid_writes = (
+        ("remember", {"text": ""}),
+        ("remember", {"text": "nul \x00 inside"}),
+        ("remember", {"text": "fine", "space": "archive"}),
+        ("remember", {"text": "fine", "unexpected": True}),
+    )
+    shared_data_reason = (
+        "entries naming one PostgreSQL schema share it on purpose: that is how several hosts "
+        "share one memory"
+    )
+
+    @pytest.fixture(autouse=True)
+    def _server(self, postgres_server: PostgresServer, schema: str) -> None:
+        self.server = postgres_server
+        self.schema = schema
+
+    def configure(self, directory: Path) -> Mapping[str, Any]:
+        return {
+            "data_dir": str(directory),
+            "provider": {"type": "postgres", "dsn": self.server.dsn(), "schema": self.schema},
+            "spaces": [
+                {"name": "notes", "writable": True, "description": "What the user asked to keep"},
+                {"name": "archive", "writable": False},
+            ],
+        }
+
+    def write(self, marker: str) -> tuple[str, Mapping[str, Any]]:
+        return "remember", {"text": f"The marker is {marker}.", "tags": ["conformance"]}
+
+    def query(self, marker: str) -> tuple[str, Mapping[str, Any]]:
+        return "recall", {"query": marker}
+
+    def manage_read(self, marker: str) -> tuple[str, Mapping[str, Any]]:
+        return "list", {"space": "notes", "limit": 100}
+
+    def manage_write(self, marker: str) -> tuple[str, Mapping[str, Any]]:
+        return "remember", {"space": "notes", "text": f"Kept by a person: {marker}."}
