@@ -36,7 +36,25 @@ PRIVATE_IMPORTS_ALLOWED = {
     # the server shows untrusted text with the core's one rule (mnemon._text), not yet public
     "mnemon-runtime-mcp",
 }
-TEST_REQUIREMENTS = ["pytest>=8.2", "pytest-timeout>=2.3", "hypothesis>=6.100", "hatchling>=1.24"]
+TEST_REQUIREMENTS = [
+    "pytest>=8.2",
+    "pytest-timeout>=2.3",
+    "hypothesis>=6.100",
+    "hatchling>=1.24",
+    # and what a distribution's own `test` extra asks for (its third-party test tools)
+    *sorted(
+        {
+            requirement
+            for distribution in DISTRIBUTIONS
+            for requirement in tomllib.loads((distribution / "pyproject.toml").read_text())[
+                "project"
+            ]
+            .get("optional-dependencies", {})
+            .get("test", [])
+            if not requirement.startswith("mnemon")
+        }
+    ),
+]
 
 # runs inside the fresh environment: each installed plugin's imports against its requirements
 IMPORT_AUDIT = textwrap.dedent(
@@ -195,6 +213,8 @@ def main() -> None:
         for folder in DISTRIBUTIONS[1:]:
             if (folder / "tests").is_dir():
                 shutil.copytree(folder / "tests", tests / folder.relative_to(ROOT) / "tests")
+            if (folder / "examples").is_dir():  # plugins the tests serve (not packaged code)
+                shutil.copytree(folder / "examples", tests / folder.relative_to(ROOT) / "examples")
         shutil.copy(ROOT / "examples" / "demo.py", tests / "examples" / "demo.py")
         shutil.copy(ROOT / "conftest.py", tests / "conftest.py")
         (tests / "pytest.ini").write_text(PYTEST_INI, encoding="utf-8")
