@@ -58,14 +58,21 @@ class _StrategyModel(WireModel):
     fallback: Literal["sole-strategy"] | None = None
 
 
+class _ObserverModel(WireModel):
+    use: Annotated[str, Strict(), StringConstraints(pattern=_USE)]
+    enabled: Annotated[bool, Strict()] = True
+
+
 class _ProfileModel(WireModel):
     data_dir: Annotated[str, Strict(), StringConstraints(min_length=1)] = ".mnemon"
     source_timeout: Annotated[float, Field(gt=0, le=300)] = 10.0
     max_input_bytes: Annotated[int, Strict(), Field(ge=1024, le=64 * 1024 * 1024)] = (
         DEFAULT_MAX_INPUT_BYTES
     )
+    max_concurrent_compositions: Annotated[int, Strict(), Field(ge=1, le=1_000_000)] | None = None
     strategy: _StrategyModel = _StrategyModel()
     entries: list[_EntryModel] = Field(default_factory=list)
+    observers: list[_ObserverModel] = Field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +131,8 @@ class Profile:
     strategy: str | None
     strategy_fallback: Literal["sole-strategy"] | None
     entries: tuple[ProfileEntry, ...]
+    observers: tuple[str, ...] = ()
+    max_concurrent_compositions: int | None = None
 
     def entry_config(self, entry: ProfileEntry) -> dict[str, Any]:
         """The entry's configuration as mounted (a relative `data_dir` from the profile's).
@@ -153,7 +162,12 @@ class Profile:
                 "source_timeout": self.source_timeout,
                 "strategy_type_id": self.strategy,
                 "strategy_fallback": self.strategy_fallback,
-            },
+            }
+            | (
+                {}
+                if self.max_concurrent_compositions is None
+                else {"max_concurrent_compositions": self.max_concurrent_compositions}
+            ),
         )
 
     @asynccontextmanager
@@ -176,10 +190,25 @@ class Profile:
         strategy = self._strategy_plugin(discovery)
         if strategy is not None:
             mounts.append(strategy)
-        async with MemoryHost(settings, **host) as memory:
+        observers = [self._observer(use) for use in self.observers]
+        async with MemoryHost(settings, observers=observers, **host) as memory:
             if mounts:
                 await memory.mount_all(mounts)
             yield memory
+
+    def _observer(self, use: str) -> object:
+        # `module:attr` names an observer object, or a class made with no arguments
+        module_name, _, attribute = use.partition(":")
+        where = f"{self.path.name}: observers use {use!r}"
+        try:
+            found: Any = importlib.import_module(module_name)
+            if attribute:
+                found = getattr(found, attribute)
+        except (ImportError, AttributeError) as exc:
+            raise DefinitionError(
+                f"{where}: cannot import it ({type(exc).__name__}); is it installed?"
+            ) from None
+        return found() if isinstance(found, type) else found
 
     def plugin_uses(self, discovery: Discovery) -> dict[str, bool]:
         """Which discovered plugins this profile uses: plugin id -> used by an enabled entry."""
@@ -372,4 +401,6 @@ def load_profile(path: str | Path) -> Profile:
         strategy=model.strategy.use,
         strategy_fallback=model.strategy.fallback,
         entries=tuple(entries),
+        observers=tuple(item.use for item in model.observers if item.enabled),
+        max_concurrent_compositions=model.max_concurrent_compositions,
     )

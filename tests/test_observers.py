@@ -170,3 +170,53 @@ async def test_an_observer_that_raises_never_breaks_a_turn(
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert any("mnemon_observe_turn" in message for message in warnings)
     assert all(SECRET not in message for message in warnings)
+
+
+class ProfileObserver:
+    """Named by a profile's [[observers]]; made with no arguments, it records turn outcomes."""
+
+    outcomes: list[str] = []  # noqa: RUF012 - shared on purpose: the profile makes the instance
+
+    def mnemon_observe_turn(self, outcome: str) -> None:
+        self.outcomes.append(outcome)
+
+
+async def test_a_profile_registers_its_observers(tmp_path: Any) -> None:
+    from mnemon import DefinitionError, load_profile
+
+    profile = tmp_path / "mnemon.toml"
+    notes = tmp_path / "notes.md"
+    notes.write_text("From the profile.", encoding="utf-8")
+    profile.write_text(
+        f"""
+max_concurrent_compositions = 8
+[strategy]
+use = "focus"
+[[entries]]
+id = "focus"
+use = "mnemon_example_focus"
+[entries.config]
+source_keys = ["source:notes"]
+[[entries]]
+id = "notes"
+use = "mnemon_example_notes"
+[entries.config]
+path = "{notes}"
+[[observers]]
+use = "tests.test_observers:ProfileObserver"
+[[observers]]
+use = "tests.test_observers:Misspelt"
+enabled = false
+""",
+        encoding="utf-8",
+    )
+    ProfileObserver.outcomes.clear()
+    loaded = load_profile(profile)
+    assert loaded.host_settings().max_concurrent_compositions == 8
+    async with loaded.open_host() as host, host.turn(scope={"user_id": "ada"}):
+        pass
+    assert ProfileObserver.outcomes == ["composed"]
+    profile.write_text('[[observers]]\nuse = "tests.no_such_module:Observer"\n', encoding="utf-8")
+    with pytest.raises(DefinitionError, match=r"observers use 'tests.no_such_module:Observer'"):
+        async with load_profile(profile).open_host():
+            pass
