@@ -83,6 +83,9 @@ class OpenTelemetryObserver:
         self._tracer = trace.get_tracer(
             INSTRUMENTATION_NAME, _VERSION, tracer_provider=tracer_provider
         )
+        # with the global provider, spans are made only once an SDK has been installed: until
+        # then the API's proxy would build a no-op span for every call, for nothing
+        self._global_tracing = tracer_provider is None
         meter = metrics.get_meter(INSTRUMENTATION_NAME, _VERSION, meter_provider=meter_provider)
         self._source_calls = meter.create_counter(
             "mnemon.source.calls", unit="{call}", description="Calls into memory Sources."
@@ -114,6 +117,10 @@ class OpenTelemetryObserver:
     def _span(
         self, name: str, duration: float, attributes: Attributes, status: Status | None
     ) -> None:
+        if self._global_tracing and isinstance(
+            trace.get_tracer_provider(), trace.ProxyTracerProvider
+        ):
+            return
         end = time.time_ns()
         span = self._tracer.start_span(
             name,
