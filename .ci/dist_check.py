@@ -31,11 +31,6 @@ DISTRIBUTIONS = [
     ),
 ]
 # what the plugins' tests need besides the wheels themselves
-# a distribution here may import `mnemon._*`; each entry says why (plugins never may)
-PRIVATE_IMPORTS_ALLOWED = {
-    # the server shows untrusted text with the core's one rule (mnemon._text), not yet public
-    "mnemon-runtime-mcp",
-}
 TEST_REQUIREMENTS = [
     "pytest>=8.2",
     "pytest-timeout>=2.3",
@@ -67,7 +62,7 @@ IMPORT_AUDIT = textwrap.dedent(
 
     owners = packages_distributions()
     problems = []
-    for name, private_allowed in json.loads(sys.argv[1]):
+    for name in json.loads(sys.argv[1]):
         dist = distribution(name)
         declared = {norm(re.match(r"[A-Za-z0-9._-]+", r).group()) for r in dist.requires or []}
         own = {norm(name)}
@@ -86,7 +81,7 @@ IMPORT_AUDIT = textwrap.dedent(
                 for module in modules:
                     top = module.split(".")[0]
                     private = any(p.startswith("_") for p in module.split(".")[1:])
-                    if top == "mnemon" and private and not private_allowed:
+                    if top == "mnemon" and private:
                         problems.append(f"{name}: {file} imports the private module {module}")
                     if top in sys.stdlib_module_names or top in ("__future__", top_package):
                         continue
@@ -183,10 +178,7 @@ def main() -> None:
                 _fail(f"{dist}: plugin {plugin_id!r} is {found['status']} ({found['problem']})")
         print(f"discovered {len(expected)} plugins through their entry points", flush=True)
         # 5. each distribution imports only what it declares, and nothing private of the core
-        names = [
-            (name, name in PRIVATE_IMPORTS_ALLOWED)
-            for name in (str(_project(folder)["name"]) for folder in DISTRIBUTIONS[1:])
-        ]
+        names = [str(_project(folder)["name"]) for folder in DISTRIBUTIONS[1:]]
         problems = json.loads(
             _run(
                 python,

@@ -115,6 +115,8 @@ from ._profile import ProfileEntry as ProfileEntry
 from ._profile import load_profile as load_profile
 from ._text import check_memory_text as check_memory_text
 from ._text import memory_text_schema as memory_text_schema
+from ._text import visible_json as visible_json
+from ._text import visible_text as visible_text
 from ._versions import RangeError as RangeError
 from ._versions import Version as Version
 from ._versions import VersionRange as VersionRange
@@ -263,4 +265,6 @@ __all__ = [
     "source_data_directory",
     "storage",
     "truncate_text",
+    "visible_json",
+    "visible_text",
 ]

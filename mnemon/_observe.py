@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Iterable
+import operator
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 import pluggy
@@ -120,8 +121,8 @@ class Observers:
     def __init__(self, observers: Iterable[object] = ()) -> None:
         self._manager = _Manager(PROJECT)
         self._manager.add_hookspecs(ObserverSpec)
-        # per hook, (function, argument names, observer name): built once, reused every call
-        self._calls: dict[str, tuple[tuple[Any, tuple[str, ...], str], ...]] = {}
+        # per hook, (function, its arguments' picker, observer name): built once, reused
+        self._calls: dict[str, tuple[tuple[Any, Any, str], ...]] = {}
         self.active = False
         for observer in observers:
             self.register(observer)
@@ -142,11 +143,14 @@ class Observers:
         self._calls.clear()
         self.active = True
 
-    def _implementations(self, hook: str) -> tuple[tuple[Any, tuple[str, ...], str], ...]:
+    def _implementations(self, hook: str) -> tuple[tuple[Any, Any, str], ...]:
         calls = self._calls.get(hook)
         if calls is None:
             implementations = getattr(self._manager.hook, hook).get_hookimpls()
-            calls = tuple((i.function, tuple(i.argnames), i.plugin_name) for i in implementations)
+            # like pluggy, call each implementation with its own arguments, by position
+            calls = tuple(
+                (i.function, _positional(tuple(i.argnames)), i.plugin_name) for i in implementations
+            )
             self._calls[hook] = calls
         return calls
 
@@ -154,12 +158,20 @@ class Observers:
         """Call `hook` on every observer; an observer's failure is logged, never raised."""
         if not self.active:
             return
-        for function, names, observer in self._implementations(hook):
+        for function, pick, observer in self._implementations(hook):
             try:
-                if len(names) == len(arguments):  # takes every argument: no dict to build
-                    function(**arguments)
-                else:
-                    function(**{name: arguments[name] for name in names})
+                function(*pick(arguments))
             except Exception:
                 _log.warning("observer %s failed in %s", observer, hook)
                 _log.debug("observer failure", exc_info=True)
+
+
+def _positional(names: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    """A function picking `names` from a hook's arguments, in order, as a tuple."""
+    if len(names) == 1:
+        (name,) = names
+        return lambda arguments: (arguments[name],)
+    if names:
+        pick: Callable[[dict[str, Any]], tuple[Any, ...]] = operator.itemgetter(*names)
+        return pick
+    return lambda arguments: ()

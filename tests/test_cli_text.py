@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mnemon._text import visible_json, visible_text
+from mnemon import visible_json, visible_text
 
 
 @pytest.mark.parametrize(

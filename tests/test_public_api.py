@@ -127,6 +127,8 @@ EXPECTED_ALL = [
     "source_data_directory",
     "storage",
     "truncate_text",
+    "visible_json",
+    "visible_text",
 ]
 
 

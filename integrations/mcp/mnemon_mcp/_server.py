@@ -22,8 +22,16 @@ from mcp.server.models import InitializationOptions
 from mcp.server.stdio import stdio_server
 from pydantic import AnyUrl
 
-from mnemon import ActionOffer, Authorize, MemoryHost, MemoryTurn, MnemonError, Scope
-from mnemon._text import visible_json, visible_text  # the one rule for showing untrusted text
+from mnemon import (
+    ActionOffer,
+    Authorize,
+    MemoryHost,
+    MemoryTurn,
+    MnemonError,
+    Scope,
+    visible_json,  # the core's one rule for showing untrusted text
+    visible_text,
+)
 from mnemon.tools import ToolDispatcher, ToolResult, ToolSet
 
 __all__ = ["WAKE_URI", "MemoryServer"]

@@ -8,8 +8,11 @@ memory text, scope ids, grants or secrets, and nothing here adds any.
 
 from __future__ import annotations
 
+import importlib
 import time
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
+from types import ModuleType
 
 from opentelemetry import metrics, trace
 from opentelemetry.metrics import MeterProvider
@@ -55,6 +58,38 @@ def _status(outcome: str) -> Status | None:
     return None if outcome in _OUTCOMES_OK else Status(StatusCode.ERROR)
 
 
+class _GlobalProvider:
+    """Whether the application has installed a global provider (an SDK) yet, asked cheaply.
+
+    Until it does, the API's global provider is a proxy whose instruments and spans do
+    nothing, and asking the API for the global provider costs an `os.environ` miss (a caught
+    `KeyError`, a few microseconds) each time: more than the rest of a hook. A global provider
+    is set once per process and never replaced, so the answer is looked up in the module
+    global the API keeps, and kept once it is yes. An API release without that global makes
+    the observer record through the API on every call: correct, only slower.
+    """
+
+    def __init__(
+        self, module: ModuleType | None, attribute: str, get: Callable[[], object]
+    ) -> None:
+        get()  # the API loads a provider named by its OTEL_PYTHON_*_PROVIDER variable here
+        self._module = module
+        self._attribute = attribute
+        self._installed = module is None or not hasattr(module, attribute)
+
+    def installed(self) -> bool:
+        if not self._installed and getattr(self._module, self._attribute) is not None:
+            self._installed = True
+        return self._installed
+
+
+def _module(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except ImportError:  # pragma: no cover - an API release that moved its globals
+        return None
+
+
 class OpenTelemetryObserver:
     """Report a host's turns, Source calls, route reads and writes to OpenTelemetry.
 
@@ -83,9 +118,24 @@ class OpenTelemetryObserver:
         self._tracer = trace.get_tracer(
             INSTRUMENTATION_NAME, _VERSION, tracer_provider=tracer_provider
         )
-        # with the global provider, spans are made only once an SDK has been installed: until
-        # then the API's proxy would build a no-op span for every call, for nothing
-        self._global_tracing = tracer_provider is None
+        # with the global providers, nothing is recorded until the application installs an
+        # SDK: the API's proxies would build a no-op span or measurement for every call
+        self._tracing = (
+            None
+            if tracer_provider is not None
+            else _GlobalProvider(
+                _module("opentelemetry.trace"), "_TRACER_PROVIDER", trace.get_tracer_provider
+            )
+        )
+        self._metering = (
+            None
+            if meter_provider is not None
+            else _GlobalProvider(
+                _module("opentelemetry.metrics._internal"),
+                "_METER_PROVIDER",
+                metrics.get_meter_provider,
+            )
+        )
         meter = metrics.get_meter(INSTRUMENTATION_NAME, _VERSION, meter_provider=meter_provider)
         self._source_calls = meter.create_counter(
             "mnemon.source.calls", unit="{call}", description="Calls into memory Sources."
@@ -114,13 +164,16 @@ class OpenTelemetryObserver:
             description="Write receipts, by how far the write got.",
         )
 
+    def _recording(self) -> tuple[bool, bool]:
+        """Whether measurements and spans go anywhere (an SDK, or a provider given here)."""
+        return (
+            self._metering is None or self._metering.installed(),
+            self._tracing is None or self._tracing.installed(),
+        )
+
     def _span(
         self, name: str, duration: float, attributes: Attributes, status: Status | None
     ) -> None:
-        if self._global_tracing and isinstance(
-            trace.get_tracer_provider(), trace.ProxyTracerProvider
-        ):
-            return
         end = time.time_ns()
         span = self._tracer.start_span(
             name,
@@ -137,17 +190,16 @@ class OpenTelemetryObserver:
         self, duration: float, outcome: str, source_count: int, diagnostic_codes: tuple[str, ...]
     ) -> None:
         """Record a turn's composition: a `mnemon.turn.compose` span and its duration."""
-        self._turn_duration.record(duration, {_OUTCOME: outcome})
-        self._span(
-            "mnemon.turn.compose",
-            duration,
-            {
+        measuring, tracing = self._recording()
+        if measuring:
+            self._turn_duration.record(duration, {_OUTCOME: outcome})
+        if tracing:
+            attributes: Attributes = {
                 _OUTCOME: outcome,
                 _SOURCE_COUNT: source_count,
                 _DIAGNOSTIC_CODES: diagnostic_codes,
-            },
-            _status(outcome),
-        )
+            }
+            self._span("mnemon.turn.compose", duration, attributes, _status(outcome))
 
     @mnemon.hookimpl
     def mnemon_observe_source_call(
@@ -159,12 +211,17 @@ class OpenTelemetryObserver:
         duration: float,
     ) -> None:
         """Record one Source call: a `mnemon.source.<phase>` span, a count and a duration."""
+        measuring, tracing = self._recording()
+        if not (measuring or tracing):
+            return
         attributes: Attributes = {_PHASE: phase, _SOURCE_TYPE: type_id, _OUTCOME: outcome}
         if error_code is not None:
             attributes[_ERROR_CODE] = error_code
-        self._source_calls.add(1, attributes)
-        self._source_duration.record(duration, attributes)
-        self._span(f"mnemon.source.{phase}", duration, attributes, _status(outcome))
+        if measuring:
+            self._source_calls.add(1, attributes)
+            self._source_duration.record(duration, attributes)
+        if tracing:
+            self._span(f"mnemon.source.{phase}", duration, attributes, _status(outcome))
 
     @mnemon.hookimpl
     def mnemon_observe_route(
@@ -178,12 +235,17 @@ class OpenTelemetryObserver:
         duration: float,
     ) -> None:
         """Record one route read: a `mnemon.route` span and the number of items it returned."""
+        measuring, tracing = self._recording()
+        if not (measuring or tracing):
+            return
         attributes: Attributes = {_SOURCE_TYPE: type_id, _ROUTE_ID: route_id, _OUTCOME: outcome}
         if error_code is not None:
             attributes[_ERROR_CODE] = error_code
-        self._route_items.record(items, attributes)
-        attributes[_TRUNCATED] = truncated
-        self._span("mnemon.route", duration, attributes, _status(outcome))
+        if measuring:
+            self._route_items.record(items, attributes)
+        if tracing:
+            attributes[_TRUNCATED] = truncated
+            self._span("mnemon.route", duration, attributes, _status(outcome))
 
     @mnemon.hookimpl
     def mnemon_observe_action(
@@ -195,17 +257,20 @@ class OpenTelemetryObserver:
         duration: float,
     ) -> None:
         """Record one write: a `mnemon.action` span and, when there is a receipt, its count."""
-        outcome = "ok" if error_code is None else "failed"
-        attributes: Attributes = {
-            _SOURCE_TYPE: type_id,
-            _ACTION_ID: action_id,
-            _OUTCOME: outcome,
-        }
-        if error_code is not None:
-            attributes[_ERROR_CODE] = error_code
-        if completion is not None:  # refused before the Source ran: no receipt to count
-            attributes[_COMPLETION] = completion
+        measuring, tracing = self._recording()
+        if measuring and completion is not None:  # refused before the Source ran: no receipt
             self._action_receipts.add(
                 1, {_SOURCE_TYPE: type_id, _ACTION_ID: action_id, _COMPLETION: completion}
             )
-        self._span("mnemon.action", duration, attributes, _status(outcome))
+        if tracing:
+            outcome = "ok" if error_code is None else "failed"
+            attributes: Attributes = {
+                _SOURCE_TYPE: type_id,
+                _ACTION_ID: action_id,
+                _OUTCOME: outcome,
+            }
+            if error_code is not None:
+                attributes[_ERROR_CODE] = error_code
+            if completion is not None:
+                attributes[_COMPLETION] = completion
+            self._span("mnemon.action", duration, attributes, _status(outcome))
