@@ -8,18 +8,47 @@ from __future__ import annotations
 
 import json
 import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import anyio
 import click
 
-from ._manifest import inspect_manifest
+from ._manifest import MANIFEST_NAME, inspect_manifest
 from ._runner import certify
 
 __all__ = ["plugin_command"]
 
 _MARKS = {"pass": "ok  ", "fail": "FAIL", "skip": "skip"}
+# a Quivr retrieval plugin is certified by the runner mnemon-strategy-quivr brings, found by
+# its entry point: one plugin distribution never imports another
+QUIVR_MANIFEST = "quivr-plugin.yaml"
+QUIVR_DISTRIBUTION = "mnemon-strategy-quivr"
+RUNNERS = "mnemon.contract_runners"
+
+
+class _CannotJudge(click.ClickException):
+    exit_code = 2  # a usage error, not a verdict on the plugin
+
+
+def _quivr_runner(path: Path) -> Any | None:
+    """The Quivr-compat runner when `path` is or holds a quivr-plugin.yaml, else None."""
+    if path.is_dir():
+        if not (path / QUIVR_MANIFEST).is_file():
+            return None
+        if (path / MANIFEST_NAME).is_file():
+            raise _CannotJudge(
+                f"the folder holds both {MANIFEST_NAME} and {QUIVR_MANIFEST}: name one of them"
+            )
+    elif path.name != QUIVR_MANIFEST:
+        return None
+    for entry in metadata.entry_points(group=RUNNERS, name="quivr"):
+        return entry.load()
+    raise _CannotJudge(
+        f"{QUIVR_MANIFEST} is a Quivr plugin; certifying it needs {QUIVR_DISTRIBUTION}, "
+        f"which is not installed: pip install {QUIVR_DISTRIBUTION}"
+    )
 
 
 @click.group(name="plugin")
@@ -31,7 +60,10 @@ def plugin_command() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.argument("directory", type=click.Path(exists=True, file_okay=True, path_type=Path))
 def inspect_plugin(as_json: bool, directory: Path) -> None:
-    """Check a plugin's mnemon-source.yaml and its compatibility with this mnemon."""
+    """Check a plugin's mnemon-source.yaml (or quivr-plugin.yaml) and its compatibility."""
+    runner = _quivr_runner(directory)
+    if runner is not None:
+        _show_inspection(runner.inspect(directory), as_json)
     report = inspect_manifest(directory)
     value: dict[str, Any] = {
         "valid": report.valid,
@@ -46,17 +78,21 @@ def inspect_plugin(as_json: bool, directory: Path) -> None:
         },
         "issues": [{"code": i.code, "path": i.path, "message": i.message} for i in report.issues],
     }
+    _show_inspection(value, as_json)
+
+
+def _show_inspection(value: dict[str, Any], as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(value, indent=2))
     else:
-        title = f"{report.plugin_id or '?'} {report.version}".strip()
-        click.echo(f"{title}: {'valid' if report.valid else 'invalid'}")
+        title = f"{value['id'] or '?'} {value['version'] or ''}".strip()
+        click.echo(f"{title}: {'valid' if value['valid'] else 'invalid'}")
         for key, entry in value["compatibility"].items():
             verdict = "compatible" if entry["compatible"] else "incompatible"
             click.echo(f"  {key} {entry['range']!r}: {verdict} ({entry['version']})")
-        for issue in report.issues:
-            click.echo(f"  {issue.code} at {issue.path}: {issue.message}")
-    sys.exit(0 if report.valid else 1)
+        for issue in value["issues"]:
+            click.echo(f"  {issue['code']} at {issue['path']}: {issue['message']}")
+    sys.exit(0 if value["valid"] else 1)
 
 
 @plugin_command.command(name="test")
@@ -89,12 +125,13 @@ def test_plugin(
     startup_timeout: float,
     directory: Path,
 ) -> None:
-    """Launch (or reach) a plugin and certify it against protocol v0."""
+    """Launch (or reach) a plugin and certify it against protocol v0 (or Quivr's)."""
     if endpoint is not None and not endpoint.startswith(("http://", "https://")):
         raise click.BadParameter("must be an http(s) URL", param_hint="--endpoint")
+    runner = _quivr_runner(directory)
 
     async def run() -> dict[str, Any]:
-        return await certify(
+        return await (certify if runner is None else runner.certify)(
             directory,
             endpoint=endpoint,
             fixtures=list(fixtures),

@@ -5,7 +5,8 @@ retrieval plugin: `await host.mount(mnemon_strategy_quivr, instance_id="quivr",
 config={"manifest": "/path/quivr-plugin.yaml", "endpoint": "http://127.0.0.1:8080"})`.
 
 The rule engine (`check_search_output`), the manifest inspector (`inspect_manifest`) and the
-signed-request helpers judge a plugin exactly as Quivr's normative fixtures do.
+signed-request helpers judge a plugin exactly as Quivr's normative fixtures do;
+`certify_plugin` is the contract runner's Quivr-compat mode behind `mnemon plugin test`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from mnemon import RangeError, Version, VersionRange, parse_range, parse_version
 
 from ._certify import FixtureIssue, FixtureOutcome, invoke_fixture, serve_fixture
+from ._contract import ContractRunner, certify_plugin, contract_runner, inspect_plugin
 from ._manifest import (
     ENGINE_VERSION,
     PLUGIN_API_VERSIONS,
@@ -51,6 +53,7 @@ __all__ = [
     "PLUGIN_API_VERSIONS",
     "QUIVR_CONFIGURATION",
     "TYPE_ID",
+    "ContractRunner",
     "EngineRequestAuth",
     "EngineRequestClaims",
     "FixtureIssue",
@@ -72,12 +75,15 @@ __all__ = [
     "VersionRange",
     "apply",
     "candidate_from_item",
+    "certify_plugin",
     "check_search_output",
     "check_search_request",
     "compose",
+    "contract_runner",
     "create_ranker",
     "define_ranking_strategy",
     "inspect_manifest",
+    "inspect_plugin",
     "invoke_fixture",
     "launch_plugin",
     "memory_plugin",

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 
 from ._manifest import ManifestReport
-from ._plugin import PluginRefused, PluginUnavailable, QuivrPlugin, ResponseTooLarge
+from ._plugin import SEARCH, PluginRefused, PluginUnavailable, QuivrPlugin, ResponseTooLarge
 from ._rules import (
     RetrievalLimits,
     RetrievalProfile,
@@ -26,7 +26,15 @@ from ._rules import (
     declared_dependencies,
 )
 
-__all__ = ["FIXTURE_SPACE", "FixtureIssue", "FixtureOutcome", "invoke_fixture", "serve_fixture"]
+__all__ = [
+    "FIXTURE_SPACE",
+    "FixtureIssue",
+    "FixtureOutcome",
+    "fixture_request",
+    "fixture_session",
+    "invoke_fixture",
+    "serve_fixture",
+]
 
 FIXTURE_SPACE = "fixture.served@1"
 FIXTURE_DIMENSIONS = 8
@@ -35,10 +43,14 @@ _WORD = re.compile(r"\w+")
 
 @dataclass(frozen=True)
 class FixtureIssue:
-    """One failed expectation: a rule code or a certification code, and what it means."""
+    """One failed expectation: a rule code or a certification code, and what it means.
+
+    `path` is a JSON Pointer into the answer or the manifest, or the protocol route.
+    """
 
     code: str
     message: str
+    path: str = ""
 
 
 @dataclass
@@ -47,6 +59,7 @@ class FixtureOutcome:
 
     profile: str
     ranking: list[str] = field(default_factory=list)
+    hits: list[dict[str, Any]] = field(default_factory=list)
     issues: list[FixtureIssue] = field(default_factory=list)
     rounds: int = 0
 
@@ -117,14 +130,13 @@ def serve_fixture(retrieval: Mapping[str, Any], request: Mapping[str, Any]) -> l
     ]
 
 
-async def invoke_fixture(
-    plugin: QuivrPlugin, report: ManifestReport, fixture: Mapping[str, Any], profile: str
-) -> FixtureOutcome:
-    """Drive one retrieval fixture through `plugin` under `profile`.
+def fixture_session(
+    report: ManifestReport, fixture: Mapping[str, Any], profile: str
+) -> RetrievalSession:
+    """The search a retrieval fixture describes, under one declared profile, at round 1.
 
-    Issue codes: every rule code `check_search_output` reports, `deadline_exceeded` (no
-    ranking within the profile's `max_latency_ms`), `unexpected_ranking` (the ranking does not
-    start with `expect.top`), `plugin_unavailable` and `plugin_refused`.
+    The scope is the corpus `fixture` (with the catalogue's namespaces); the spaces offered are
+    the fixture's, `fixture.served@1` by default, each of 8 dimensions.
     """
     manifest = report.manifest or {}
     contribution = manifest["contributions"]["retrieval"]
@@ -135,7 +147,7 @@ async def invoke_fixture(
     scope: dict[str, Any] = {"corpus_ids": ["fixture"]}
     if namespaces:
         scope["source_namespaces"] = namespaces
-    session = RetrievalSession(
+    return RetrievalSession(
         profile=RetrievalProfile(profile, declared["max_latency_ms"], declared["max_cost_cents"]),
         limits=RetrievalLimits.from_manifest(contribution),
         spaces=[_space(s, len(catalogue)) for s in retrieval.get("spaces", [FIXTURE_SPACE])],
@@ -143,63 +155,140 @@ async def invoke_fixture(
         limit=retrieval.get("limit", 10),
         dependencies=declared_dependencies(manifest),
     )
+
+
+def fixture_request(
+    session: RetrievalSession, fixture: Mapping[str, Any], suffix: str = ""
+) -> dict[str, Any]:
+    """The request of the session's current round, with the fixture's query and configuration."""
+    retrieval = fixture["retrieval"]
+    return session.request_body(
+        invocation_id=f"fixture-{session.profile.name}{suffix}-{session.round}",
+        organization_id="fixture",
+        query_text=retrieval["query"],
+        mode=retrieval.get("mode", "hybrid"),
+        configuration=retrieval.get("configuration"),
+    )
+
+
+async def invoke_fixture(
+    plugin: QuivrPlugin,
+    report: ManifestReport,
+    fixture: Mapping[str, Any],
+    profile: str,
+    *,
+    suffix: str = "",
+) -> FixtureOutcome:
+    """Drive one retrieval fixture through `plugin` under `profile`.
+
+    Issue codes: every rule code `check_search_output` reports, `deadline_exceeded` (no
+    ranking within the profile's `max_latency_ms`), `unexpected_ranking` (the ranking does not
+    start with `expect.top`), `plugin_unavailable` and `plugin_refused`. `suffix` tells the
+    invocation ids of a repeated search apart.
+    """
+    retrieval = fixture["retrieval"]
+    session = fixture_session(report, fixture, profile)
     outcome = FixtureOutcome(profile)
+    latency = session.profile.max_latency_ms
     started = time.monotonic()
-    with anyio.move_on_after(declared["max_latency_ms"] / 1000) as deadline:
-        await _rounds(plugin, session, retrieval, outcome)
+    with anyio.move_on_after(latency / 1000) as deadline:
+        await _rounds(plugin, session, fixture, outcome, suffix)
     outcome.rounds = session.round
     if deadline.cancelled_caught:
         elapsed = int((time.monotonic() - started) * 1000)
         outcome.issues.append(
-            FixtureIssue("deadline_exceeded", f"no ranking within max_latency_ms ({elapsed} ms)")
+            FixtureIssue(
+                "deadline_exceeded",
+                f"the search did not end within profile {profile!r}'s max_latency_ms {latency} "
+                f"(stopped after {elapsed} ms)",
+                f"/contributions/retrieval/profiles/{profile}/max_latency_ms",
+            )
         )
     top = (retrieval.get("expect") or {}).get("top")
     if top and not outcome.issues and outcome.ranking[: len(top)] != list(top):
         outcome.issues.append(
-            FixtureIssue("unexpected_ranking", "the ranking does not start with expect.top")
+            FixtureIssue(
+                "unexpected_ranking",
+                f"the ranking starts {outcome.ranking[: len(top)]}; the fixture expects {top}",
+                "/ranking/hits",
+            )
         )
     return outcome
+
+
+# where in an answer each rule looks, for the report's issue paths
+_RULE_PATHS = {
+    "too_many_rounds": "/requests",
+    "too_many_requests": "/requests",
+    "candidate_limit": "/requests",
+    "unknown_space": "/requests",
+    "dimension_mismatch": "/requests",
+    "invalid_vector": "/requests",
+    "filter_outside_scope": "/requests",
+    "plugin_dependency": "/requests",
+    "unserved_candidate": "/ranking/hits",
+    "duplicate_hit": "/ranking/hits",
+    "too_many_hits": "/ranking/hits",
+    "over_budget": "/usage/cost_cents",
+}
 
 
 async def _rounds(
     plugin: QuivrPlugin,
     session: RetrievalSession,
-    retrieval: Mapping[str, Any],
+    fixture: Mapping[str, Any],
     outcome: FixtureOutcome,
+    suffix: str,
 ) -> None:
+    retrieval = fixture["retrieval"]
     while True:
-        body = session.request_body(
-            invocation_id=f"fixture-{outcome.profile}-{session.round}",
-            organization_id="fixture",
-            query_text=retrieval["query"],
-            mode=retrieval.get("mode", "hybrid"),
-            configuration=retrieval.get("configuration"),
-        )
+        body = fixture_request(session, fixture, suffix)
         try:
             raw = await plugin.search(body, max_response_bytes=session.limits.max_response_bytes)
         except ResponseTooLarge:
             outcome.issues.append(
                 FixtureIssue(
-                    "response_too_large", f"round {session.round} broke response_too_large"
+                    "response_too_large",
+                    f"round {session.round} answered more than max_response_bytes "
+                    f"({session.limits.max_response_bytes})",
                 )
             )
             return
         except PluginRefused as refused:
-            outcome.issues.append(FixtureIssue("plugin_refused", f"error code {refused.code}"))
+            # the plugin's own message is not repeated: it is the plugin's text, not a rule
+            outcome.issues.append(
+                FixtureIssue(
+                    "plugin_refused",
+                    f"round {session.round}, a valid search, was refused with error code "
+                    f"{refused.code} (retryable: {str(refused.retryable).lower()})",
+                    SEARCH,
+                )
+            )
             return
         except PluginUnavailable:
-            outcome.issues.append(FixtureIssue("plugin_unavailable", "the plugin did not answer"))
+            outcome.issues.append(
+                FixtureIssue(
+                    "plugin_unavailable",
+                    f"round {session.round} got no answer, or a non-2xx answer without a valid "
+                    "error envelope",
+                    SEARCH,
+                )
+            )
             return
         codes = check_search_output(raw, session)
         if codes:
             outcome.issues.extend(
-                FixtureIssue(code, f"round {session.round} broke {code}") for code in sorted(codes)
+                FixtureIssue(
+                    code, f"round {session.round} broke the rule {code}", _RULE_PATHS.get(code, "")
+                )
+                for code in sorted(codes)
             )
             return
         answer = json.loads(raw)
         session.spend(answer)
         if "ranking" in answer:
-            outcome.ranking = [hit["segment_id"] for hit in answer["ranking"]["hits"]]
+            outcome.hits = list(answer["ranking"]["hits"])
+            outcome.ranking = [hit["segment_id"] for hit in outcome.hits]
             return
         for index, wanted in enumerate(answer["requests"]):
             session.serve(index, wanted, serve_fixture(retrieval, wanted))

@@ -13,8 +13,9 @@ import os
 import signal
 import socket
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import anyio
 import httpx
@@ -153,12 +154,24 @@ class LaunchedPlugin:
 
 
 async def launch_plugin(
-    manifest_path: Path, report: ManifestReport, *, startup_timeout: float = 10.0
+    manifest_path: Path,
+    report: ManifestReport,
+    *,
+    startup_timeout: float = 10.0,
+    secrets: Mapping[str, str] | None = None,
+    output: IO[bytes] | None = None,
 ) -> LaunchedPlugin:
     """Start the plugin's `run.command` on a free loopback port and wait for its health.
 
     The process gets `QUIVR_PLUGIN_HOST=127.0.0.1`, `QUIVR_PLUGIN_PORT` and
     `QUIVR_PLUGIN_MANIFEST`, runs in the manifest's folder and its own process group.
+
+    Args:
+        manifest_path: the plugin's `quivr-plugin.yaml`.
+        report: the inspected manifest (with `run.command`).
+        startup_timeout: seconds the plugin has to answer `GET /v0/health` with 200.
+        secrets: values by their declared names, set in the plugin's environment.
+        output: where the plugin's stdout and stderr go (a file); None inherits them.
 
     Raises:
         PluginUnavailable: when the manifest has no `run.command`, or the plugin is not healthy
@@ -168,11 +181,14 @@ async def launch_plugin(
     if not command:
         raise PluginUnavailable("the manifest declares no run.command to launch")
     port = _free_port()
+    # the plugin runs in the manifest's folder: a relative path would name the wrong file
+    absolute = await anyio.Path(manifest_path).absolute()
     environment = {
         **os.environ,
         "QUIVR_PLUGIN_HOST": "127.0.0.1",
         "QUIVR_PLUGIN_PORT": str(port),
-        "QUIVR_PLUGIN_MANIFEST": str(manifest_path),
+        "QUIVR_PLUGIN_MANIFEST": str(absolute),
+        **(secrets or {}),
     }
     # Popen only forks and returns; the wait for health below is asynchronous
     process = subprocess.Popen(  # noqa: ASYNC220
@@ -180,6 +196,8 @@ async def launch_plugin(
         cwd=manifest_path.parent,
         env=environment,
         stdin=subprocess.DEVNULL,
+        stdout=output,
+        stderr=output,
         start_new_session=True,
     )
     launched = LaunchedPlugin(process, f"http://127.0.0.1:{port}")

@@ -19,8 +19,12 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 __all__ = [
+    "discovery_validator",
     "error_validator",
+    "fixture_validator",
+    "health_validator",
     "manifest_validator",
+    "report_validator",
     "request_validator",
     "response_validator",
     "schema",
@@ -31,7 +35,13 @@ _FILES = (
     "retrieval-search-request.schema.json",
     "retrieval-search-response.schema.json",
     "error.schema.json",
+    "discovery.schema.json",
+    "health.schema.json",
+    "retrieval-fixture.schema.json",
+    "contract-report.schema.json",
 )
+# every Contribution a discovery document may list (the vendored schema knows only normalizer)
+DISCOVERED = ["normalizer", "subscription", "connector", "ingestion", "retrieval"]
 PROFILE_NAME = {"type": "string", "pattern": "^[a-z][a-z0-9_-]{0,63}$", "maxLength": 64}
 RETRIEVAL = {
     "type": "object",
@@ -107,6 +117,15 @@ def _loaded() -> dict[str, Any]:
     envelope["properties"]["retry_after_seconds"] = {"type": "number", "minimum": 0}
     envelope["dependentRequired"] = {"retry_after_seconds": ["error_class"]}
     schemas["error.schema.json"] = envelope
+    discovery = copy.deepcopy(schemas["discovery.schema.json"])
+    discovery["properties"]["contributions"]["items"]["enum"] = DISCOVERED
+    schemas["discovery.schema.json"] = discovery
+    # the vendored report predates the credentials check and retrieval
+    report = copy.deepcopy(schemas["contract-report.schema.json"])
+    check = report["$defs"]["Check"]["properties"]
+    check["id"]["enum"].append("credentials")
+    check["contribution"]["enum"].extend(["connector", "ingestion", "retrieval"])
+    schemas["contract-report.schema.json"] = report
     return schemas
 
 
@@ -147,3 +166,23 @@ def request_validator() -> Draft202012Validator:
 def response_validator() -> Draft202012Validator:
     """The validator of one retrieval search answer."""
     return _validator("retrieval-search-response.schema.json")
+
+
+def discovery_validator() -> Draft202012Validator:
+    """The validator of `GET /v0/discovery` (any Contribution mnemon knows may be listed)."""
+    return _validator("discovery.schema.json")
+
+
+def health_validator() -> Draft202012Validator:
+    """The validator of a healthy `GET /v0/health` answer."""
+    return _validator("health.schema.json")
+
+
+def fixture_validator() -> Draft202012Validator:
+    """The validator of a retrieval fixture (a query and a catalogue of candidates)."""
+    return _validator("retrieval-fixture.schema.json")
+
+
+def report_validator() -> Draft202012Validator:
+    """The validator of the contract report v1 (with the `credentials` check and retrieval)."""
+    return _validator("contract-report.schema.json")

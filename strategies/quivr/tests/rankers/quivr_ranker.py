@@ -1,16 +1,20 @@
 """A Quivr retrieval plugin for mnemon's tests: BM25 re-rank of served candidates.
 
 Standard library only, so it runs as `run.command` in any Python 3. `mode` selects one
-deliberate defect (each breaks one rule) or `correct`.
+deliberate defect (each breaks one rule or one certification check) or `correct`; a launched
+ranker reads it from `QUIVR_RANKER_MODE`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import itertools
 import json
 import math
 import os
 import re
+import sys
 import threading
 import time
 from collections import Counter
@@ -18,6 +22,24 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 WORD = re.compile(r"\w+")
 K1, B = 1.2, 0.75
+MANIFEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "quivr-plugin.yaml")
+# what quivr-plugin.yaml declares (no YAML parser in the standard library)
+PROFILES = {"default", "hasty"}
+REQUIRED = {
+    "invocation_id",
+    "contribution",
+    "organization_id",
+    "configuration",
+    "profile",
+    "round",
+    "query",
+    "limit",
+    "scope",
+    "spaces",
+    "served",
+}
+ALLOWED = REQUIRED | {"budget"}
+SECRET = "BM25_API_KEY"
 
 
 def words(text):
@@ -55,8 +77,23 @@ def unique_candidates(served):
     return out
 
 
-def answer(request, mode):
-    """The answer to one round, with the defect of `mode`."""
+def invalid(request):
+    """Why a search request is invalid, or None: the checks Quivr's runner probes."""
+    if not isinstance(request, dict):
+        return "the body is not a JSON object"
+    if not REQUIRED.issubset(request) or not ALLOWED.issuperset(request):
+        return "missing or unknown fields"
+    if request["profile"] not in PROFILES:
+        return "undeclared profile"
+    if not isinstance(request["round"], int) or not 1 <= request["round"] <= 3:
+        return "round out of range"
+    if not isinstance(request["spaces"], list) or request["contribution"] != "retrieval":
+        return "bad spaces or contribution"
+    return None
+
+
+def answer(request, mode, call=0):
+    """The answer to one round, with the defect of `mode` (`call` counts the rankings)."""
     query, limit = request["query"]["text"], request["limit"]
     ask = {"primitive": "bm25", "field": "source", "query_text": query, "k": min(20, limit * 2)}
     if request["round"] == 1 or mode == "too_many_rounds":
@@ -93,11 +130,30 @@ def answer(request, mode):
     result = {"ranking": {"hits": hits}}
     if mode == "over_budget":
         result["usage"] = {"paid_calls": 1, "cost_cents": 5}
+    if mode == "nondeterministic":
+        # a tie-break on something that changes per call, such as the clock
+        for hit in hits:
+            hit["score"] = round(hit["score"] + call / 1000, 6)
     return result
+
+
+def discovery(mode):
+    with open(MANIFEST, "rb") as manifest:
+        digest = "sha256:" + hashlib.sha256(manifest.read()).hexdigest()
+    if mode == "wrong_digest":
+        digest = "sha256:" + "0" * 64
+    return {
+        # 0.6 predates retrieval: the manifest does not admit it
+        "plugin_api": "0.6.0" if mode == "old_plugin_api" else "0.14.0",
+        "plugin": {"id": "mnemon.bm25", "version": "0.1.0"},
+        "manifest_digest": digest,
+        "contributions": ["retrieval"],
+    }
 
 
 class Handler(BaseHTTPRequestHandler):
     mode = "correct"
+    rankings = itertools.count()  # each server gets its own (serve, __main__)
 
     def log_message(self, format, *args):  # quiet: tests read stdout/stderr
         pass
@@ -112,15 +168,35 @@ class Handler(BaseHTTPRequestHandler):
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             self.wfile.write(data)
 
+    def _refuse(self, retryable=False):
+        envelope = {"code": "invalid_request", "message": "invalid search", "retryable": retryable}
+        if self.mode == "leaks_secret_in_answer":
+            envelope["message"] = f"invalid search for key {os.environ.get(SECRET)}"
+        return self._send(400, envelope)
+
     def do_GET(self):
         if self.path == "/v0/health":
-            self._send(200, {"status": "ok"})
+            if self.mode == "unhealthy":
+                self._send(503, {"code": "starting", "message": "not ready", "retryable": True})
+            else:
+                self._send(200, {"status": "ok"})
+        elif self.path == "/v0/discovery":
+            self._send(200, discovery(self.mode))
         else:
             self._send(404, {"code": "not_found", "message": "no such route", "retryable": False})
 
     def do_POST(self):
-        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         mode = self.mode
+        raw = self.rfile.read(int(self.headers["Content-Length"]))
+        try:
+            request = json.loads(raw)
+        except ValueError:
+            request = None
+        if mode == "accepts_invalid":
+            if invalid(request):
+                return self._send(200, {"ranking": {"hits": []}})
+        elif invalid(request):
+            return self._refuse(retryable=mode == "retryable_refusal")
         if mode == "refuses":
             return self._send(
                 400, {"code": "unsupported_query", "message": "not this one", "retryable": False}
@@ -131,14 +207,17 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(500, b"Traceback: secret-token-123 at /home/plugin")
         if mode == "slow":
             time.sleep(2)
+        if mode == "sluggish":  # within the default profile's 5 s, over the hasty one's 50 ms
+            time.sleep(0.2)
         if mode == "response_too_large":
             return self._send(200, json.dumps(answer(request, "correct")).encode() + b" " * 70_000)
-        return self._send(200, answer(request, mode))
+        call = next(self.rankings) if request["round"] > 1 else 0
+        return self._send(200, answer(request, mode, call))
 
 
 def serve(host, port, mode="correct"):
     """A running server (in a daemon thread) and its port."""
-    handler = type("ModeHandler", (Handler,), {"mode": mode})
+    handler = type("ModeHandler", (Handler,), {"mode": mode, "rankings": itertools.count()})
     server = ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
@@ -146,9 +225,12 @@ def serve(host, port, mode="correct"):
 
 
 if __name__ == "__main__":
-    handler = type(
-        "ModeHandler", (Handler,), {"mode": os.environ.get("QUIVR_RANKER_MODE", "correct")}
-    )
+    mode = os.environ.get("QUIVR_RANKER_MODE", "correct")
+    if mode == "leaks_secret":
+        print(f"bm25 ranker starting with key {os.environ.get(SECRET)}", file=sys.stderr)
+    else:
+        print("bm25 ranker starting", file=sys.stderr)
+    handler = type("ModeHandler", (Handler,), {"mode": mode, "rankings": itertools.count()})
     server = ThreadingHTTPServer(
         (os.environ["QUIVR_PLUGIN_HOST"], int(os.environ["QUIVR_PLUGIN_PORT"])), handler
     )

@@ -1,0 +1,734 @@
+"""The contract runner's Quivr-compat mode: a Quivr retrieval plugin certified over the wire.
+
+`mnemon plugin test` runs this when the folder holds a `quivr-plugin.yaml`: the checks of
+Quivr's own contract runner for the `retrieval` Contribution, each judged by this package's
+inspector and rule engine, reported in Quivr's contract report v1 shape. A check whose
+premise failed is skipped with the reason; the plugin is certified when no check failed.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets as _secrets
+import tempfile
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+import httpx
+from jsonschema import Draft202012Validator
+
+from mnemon import parse_range
+
+from ._certify import FixtureOutcome, fixture_request, fixture_session, invoke_fixture
+from ._manifest import ENGINE_VERSION, PLUGIN_API_VERSIONS, ManifestReport, inspect_manifest
+from ._plugin import SEARCH, LaunchedPlugin, PluginUnavailable, QuivrPlugin, launch_plugin
+from ._recording import RecordingTransport
+from ._report import CHECK_IDS, CHECK_TITLES, CheckResult, summarize, timed
+from ._rules import RetrievalLimits, check_search_request
+from ._schemas import (
+    discovery_validator,
+    error_validator,
+    fixture_validator,
+    health_validator,
+    report_validator,
+    request_validator,
+)
+
+__all__ = ["MANIFEST_NAME", "ContractRunner", "certify_plugin", "contract_runner", "inspect_plugin"]
+
+MANIFEST_NAME = "quivr-plugin.yaml"
+HEALTH = "/v0/health"
+DISCOVERY = "/v0/discovery"
+# Quivr labels its own normative fixtures this way in a report
+NORMATIVE = "contracts:"
+RETRIEVAL = "retrieval"
+# Contributions Quivr defines that mnemon does not host (docs/quivr.md says why)
+UNSUPPORTED = ("normalizer", "subscription", "connector", "ingestion")
+
+
+@dataclass
+class _Search:
+    """One fixture that builds valid searches: its label, value and the profiles to run."""
+
+    label: str
+    fixture: dict[str, Any]
+    profiles: list[str]
+
+
+@dataclass
+class _Run:
+    manifest_path: Path
+    report: ManifestReport
+    mode: str
+    startup_timeout: float
+    base_url: str = ""
+    discovered_api: str | None = None
+    secrets: dict[str, str] = field(default_factory=dict)
+    checks: list[CheckResult] = field(default_factory=list)
+    transport: RecordingTransport = field(default_factory=RecordingTransport)
+
+    def add(self, check_id: str, title: str, fixture: str | None = None) -> CheckResult:
+        check = CheckResult(check_id, title, fixture)
+        self.checks.append(check)
+        return check
+
+    @property
+    def manifest(self) -> Mapping[str, Any]:
+        return self.report.manifest or {}
+
+    @property
+    def contribution(self) -> Mapping[str, Any]:
+        return dict(self.manifest["contributions"][RETRIEVAL])
+
+    @property
+    def profiles(self) -> dict[str, Any]:
+        return dict(self.contribution["profiles"])
+
+    def failed(self, check_id: str) -> bool:
+        return any(c.id == check_id and c.status == "fail" for c in self.checks)
+
+
+def manifest_path(path: Path) -> Path:
+    """The `quivr-plugin.yaml` a path names: the file itself, or the one in the folder."""
+    return path / MANIFEST_NAME if path.is_dir() else path
+
+
+def _read(path: Path) -> ManifestReport | None:
+    try:
+        return inspect_manifest(path)
+    except OSError:
+        return None
+
+
+def _spoken(report: ManifestReport) -> str:
+    return report.plugin_api or str(max(PLUGIN_API_VERSIONS))
+
+
+def _compatibility(report: ManifestReport) -> dict[str, dict[str, Any]]:
+    """The report's `compatibility`: each declared range, the version judged and the verdict."""
+    ranges = (report.manifest or {}).get("compatibility")
+    if not isinstance(ranges, Mapping):
+        return {}
+    value: dict[str, dict[str, Any]] = {}
+    codes = report.codes
+    for key, version in (("engine", ENGINE_VERSION), ("plugin_api", _spoken(report))):
+        text = ranges.get(key)
+        if not isinstance(text, str):
+            continue
+        value[key] = {
+            "range": text,
+            "version": version,
+            "compatible": f"incompatible_{key}" not in codes
+            and not any(i.path == f"/compatibility/{key}" for i in report.issues),
+        }
+    return value
+
+
+def _unsupported(report: ManifestReport) -> list[dict[str, str]]:
+    contributions = (report.manifest or {}).get("contributions")
+    if not isinstance(contributions, Mapping):
+        return []
+    issues = [
+        {
+            "code": "unsupported_contribution",
+            "path": f"/contributions/{name}",
+            "message": f"mnemon hosts only retrieval plugins; it cannot run {name}",
+        }
+        for name in contributions
+        if name in UNSUPPORTED
+    ]
+    if RETRIEVAL not in contributions and not issues:
+        issues.append(
+            {
+                "code": "unsupported_contribution",
+                "path": "/contributions",
+                "message": "the manifest declares no retrieval Contribution",
+            }
+        )
+    return issues
+
+
+def _manifest_issues(report: ManifestReport) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """The manifest check's issues and the compatibility check's, in that order."""
+    manifest: list[dict[str, str]] = []
+    compatibility: list[dict[str, str]] = []
+    for issue in report.issues:
+        value = {"code": issue.code, "path": issue.path, "message": issue.message}
+        (compatibility if issue.code.startswith("incompatible_") else manifest).append(value)
+    if report.manifest is not None:
+        manifest.extend(_unsupported(report))
+    return manifest, compatibility
+
+
+def inspect_plugin(path: Path) -> dict[str, Any]:
+    """Inspect a Quivr retrieval plugin's `quivr-plugin.yaml` (a folder or the file itself).
+
+    Returns what `mnemon plugin inspect --json` prints: `valid`, `manifest_path`,
+    `manifest_digest`, `id`, `version`, `plugin_api_version`, `compatibility` (`engine` and
+    `plugin_api`: `range`, `version`, `compatible`) and `issues` (`code`, `path`, `message`).
+    A manifest that declares a Contribution mnemon does not host is invalid
+    (`unsupported_contribution`). Messages never quote a value from the file.
+    """
+    path = manifest_path(path)
+    report = _read(path)
+    if report is None:
+        return {
+            "valid": False,
+            "manifest_path": str(path),
+            "manifest_digest": None,
+            "id": None,
+            "version": None,
+            "plugin_api_version": None,
+            "compatibility": {},
+            "issues": [{"code": "unreadable", "path": "", "message": "cannot read the manifest"}],
+        }
+    manifest, compatibility = _manifest_issues(report)
+    issues = manifest + compatibility
+    value = report.manifest or {}
+    return {
+        "valid": not issues,
+        "manifest_path": str(path),
+        "manifest_digest": report.digest,
+        "id": value.get("id") if isinstance(value.get("id"), str) else None,
+        "version": value.get("version") if isinstance(value.get("version"), str) else None,
+        "plugin_api_version": report.plugin_api,
+        "compatibility": _compatibility(report),
+        "issues": issues,
+    }
+
+
+def _check_manifest(run: _Run) -> bool:
+    manifest, compatibility = _manifest_issues(run.report)
+    check = run.add("manifest", "quivr-plugin.yaml is valid (mnemon plugin inspect)")
+    check.issues.extend(manifest)
+    title = f"engine {ENGINE_VERSION} and Plugin API {_spoken(run.report)} satisfy the ranges"
+    compat = run.add("compatibility", title)
+    compat.issues.extend(compatibility)
+    if not compatibility and any(i["path"].startswith("/compatibility") for i in manifest):
+        compat.skipped = True
+        compat.note = "a compatibility range is missing or invalid; see the manifest check"
+    return not manifest and not compatibility and run.report.manifest is not None
+
+
+async def _healthy(client: httpx.AsyncClient) -> bool:
+    try:
+        response = await client.get(HEALTH)
+    except httpx.HTTPError:
+        return False
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    return response.status_code == 200 and health_validator().is_valid(body)
+
+
+async def _check_health(run: _Run, client: httpx.AsyncClient, launched: bool) -> bool:
+    check = run.add("health", "GET /v0/health answers 200")
+    with timed(check):
+        healthy = False
+        with anyio.move_on_after(run.startup_timeout):
+            # polling is the protocol: nothing tells the runner when a plugin is ready
+            while not (healthy := await _healthy(client)):  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+    if launched:
+        check.note = "launched " + " ".join(str(p) for p in run.manifest["run"]["command"])
+    if not healthy:
+        check.issue(
+            "unhealthy",
+            HEALTH,
+            f'GET /v0/health did not answer 200 {{"status": "ok"}} '
+            f"within {run.startup_timeout:g} s",
+        )
+    return healthy
+
+
+def _admitted(run: _Run, version: str) -> bool:
+    declared = parse_range(str(run.manifest["compatibility"]["plugin_api"]))
+    return any(str(v) == version and declared.admits(v) for v in PLUGIN_API_VERSIONS)
+
+
+async def _check_discovery(run: _Run, client: httpx.AsyncClient) -> None:
+    check = run.add("discovery", "GET /v0/discovery matches quivr-plugin.yaml")
+    with timed(check):
+        try:
+            with anyio.fail_after(run.startup_timeout):
+                response = await client.get(DISCOVERY)
+                value = json.loads(await response.aread())
+        except (httpx.HTTPError, TimeoutError):
+            check.issue("plugin_unavailable", DISCOVERY, "GET /v0/discovery did not answer")
+            return
+        except ValueError:
+            value = None
+        if response.status_code != 200 or not discovery_validator().is_valid(value):
+            check.issue(
+                "schema_violation", DISCOVERY, "the answer is not a valid discovery document"
+            )
+            return
+        run.discovered_api = str(value["plugin_api"])
+        expected = {
+            "/plugin/id": (value["plugin"]["id"], run.manifest["id"]),
+            "/plugin/version": (value["plugin"]["version"], run.manifest["version"]),
+            "/manifest_digest": (value["manifest_digest"], run.report.digest),
+            "/contributions": (
+                sorted(value["contributions"]),
+                sorted(run.manifest["contributions"]),
+            ),
+        }
+        for path, (served, declared) in expected.items():
+            if served != declared:
+                check.issue("discovery_mismatch", path, f"{path} differs from quivr-plugin.yaml's")
+        if not _admitted(run, run.discovered_api):
+            check.issue(
+                "discovery_mismatch",
+                "/plugin_api",
+                f"Plugin API {run.discovered_api} is not one the manifest admits and mnemon speaks",
+            )
+
+
+def _normative(name: str) -> Any:
+    return json.loads(
+        resources.files(__package__).joinpath("contracts", name).read_text(encoding="utf-8")
+    )
+
+
+def _fixture_problems(
+    run: _Run, fixture: Any
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """A fixture's shape problems, and the ones of its configuration: (path, message) each."""
+    shape = [
+        ("/" + "/".join(map(str, e.absolute_path)), f"{e.validator} rule broken")
+        for e in fixture_validator().iter_errors(fixture)
+    ]
+    if shape:
+        return shape, []
+    retrieval = fixture["retrieval"]
+    segments = {c["segment_id"] for c in retrieval["candidates"]}
+    for index, profile in enumerate(retrieval.get("profiles", [])):
+        if profile not in run.profiles:
+            shape.append((f"/retrieval/profiles/{index}", "a profile the manifest lacks"))
+    for primitive, order in (retrieval.get("order") or {}).items():
+        if not set(order) <= segments:
+            shape.append((f"/retrieval/order/{primitive}", "a segment not in the candidates"))
+    if not set((retrieval.get("expect") or {}).get("top", [])) <= segments:
+        shape.append(("/retrieval/expect/top", "a segment not in the candidates"))
+    configuration: list[tuple[str, str]] = []
+    schema = (run.manifest.get("configuration") or {}).get("schema")
+    if schema is not None:
+        configuration = [
+            ("/retrieval/configuration", f"the plugin's configuration schema: {e.validator}")
+            for e in Draft202012Validator(schema).iter_errors(retrieval.get("configuration", {}))
+        ]
+    if not shape and not configuration:
+        session = fixture_session(run.report, fixture, next(iter(run.profiles)))
+        if check_search_request(fixture_request(session, fixture)):
+            shape.append(("/retrieval", "the fixture builds a search request the schema rejects"))
+    return shape, configuration
+
+
+def _own_fixtures(run: _Run, extra: Sequence[Path]) -> list[tuple[str, Path]]:
+    folder = run.manifest_path.parent
+    paths = sorted((folder / "fixtures").glob("*.json")) + list(extra)
+    labelled = []
+    for path in paths:
+        try:
+            label = path.resolve().relative_to(folder.resolve()).as_posix()
+        except ValueError:
+            label = path.name
+        labelled.append((label, path))
+    return labelled
+
+
+def _check_fixtures(run: _Run, extra: Sequence[Path]) -> list[_Search]:
+    check = run.add("fixtures", "retrieval fixtures build valid searches")
+    searches: list[_Search] = []
+    notes: list[str] = []
+    with timed(check):
+        label = NORMATIVE + "retrieval/newsroom.json"
+        fixture = _normative("retrieval/newsroom.json")
+        shape, configuration = _fixture_problems(run, fixture)
+        if shape or configuration:
+            where, message = (shape + configuration)[0]
+            notes.append(f"{label} skipped: {message} at {where}")
+        else:
+            searches.append(_Search(label, fixture, _profiles(run, fixture)))
+        for label, path in _own_fixtures(run, extra):
+            try:
+                fixture = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, ValueError):
+                check.issue("invalid_fixture", "", f"{label}: not a readable JSON file")
+                continue
+            if not isinstance(fixture, dict) or RETRIEVAL not in fixture:
+                check.issue(
+                    "invalid_fixture",
+                    "/contributions",
+                    f"{label}: not a retrieval fixture, and the manifest declares only retrieval",
+                )
+                continue
+            shape, configuration = _fixture_problems(run, fixture)
+            for where, message in shape + configuration:
+                check.issue("invalid_fixture", where, f"{label}: {message}")
+            if not shape and not configuration:
+                searches.append(_Search(label, fixture, _profiles(run, fixture)))
+        if not searches and not check.issues:
+            check.issue(
+                "no_fixture",
+                "/fixtures",
+                "no retrieval fixture applies: add fixtures/<name>.json with a query and "
+                "candidates (Quivr's retrieval-fixture.schema.json)",
+            )
+    labels = ", ".join(s.label for s in searches) or "no fixture"
+    check.note = "; ".join([f"using {labels}", *notes])
+    return searches
+
+
+def _profiles(run: _Run, fixture: Mapping[str, Any]) -> list[str]:
+    return list(fixture["retrieval"].get("profiles") or run.profiles)
+
+
+def _outcome_issues(outcome: FixtureOutcome) -> list[dict[str, str]]:
+    return [{"code": i.code, "path": i.path, "message": i.message} for i in outcome.issues]
+
+
+def _first_difference(first: Any, second: Any, at: str = "") -> str | None:
+    """The JSON Pointer of the first place two JSON values differ, or None."""
+    if isinstance(first, dict) and isinstance(second, dict):
+        for key in sorted(set(first) | set(second)):
+            where = at + "/" + str(key).replace("~", "~0").replace("/", "~1")
+            found = _first_difference(first.get(key), second.get(key), where)
+            if found is not None:
+                return found
+        return None
+    if isinstance(first, list) and isinstance(second, list) and len(first) == len(second):
+        for index, (a, b) in enumerate(zip(first, second, strict=True)):
+            found = _first_difference(a, b, f"{at}/{index}")
+            if found is not None:
+                return found
+        return None
+    return None if first == second else at or "/"
+
+
+async def _check_search(run: _Run, plugin: QuivrPlugin, search: _Search) -> None:
+    first: FixtureOutcome | None = None
+    limits = RetrievalLimits.from_manifest(run.contribution)
+    for profile in search.profiles:
+        declared = run.profiles[profile]
+        title = (
+            f"profile {profile} ranks served candidates within {declared['max_latency_ms']} ms "
+            f"and {declared['max_cost_cents']:g} cents, in at most {limits.max_rounds} rounds "
+            "the engine accepts"
+        )
+        check = run.add("invoke", title, search.label)
+        with timed(check):
+            outcome = await invoke_fixture(plugin, run.report, search.fixture, profile)
+        check.issues.extend(_outcome_issues(outcome))
+        if outcome.passed:
+            check.note = f"{len(outcome.hits)} hits in {outcome.rounds} rounds"
+            first = first or outcome
+    replay = run.add("replay", "the same search twice returns the same ranking", search.label)
+    if first is None:
+        replay.skipped = True
+        replay.note = "no search succeeded"
+        return
+    with timed(replay):
+        again = await invoke_fixture(
+            plugin, run.report, search.fixture, first.profile, suffix="-replay"
+        )
+    replay.issues.extend(_outcome_issues(again))
+    if again.passed:
+        where = _first_difference(first.hits, again.hits)
+        if where is not None:
+            replay.issue(
+                "nondeterministic_output",
+                "/ranking/hits" + (where if where != "/" else ""),
+                f"two identical searches differ at /ranking/hits{where if where != '/' else ''}"
+                "; the same search must rank the same way",
+            )
+
+
+def _invalid_cases(run: _Run, search: _Search) -> list[tuple[str, str, bytes]]:
+    session = fixture_session(run.report, search.fixture, search.profiles[0])
+    valid = fixture_request(session, search.fixture, "-invalid")
+    cases = [
+        ("search:non-json-body", "the body is not JSON", b'{"invocation_id": '),
+        (
+            "search:unknown-field",
+            "the request carries an unknown top-level field",
+            json.dumps({**valid, "unexpected_field": True}).encode(),
+        ),
+        (
+            "search:undeclared-profile",
+            "the request names a profile the manifest does not declare",
+            json.dumps({**valid, "profile": "quivr_contract_undeclared"}).encode(),
+        ),
+    ]
+    folder = resources.files(__package__).joinpath("contracts", "requests", "retrieval")
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if not entry.name.endswith(".json"):
+            continue
+        raw = entry.read_bytes()
+        if request_validator().is_valid(json.loads(raw)):
+            continue  # only the contract's invalid requests
+        label = f"{NORMATIVE}requests/retrieval/{entry.name}"
+        reason = "the normative fixture violates retrieval-search-request.schema.json"
+        cases.append((label, reason, raw))
+    return cases
+
+
+async def _check_invalid_requests(
+    run: _Run, client: httpx.AsyncClient, search: _Search | None
+) -> None:
+    if search is None:
+        check = run.add("invalid_request", CHECK_TITLES["invalid_request"])
+        check.skipped = True
+        check.note = "no fixture built a valid search to derive the invalid ones from"
+        return
+    budget = run.profiles[search.profiles[0]]["max_latency_ms"] / 1000
+    for label, reason, body in _invalid_cases(run, search):
+        title = f"an invalid search is refused with a terminal error envelope ({reason})"
+        check = run.add("invalid_request", title, label)
+        with timed(check):
+            try:
+                with anyio.fail_after(budget):
+                    response = await client.post(
+                        SEARCH, content=body, headers={"Content-Type": "application/json"}
+                    )
+                    answer = await response.aread()
+            except (httpx.HTTPError, TimeoutError):
+                check.issue(
+                    "plugin_unavailable",
+                    SEARCH,
+                    f"no answer within max_latency_ms ({reason})",
+                )
+                continue
+        _judge_refusal(check, response.status_code, answer, reason)
+
+
+def _judge_refusal(check: CheckResult, status: int, answer: bytes, reason: str) -> None:
+    if 200 <= status < 300:
+        check.issue(
+            "accepted_invalid_request",
+            SEARCH,
+            f"HTTP {status} for an invalid search ({reason}); answer 4xx with the error "
+            "envelope and retryable false",
+        )
+        return
+    try:
+        envelope = json.loads(answer)
+    except ValueError:
+        envelope = None
+    if not isinstance(envelope, dict) or not error_validator().is_valid(envelope):
+        check.issue(
+            "invalid_envelope", SEARCH, f"HTTP {status} without a valid error envelope ({reason})"
+        )
+        return
+    transient = envelope.get("error_class") == "transient"
+    if envelope["retryable"] or transient:
+        check.issue(
+            "wrong_error_class",
+            "/retryable",
+            f"HTTP {status} with a retryable or transient envelope for an invalid search "
+            f"({reason}); retrying cannot succeed, answer retryable false",
+        )
+
+
+def _check_credentials(run: _Run, output: bytes) -> None:
+    check = run.add("credentials", CHECK_TITLES["credentials"])
+    if not run.secrets and not (run.manifest.get("secrets") or []):
+        check.skipped = True
+        check.note = "the manifest declares no secrets"
+        return
+    if run.mode != "launch":
+        check.skipped = True
+        check.note = "secrets reach a plugin only when the runner launches it"
+        return
+    with timed(check):
+        values = [value.encode() for value in run.secrets.values() if len(value) >= 8]
+        leaked = sum(any(v in bytes(answer) for v in values) for answer in run.transport.answers)
+        if leaked:
+            check.issue("credential_leak", SEARCH, f"{leaked} answer(s) contain a secret's value")
+        if any(v in output for v in values):
+            check.issue(
+                "credential_leak", "", "the plugin's stdout or stderr contains a secret's value"
+            )
+
+
+async def _run_checks(run: _Run, launched: LaunchedPlugin | None, fixtures: Sequence[Path]) -> None:
+    async with httpx.AsyncClient(
+        base_url=run.base_url, transport=run.transport, timeout=None
+    ) as client:
+        if not await _check_health(run, client, launched is not None):
+            return
+        await _check_discovery(run, client)
+        searches = _check_fixtures(run, fixtures)
+        plugin = QuivrPlugin(run.base_url, run.report, transport=run.transport)
+        try:
+            for search in searches:
+                await _check_search(run, plugin, search)
+        finally:
+            await plugin.aclose()
+        await _check_invalid_requests(run, client, searches[0] if searches else None)
+
+
+async def _reach(
+    run: _Run, fixtures: Sequence[Path], endpoint: str | None, captured: IO[bytes]
+) -> None:
+    if endpoint is not None:
+        run.base_url = endpoint.rstrip("/")
+        await _run_checks(run, None, fixtures)
+        return
+    command = (run.manifest.get("run") or {}).get("command")
+    if not command:
+        check = run.add("health", "GET /v0/health answers 200")
+        check.issue(
+            "no_run_command",
+            "/run/command",
+            "the manifest declares no run.command; add one or give --endpoint",
+        )
+        return
+    run.secrets = {
+        str(s["name"]): f"quivr-contract-{_secrets.token_hex(12)}"
+        for s in run.manifest.get("secrets") or []
+    }
+    try:
+        launched = await launch_plugin(
+            run.manifest_path,
+            run.report,
+            startup_timeout=run.startup_timeout,
+            secrets=run.secrets,
+            output=captured,
+        )
+    except PluginUnavailable:
+        check = run.add("health", "GET /v0/health answers 200")
+        check.note = "launched " + " ".join(str(p) for p in command)
+        check.issue(
+            "unhealthy",
+            HEALTH,
+            f"the launched plugin did not answer GET /v0/health with 200 within "
+            f"{run.startup_timeout:g} s",
+        )
+        return
+    run.base_url = launched.endpoint
+    try:
+        await _run_checks(run, launched, fixtures)
+    finally:
+        await launched.stop()
+
+
+def _why_skipped(run: _Run) -> str:
+    for check_id in ("manifest", "compatibility", "health"):
+        if run.failed(check_id):
+            return f"skipped: the {check_id} check failed"
+    return "not applicable"
+
+
+async def certify_plugin(
+    directory: Path,
+    *,
+    endpoint: str | None = None,
+    fixtures: Sequence[Path] = (),
+    startup_timeout: float = 10.0,
+    plugin_output: IO[bytes] | None = None,
+) -> dict[str, Any]:
+    """Certify the Quivr retrieval plugin in `directory` and return the contract report v1.
+
+    Checks, in order: `manifest`, `compatibility`, `health`, `discovery`, `fixtures`, `invoke`
+    (per fixture and profile), `replay` (per fixture), `invalid_request` (per probe) and
+    `credentials`. The fixtures are Quivr's normative `newsroom.json` and the plugin's own
+    (`fixtures/*.json` beside the manifest, and `fixtures`).
+
+    Args:
+        directory: the plugin's folder holding `quivr-plugin.yaml`, or that file.
+        endpoint: a running plugin's base URL; None launches `run.command` on loopback.
+        fixtures: more retrieval fixture files to drive.
+        startup_timeout: seconds the plugin has to answer `GET /v0/health` with 200.
+        plugin_output: where a launched plugin's stdout and stderr are copied afterwards.
+    """
+    path = manifest_path(directory)
+    report = _read(path)
+    mode = "endpoint" if endpoint is not None else "launch"
+    run = _Run(path, report or ManifestReport(None, "", (), None), mode, startup_timeout)
+    output = b""
+    if report is None:
+        run.add("manifest", "quivr-plugin.yaml is valid (mnemon plugin inspect)").issue(
+            "unreadable", "", "cannot read quivr-plugin.yaml"
+        )
+    elif _check_manifest(run):
+        with tempfile.TemporaryFile() as captured:
+            try:
+                await _reach(run, fixtures, endpoint, captured)
+            finally:
+                await run.transport.aclose()
+            captured.seek(0)
+            output = captured.read()
+        if plugin_output is not None:
+            plugin_output.write(output)
+            plugin_output.flush()
+    _skip_missing(run, CHECK_IDS[:-1])
+    if run.base_url:
+        _check_credentials(run, output)
+    _skip_missing(run, CHECK_IDS)
+    return _report(run)
+
+
+def _skip_missing(run: _Run, check_ids: Sequence[str]) -> None:
+    present = {check.id for check in run.checks}
+    for check_id in check_ids:
+        if check_id not in present:
+            check = run.add(check_id, CHECK_TITLES[check_id])
+            check.skipped, check.note = True, _why_skipped(run)
+
+
+def _report(run: _Run) -> dict[str, Any]:
+    plugin: dict[str, Any] = {"manifest_path": str(run.manifest_path)}
+    manifest = run.manifest
+    if isinstance(manifest.get("id"), str):
+        plugin["id"] = manifest["id"]
+    if isinstance(manifest.get("version"), str):
+        plugin["version"] = manifest["version"]
+    if run.report.digest:
+        plugin["manifest_digest"] = run.report.digest
+    target: dict[str, Any] = {"mode": run.mode}
+    if run.base_url:
+        target["base_url"] = run.base_url
+    checks = [check.as_json() for check in run.checks]
+    summary, certified = summarize(run.checks)
+    value = {
+        "report_version": "1",
+        "certified": certified,
+        "plugin": plugin,
+        "target": target,
+        "engine_version": ENGINE_VERSION,
+        "plugin_api_version": run.discovered_api or _spoken(run.report),
+        "compatibility": _compatibility(run.report),
+        "checks": checks,
+        "summary": summary,
+    }
+    report_validator().validate(value)
+    return value
+
+
+@dataclass(frozen=True)
+class ContractRunner:
+    """What `mnemon plugin inspect|test` finds through the `mnemon.contract_runners` entry point.
+
+    Attributes:
+        manifest_name: the manifest file that selects this runner in a plugin's folder.
+        distribution: the distribution to install for it.
+        inspect: `inspect_plugin`.
+        certify: `certify_plugin`.
+    """
+
+    manifest_name: str
+    distribution: str
+    inspect: Callable[[Path], dict[str, Any]]
+    certify: Callable[..., Awaitable[dict[str, Any]]]
+
+
+#: the Quivr-compat mode of the contract runner
+contract_runner = ContractRunner(
+    MANIFEST_NAME, "mnemon-strategy-quivr", inspect_plugin, certify_plugin
+)

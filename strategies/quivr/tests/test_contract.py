@@ -1,0 +1,362 @@
+"""The contract runner's Quivr-compat mode: `mnemon plugin test` on a quivr-plugin.yaml.
+
+The reference ranker is launched by the run convention on loopback (QUIVR_PLUGIN_HOST,
+QUIVR_PLUGIN_PORT, QUIVR_PLUGIN_MANIFEST) and certified on Quivr's normative newsroom.json;
+one deliberately broken ranker per check fails exactly that check.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from importlib import metadata, resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from jsonschema import Draft202012Validator
+from mnemon_strategy_quivr import certify_plugin, inspect_plugin
+from quivr_fixtures import load, rows
+
+sys.path.insert(0, str(Path(__file__).parent / "rankers"))
+import quivr_ranker
+
+RANKERS = Path(__file__).parent / "rankers"
+MNEMON = Path(sys.executable).parent / "mnemon"
+NEWSROOM = "contracts:retrieval/newsroom.json"
+CHECK_ORDER = [
+    "manifest",
+    "compatibility",
+    "health",
+    "discovery",
+    "fixtures",
+    "invoke",
+    "replay",
+    "invalid_request",
+    "credentials",
+]
+
+
+def _report_validator() -> Draft202012Validator:
+    """Quivr's contract report v1 schema as vendored, with its two documented additions."""
+    text = resources.files("mnemon_strategy_quivr").joinpath(
+        "schemas", "contract-report.schema.json"
+    )
+    schema = json.loads(text.read_text(encoding="utf-8"))
+    check = schema["$defs"]["Check"]["properties"]
+    # newer than the vendored schema: the credentials check, and retrieval checks
+    check["id"]["enum"].append("credentials")
+    check["contribution"]["enum"].append("retrieval")
+    return Draft202012Validator(schema)
+
+
+def _mnemon(*args: str, mode: str = "correct") -> subprocess.CompletedProcess[str]:
+    if not MNEMON.exists():
+        pytest.skip("the `mnemon` command (mnemon-runtime[cli]) is not installed here")
+    try:
+        metadata.distribution("mnemon-remote")
+    except metadata.PackageNotFoundError:
+        pytest.skip("`mnemon plugin` comes with mnemon-remote, which is not installed here")
+    environment = {
+        **os.environ,
+        # run.command is `python3 quivr_ranker.py`: the interpreter of the tests
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "QUIVR_RANKER_MODE": mode,
+    }
+    return subprocess.run(
+        [str(MNEMON), "plugin", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environment,
+        check=False,
+    )
+
+
+@pytest.fixture
+def plugin_dir(tmp_path: Path) -> Path:
+    """A copy of the reference ranker's folder, to edit."""
+    folder = tmp_path / "ranker"
+    folder.mkdir()
+    for name in ("quivr-plugin.yaml", "quivr_ranker.py"):
+        shutil.copy(RANKERS / name, folder / name)
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def _python_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+
+
+def _edit_manifest(folder: Path, change: Any) -> None:
+    path = folder / "quivr-plugin.yaml"
+    manifest = yaml.safe_load(path.read_text(encoding="utf-8"))
+    change(manifest)
+    path.write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
+
+
+def _failed(report: dict[str, Any]) -> dict[str, set[str]]:
+    """Failed check ids, each with the codes of its issues."""
+    failed: dict[str, set[str]] = {}
+    for check in report["checks"]:
+        if check["status"] == "fail":
+            failed.setdefault(check["id"], set()).update(i["code"] for i in check["issues"])
+    return failed
+
+
+def test_the_reference_ranker_is_certified_by_mnemon_plugin_test(tmp_path: Path) -> None:
+    report_path = tmp_path / "report.json"
+    result = _mnemon("test", "--report", str(report_path), str(RANKERS))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "certified: 14 passed, 0 failed, 0 skipped" in result.stdout
+    # the plugin's own output goes to stderr, the human report to stdout
+    assert "bm25 ranker starting" in result.stderr
+    assert "bm25 ranker starting" not in result.stdout
+    report = json.loads(report_path.read_text(encoding="utf-8"))
+    _report_validator().validate(report)
+    assert report["certified"] is True
+    assert report["summary"] == {"passed": 14, "failed": 0, "skipped": 0}
+    assert report["target"]["mode"] == "launch"
+    assert report["target"]["base_url"].startswith("http://127.0.0.1:")
+    manifest = (RANKERS / "quivr-plugin.yaml").read_bytes()
+    assert report["plugin"] == {
+        "manifest_path": str(RANKERS / "quivr-plugin.yaml"),
+        "id": "mnemon.bm25",
+        "version": "0.1.0",
+        "manifest_digest": "sha256:" + hashlib.sha256(manifest).hexdigest(),
+    }
+    assert report["engine_version"] == "0.1.0"
+    assert report["plugin_api_version"] == "0.14.0"
+    assert report["compatibility"]["plugin_api"] == {
+        "range": ">=0.7.0 <0.15.0",
+        "version": "0.14.0",
+        "compatible": True,
+    }
+    ids = [check["id"] for check in report["checks"]]
+    assert ids == sorted(ids, key=CHECK_ORDER.index)
+    invoked = [
+        (c["fixture"], c["title"].split()[1]) for c in report["checks"] if c["id"] == "invoke"
+    ]
+    assert invoked == [(NEWSROOM, "default"), (NEWSROOM, "hasty")]
+    assert all(c["note"] == "3 hits in 2 rounds" for c in report["checks"] if c["id"] == "invoke")
+    probes = {c["fixture"] for c in report["checks"] if c["id"] == "invalid_request"}
+    normative = {
+        f"contracts:{row['file']}" for row in rows("requests/retrieval/") if not row["valid"]
+    }
+    assert probes == {
+        "search:non-json-body",
+        "search:unknown-field",
+        "search:undeclared-profile",
+        *normative,
+    }
+    assert all(c["contribution"] == "retrieval" for c in report["checks"][4:])
+
+
+def test_a_broken_ranker_exits_1_and_names_the_failed_check() -> None:
+    result = _mnemon("test", str(RANKERS), mode="unserved_candidate")
+    assert result.returncode == 1
+    assert "FAIL invoke" in result.stdout
+    assert "unserved_candidate" in result.stdout
+    assert "NOT certified" in result.stdout
+
+
+def test_inspect_a_quivr_manifest(tmp_path: Path) -> None:
+    result = _mnemon("inspect", "--json", str(RANKERS))
+    assert result.returncode == 0, result.stderr
+    value = json.loads(result.stdout)
+    assert value["valid"] is True
+    assert value["id"] == "mnemon.bm25"
+    assert value["plugin_api_version"] == "0.14.0"
+    assert value["compatibility"]["engine"]["compatible"] is True
+    # a normalizer plugin is a valid Quivr plugin mnemon cannot host
+    (tmp_path / "quivr-plugin.yaml").write_bytes(
+        (Path(__file__).parent / "fixtures/quivr/fixtures/manifests/valid/full.yaml").read_bytes()
+    )
+    result = _mnemon("inspect", str(tmp_path))
+    assert result.returncode == 1
+    assert "unsupported_contribution at /contributions/normalizer" in result.stdout
+    assert inspect_plugin(tmp_path)["issues"][0]["code"] == "unsupported_contribution"
+
+
+def test_usage_errors_exit_2(tmp_path: Path, plugin_dir: Path) -> None:
+    (plugin_dir / "mnemon-source.yaml").write_text("id: x\n", encoding="utf-8")
+    result = _mnemon("test", str(plugin_dir))
+    assert result.returncode == 2
+    assert "holds both mnemon-source.yaml and quivr-plugin.yaml" in result.stderr
+    assert _mnemon("test", "--endpoint", "ftp://x", str(RANKERS)).returncode == 2
+
+
+def test_without_the_quivr_package_the_command_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("mnemon_remote")
+    click_testing = pytest.importorskip("click.testing")
+    from mnemon._cli._commands import cli
+
+    entry_points = metadata.entry_points
+
+    def without_runners(**selection: Any) -> Any:
+        if selection.get("group") == "mnemon.contract_runners":
+            return metadata.EntryPoints(())
+        return entry_points(**selection)
+
+    monkeypatch.setattr(metadata, "entry_points", without_runners)
+    result = click_testing.CliRunner().invoke(cli, ["plugin", "test", str(RANKERS)])
+    assert result.exit_code == 2
+    assert "pip install mnemon-strategy-quivr" in result.output
+
+
+def _no_key(manifest: dict[str, Any]) -> None:
+    manifest["unexpected_key"] = True
+
+
+def _future_api(manifest: dict[str, Any]) -> None:
+    manifest["compatibility"]["plugin_api"] = ">=0.15.0 <1.0.0"
+
+
+def _bad_fixture(folder: Path) -> None:
+    fixture = copy.deepcopy(load("retrieval/newsroom.json"))
+    fixture["retrieval"]["expect"] = {"top": ["seg_nowhere"]}
+    (folder / "fixtures").mkdir()
+    (folder / "fixtures" / "broken.json").write_text(json.dumps(fixture), encoding="utf-8")
+
+
+# one broken plugin per check: (check, ranker mode, manifest change, folder change, codes)
+BROKEN = [
+    ("manifest", "correct", _no_key, None, {"schema_violation"}),
+    ("compatibility", "correct", _future_api, None, {"incompatible_plugin_api"}),
+    ("health", "unhealthy", None, None, {"unhealthy"}),
+    ("discovery", "wrong_digest", None, None, {"discovery_mismatch"}),
+    ("discovery", "old_plugin_api", None, None, {"discovery_mismatch"}),
+    ("fixtures", "correct", None, _bad_fixture, {"invalid_fixture"}),
+    ("invoke", "duplicate_hit", None, None, {"duplicate_hit"}),
+    ("replay", "nondeterministic", None, None, {"nondeterministic_output"}),
+    ("invalid_request", "retryable_refusal", None, None, {"wrong_error_class"}),
+    ("invalid_request", "accepts_invalid", None, None, {"accepted_invalid_request"}),
+    ("credentials", "leaks_secret", None, None, {"credential_leak"}),
+    ("credentials", "leaks_secret_in_answer", None, None, {"credential_leak"}),
+]
+
+
+@pytest.mark.parametrize(
+    ("check", "mode", "manifest_change", "folder_change", "codes"),
+    BROKEN,
+    ids=[f"{case[0]}-{case[1]}" for case in BROKEN],
+)
+async def test_a_broken_plugin_fails_exactly_its_check(
+    monkeypatch: pytest.MonkeyPatch,
+    plugin_dir: Path,
+    check: str,
+    mode: str,
+    manifest_change: Any,
+    folder_change: Any,
+    codes: set[str],
+) -> None:
+    monkeypatch.setenv("QUIVR_RANKER_MODE", mode)  # the launched ranker inherits it
+    if manifest_change is not None:
+        _edit_manifest(plugin_dir, manifest_change)
+    if folder_change is not None:
+        folder_change(plugin_dir)
+    report = await certify_plugin(plugin_dir, startup_timeout=1.0)
+    _report_validator().validate(report)
+    assert report["certified"] is False
+    assert _failed(report) == {check: codes}
+
+
+@pytest.fixture
+def endpoint() -> Any:
+    servers = []
+
+    def start(mode: str = "correct") -> str:
+        server = quivr_ranker.serve("127.0.0.1", 0, mode)
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+RULES = [
+    ("too_many_requests", {"too_many_requests"}),
+    ("candidate_limit", {"candidate_limit"}),
+    ("too_many_rounds", {"too_many_rounds"}),
+    ("unknown_space", {"unknown_space"}),
+    ("plugin_dependency", {"plugin_dependency"}),
+    ("schema_violation", {"schema_violation"}),
+    ("unserved_candidate", {"unserved_candidate"}),
+    ("over_budget", {"over_budget"}),
+    ("response_too_large", {"response_too_large"}),
+    ("refuses", {"plugin_refused"}),
+    ("crashes", {"plugin_unavailable"}),
+]
+
+
+@pytest.mark.parametrize(("mode", "codes"), RULES, ids=[mode for mode, _ in RULES])
+async def test_every_rule_a_ranking_breaks_fails_invoke(
+    endpoint: Any, mode: str, codes: set[str]
+) -> None:
+    report = await certify_plugin(RANKERS, endpoint=endpoint(mode))
+    assert _failed(report) == {"invoke": codes}
+    # at a given endpoint the runner cannot hand the plugin secrets
+    credentials = report["checks"][-1]
+    assert credentials["status"] == "skip"
+    assert credentials["note"] == "secrets reach a plugin only when the runner launches it"
+
+
+async def test_a_deadline_fails_only_the_profile_that_overran(endpoint: Any) -> None:
+    report = await certify_plugin(RANKERS, endpoint=endpoint("sluggish"))
+    invoked = {c["title"].split()[1]: c for c in report["checks"] if c["id"] == "invoke"}
+    assert invoked["default"]["status"] == "pass"
+    assert [i["path"] for i in invoked["hasty"]["issues"]] == [
+        "/contributions/retrieval/profiles/hasty/max_latency_ms"
+    ]
+    assert [c["status"] for c in report["checks"] if c["id"] == "replay"] == ["pass"]
+
+
+async def test_the_plugins_own_fixtures_run_with_their_profiles(
+    endpoint: Any, plugin_dir: Path
+) -> None:
+    fixture = copy.deepcopy(load("retrieval/newsroom.json"))
+    fixture["retrieval"].update(
+        {"limit": 2, "profiles": ["default"], "expect": {"top": ["seg_harbour"]}}
+    )
+    (plugin_dir / "fixtures").mkdir()
+    (plugin_dir / "fixtures" / "harbour.json").write_text(json.dumps(fixture), encoding="utf-8")
+    wrong = copy.deepcopy(fixture)
+    wrong["retrieval"]["expect"] = {"top": ["seg_market"]}
+    extra = plugin_dir.parent / "market-first.json"
+    extra.write_text(json.dumps(wrong), encoding="utf-8")
+    report = await certify_plugin(plugin_dir, endpoint=endpoint(), fixtures=[extra])
+    fixtures = next(c for c in report["checks"] if c["id"] == "fixtures")
+    assert fixtures["note"] == f"using {NEWSROOM}, fixtures/harbour.json, market-first.json"
+    invoked = [(c["fixture"], c["status"]) for c in report["checks"] if c["id"] == "invoke"]
+    assert invoked == [
+        (NEWSROOM, "pass"),
+        (NEWSROOM, "pass"),
+        ("fixtures/harbour.json", "pass"),
+        ("market-first.json", "fail"),
+    ]
+    assert _failed(report) == {"invoke": {"unexpected_ranking"}}
+
+
+async def test_an_unreachable_endpoint_fails_health_and_skips_the_rest() -> None:
+    report = await certify_plugin(RANKERS, endpoint="http://127.0.0.1:9", startup_timeout=0.2)
+    assert _failed(report) == {"health": {"unhealthy"}}
+    skipped = [c["note"] for c in report["checks"] if c["status"] == "skip"]
+    assert skipped == ["skipped: the health check failed"] * 5 + [
+        "secrets reach a plugin only when the runner launches it"
+    ]
+
+
+async def test_a_manifest_without_run_command_needs_an_endpoint(plugin_dir: Path) -> None:
+    _edit_manifest(plugin_dir, lambda manifest: manifest.pop("run"))
+    report = await certify_plugin(plugin_dir)
+    assert _failed(report) == {"health": {"no_run_command"}}
