@@ -614,7 +614,7 @@ def mcp(ctx: click.Context, args: tuple[str, ...]) -> None:
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def plugin(ctx: click.Context, args: tuple[str, ...]) -> None:
-    """Inspect and certify remote Source plugins; needs mnemon-remote."""
+    """Inspect and certify remote Source plugins and Quivr rankers; needs mnemon-remote."""
     try:  # a separate distribution: its HTTP stack is too heavy for the core
         remote = importlib.import_module("mnemon_remote")
     except ModuleNotFoundError as exc:
