@@ -30,7 +30,6 @@ from mnemon import (
     create_mutation_receipt,
     define_memory_plugin,
     define_memory_source,
-    guarded_call,
     install_memory,
     memory_text_schema,
     read_configuration,
@@ -40,6 +39,7 @@ from mnemon import (
 
 from ._config import RavenConfiguration
 from ._contract import BackendContext, BackendServices, Memory, MemoryBackend
+from ._failures import backend_call
 from ._resolve import resolve_backend_factory
 
 __all__ = ["RAVEN_SOURCE", "RavenSource", "apply", "backend_identity", "memory_plugin"]
@@ -178,7 +178,7 @@ class RavenSource:
         async with self._lock:
             if not self._started and not self._start_failed:
                 try:
-                    await guarded_call(self._backend.start, subject="the Raven backend start")
+                    await backend_call(self._backend.start, subject="the Raven backend start")
                     self._started = True
                 except SourceError:
                     self._start_failed = True
@@ -236,7 +236,7 @@ class RavenSource:
             top_k = min(top_k, request.route.max_results)
         ids = {"user_id": identity} if self._settings.track == "user" else {"agent_id": identity}
         await self._require_started()
-        found = await guarded_call(
+        found = await backend_call(
             _recall,
             self._backend,
             str(request.input["query"]),
@@ -280,7 +280,7 @@ class RavenSource:
         value = request.input
         if request.offer.action_id == "feedback":
             signals = [dict(signal) for signal in value["signals"]]
-            await guarded_call(self._feedback, signals, subject="the Raven backend feedback")
+            await backend_call(self._feedback, signals, subject="the Raven backend feedback")
             return create_mutation_receipt(request, completion="accepted")
         scope = request.view.scope
         identity = self._identity(scope)
@@ -293,7 +293,7 @@ class RavenSource:
         messages = [{"role": m["role"], "content": m["content"]} for m in value["messages"]]
         # a scope without a session still groups one View's writes together
         session_id = scope.session_id or request.view.id
-        await guarded_call(
+        await backend_call(
             self._store, session_id, messages, metadata, subject="the Raven backend store"
         )
         # store() returns nothing and indexes later: never more than `accepted`
@@ -313,7 +313,7 @@ class RavenSource:
             return
         self._stopped = True
         try:
-            await guarded_call(self._backend.stop, subject="the Raven backend stop")
+            await backend_call(self._backend.stop, subject="the Raven backend stop")
         except SourceError:
             _log.warning("Memory Source %s: its Raven backend failed to stop", self._key)
 
@@ -341,6 +341,8 @@ async def _create(init: SourceInit) -> RavenSource:
     try:
         made = factory(context)
         backend = await made if inspect.isawaitable(made) else made
+    except DefinitionError:
+        raise  # written on purpose: it names the `backend_config` key at fault
     except Exception:
         raise DefinitionError(
             f"{TYPE_ID} configuration.backend: the factory failed to make a backend"

@@ -197,7 +197,11 @@ async def test_a_backend_exception_is_a_transient_provider_error_never_its_text(
     )
     receipt: Any = write.value.receipt
     assert (write.value.code, receipt.completion) == ("provider_error", "unknown")
-    assert dict(receipt.detail) == {"error_code": "provider_error", "error_kind": "transient"}
+    assert dict(receipt.detail) == {
+        "error_code": "provider_error",
+        "error_kind": "transient",
+        "origin_code": "RuntimeError",  # the exception's class, never its text
+    }
     shown = [str(read.value), str(write.value), receipt.model_dump_json()]
     shown += [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
     assert SECRET not in "\n".join(shown)
