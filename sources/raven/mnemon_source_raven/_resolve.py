@@ -14,9 +14,25 @@ __all__ = ["register_memory_backend", "resolve_backend_factory", "resolve_memory
 
 _PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
-# names from `memory_backends` tables of discovered `raven-plugin.toml` manifests, each with a
-# loader that imports its factory only when an instance is built
-_NAMED: dict[str, Callable[[], BackendFactory]] = {}
+
+
+def _everos() -> BackendFactory:
+    try:
+        module = importlib.import_module("mnemon_source_raven.everos")
+    except ModuleNotFoundError as exc:
+        if exc.name != "httpx":
+            raise
+        raise DefinitionError(
+            "raven-backend configuration.backend: 'everos' needs httpx: "
+            "pip install 'mnemon-source-raven[everos]'"
+        ) from None
+    factory: BackendFactory = module.make_backend
+    return factory
+
+
+# backend names, each with a loader that imports its factory only when an instance is built:
+# the built-in `everos`, and names registered by code
+_NAMED: dict[str, Callable[[], BackendFactory]] = {"everos": _everos}
 
 
 def register_memory_backend(name: str, load: Callable[[], BackendFactory]) -> None:
@@ -49,6 +65,8 @@ def resolve_memory_backend(name: str) -> BackendFactory:
         )
     try:
         return load()
+    except DefinitionError:
+        raise
     except Exception:
         raise DefinitionError(
             f"raven-backend configuration.backend: the factory of {name!r} could not be loaded"
