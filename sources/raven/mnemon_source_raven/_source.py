@@ -6,7 +6,7 @@ import hashlib
 import inspect
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote
 
 import anyio
@@ -48,6 +48,9 @@ PACKAGE = "mnemon-source-raven"
 TYPE_ID = "raven-backend"
 MAX_TEXT = 20_000
 _log = logging.getLogger("mnemon.sources.raven")
+# the host's switches for external memory (`HostSettings.switches`), as the Nexent Source has
+SEARCH_SWITCH = "external-memory.search"
+INGEST_SWITCH = "external-memory.ingest"
 
 memory_plugin = define_memory_plugin(
     PACKAGE,
@@ -160,9 +163,16 @@ class RavenSource:
     """One Raven backend behind mnemon's Source contract; started once, stopped at dispose."""
 
     def __init__(
-        self, key: str, settings: RavenConfiguration, backend: MemoryBackend, name: str
+        self,
+        key: str,
+        settings: RavenConfiguration,
+        backend: MemoryBackend,
+        name: str,
+        switches: Mapping[str, bool] | None = None,
     ) -> None:
         self._key = key
+        # the host's deployment-wide switches: external memory's reads and writes
+        self._switches = dict(switches or {})
         self._settings = settings
         self._backend = backend
         self._name = name
@@ -202,19 +212,29 @@ class RavenSource:
         identity = self._identity(request.scope)
         if identity is None:
             return self._unavailable("missing-identity")  # the backend is never called
+        search = self._switches.get(SEARCH_SWITCH, True)
+        ingest = self._switches.get(INGEST_SWITCH, True)
+        if not search and not ingest:
+            return self._unavailable("external-memory-switched-off")  # never started for it
         if not await self._ensure_started():
             if self._settings.on_failure == "reject":
                 raise SourceError("provider_error", "the Raven backend failed to start")
             return self._unavailable("backend-start-failed")
+        off = "search" if not search else "ingest" if not ingest else None
+        offered: tuple[tuple[Literal["recall", "write"], bool], ...] = (
+            ("recall", search),
+            ("write", ingest),
+        )
         return SourceFacts(
             instance_key=self._key,
             type_id=TYPE_ID,
             role="durable-evidence",
-            availability="ready",
+            availability="degraded" if off else "ready",
+            reason=f"{off}-switched-off" if off else None,
             revision="live:" + hashlib.sha256(identity.encode()).hexdigest()[:32],
-            capabilities=("recall", "write"),
-            route_ids=("recall",),
-            action_ids=("store", "feedback"),
+            capabilities=tuple(capability for capability, on in offered if on),
+            route_ids=("recall",) if search else (),
+            action_ids=("store", "feedback") if ingest else (),
             hints={"track": self._settings.track},
         )
 
@@ -353,7 +373,7 @@ async def _create(init: SourceInit) -> RavenSource:
             "(recall, store, feedback, start, stop)"
         )
     name = settings.backend.rpartition(":")[2] if ":" in settings.backend else settings.backend
-    return RavenSource(init.instance_key, settings, backend, name)
+    return RavenSource(init.instance_key, settings, backend, name, init.switches)
 
 
 RAVEN_SOURCE = define_memory_source(MANIFEST, _create)
