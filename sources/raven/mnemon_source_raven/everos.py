@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 
+import anyio
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
@@ -265,7 +266,9 @@ class EverosBackend:
                     origin_code="health-not-ok",
                 )
         except BaseException:
-            await client.aclose()
+            # shielded: a cancelled start must still close what it opened
+            with anyio.CancelScope(shield=True):
+                await client.aclose()
             raise
         self._client = client
         self._tuning = _tuning(body.get("capabilities"))
