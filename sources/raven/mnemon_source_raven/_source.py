@@ -6,6 +6,7 @@ import hashlib
 import inspect
 import logging
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
 
@@ -351,7 +352,8 @@ async def _recall(
 
 async def _create(init: SourceInit) -> RavenSource:
     settings = read_configuration(RavenConfiguration, init, subject=TYPE_ID)
-    factory = resolve_backend_factory(settings.backend)
+    project = Path(init.config_dir) if init.config_dir is not None else None
+    factory = resolve_backend_factory(settings.backend, project_dir=project)
     data_dir = None if settings.data_dir is None else str(settings.data_dir)
     context = BackendContext(
         config=dict(settings.backend_config),
