@@ -380,7 +380,7 @@ class EverosBackend:
             body["include_profile"] = True
         data = await self._post("search", body, "the EverOS search", write=False)
         try:
-            found = _memories(data, track)
+            found = _memories(data, track, profiles=body.get("include_profile") is True)
         except (TypeError, ValueError, KeyError, AttributeError):
             raise _schema_mismatch("the EverOS search") from None
         found.sort(key=lambda memory: memory.score, reverse=True)
@@ -489,8 +489,11 @@ def _text(item: Mapping[str, Any], *names: str) -> str:
     return ""
 
 
-def _memories(data: Mapping[str, Any], track: str) -> list[Memory]:
-    """EverOS's search data as `Memory` objects of one track; empty texts are skipped."""
+def _memories(data: Mapping[str, Any], track: str, *, profiles: bool) -> list[Memory]:
+    """EverOS's search data as `Memory` objects of one track; empty texts are skipped.
+
+    Profiles count only when they were asked for (`include_profile`).
+    """
     found: list[Memory] = []
 
     def add(text: str, score: float, kind: str, item: Mapping[str, Any], **more: Any) -> None:
@@ -507,7 +510,7 @@ def _memories(data: Mapping[str, Any], track: str) -> list[Memory]:
                 episode, session_id=episode.get("session_id"), subject=episode.get("subject"),
                 timestamp=episode.get("timestamp"),
             )  # fmt: skip
-        for profile in _items(data, "profiles"):
+        for profile in _items(data, "profiles") if profiles else ():
             # a profile is fetched, not ranked (its score is null): it goes first
             add(_profile_text(profile.get("profile_data")), _score(profile.get("score"), 1.0),
                 "profile", profile)  # fmt: skip

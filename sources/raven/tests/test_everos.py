@@ -130,6 +130,29 @@ async def test_a_recorded_user_search_becomes_memories_best_first() -> None:
     assert "updated_ms" not in found[0].text
 
 
+async def test_a_recorded_search_becomes_evidence_through_the_source(tmp_path: Path) -> None:
+    url = unique_url()
+    fake_for(url).replies["/api/v1/memory/search"] = shape("search-user.json")
+    runner = await runner_for(tmp_path, url, top_k=2)
+    async with runner:
+        turn = await runner.begin_turn({"scope": {"user_id": "ada", "tenant_id": "acme"}})
+        evidence = await turn.execute_route("source:ever/recall", {"query": "green tea"})
+        await turn.release()
+    [body] = fake_for(url).bodies("/api/v1/memory/search")
+    assert (body["user_id"], body["top_k"]) == ("tenant+3Dacme+3Buser+3Dada", 2)
+    assert [item.id for item in evidence.items] == [
+        "ada_ep_20260301_00000002",
+        "ada_ep_20260214_00000001",
+    ]
+    assert evidence.items[0].text.startswith("Ada said she switched")
+    assert dict(evidence.items[0].provenance) == {
+        "backend": "make_backend",
+        "track": "user",
+        "score": 0.71,
+        "score_scale": "normalized",
+    }
+
+
 async def test_a_recorded_agent_search_keeps_skills_and_cases_within_top_k() -> None:
     fake = FakeEveros()
     fake.replies["/api/v1/memory/search"] = shape("search-agent.json")
