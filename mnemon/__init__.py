@@ -27,6 +27,7 @@ from ._definitions import define_memory_source as define_memory_source
 from ._definitions import define_memory_strategy as define_memory_strategy
 from ._definitions import define_strategy_configuration as define_strategy_configuration
 from ._definitions import define_view_extension as define_view_extension
+from ._discovery import discover_plugins as discover_plugins
 from ._errors import ActionError as ActionError
 from ._errors import CompositionRejected as CompositionRejected
 from ._errors import CompositionUnavailable as CompositionUnavailable
@@ -250,6 +251,7 @@ __all__ = [
     "define_memory_strategy",
     "define_strategy_configuration",
     "define_view_extension",
+    "discover_plugins",
     "guarded_call",
     "hookimpl",
     "install_memory",

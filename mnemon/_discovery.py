@@ -3,7 +3,10 @@
 Places, highest priority first: bundled (inside the core package), user
 (`$MNEMON_HOME/plugins/<dir>/`), project (`.mnemon/plugins/<dir>/` next to the profile) and
 installed distributions (entry-point group `mnemon.plugins`). Raven's `raven-plugin.toml` is read
-too. Plugin code is imported only by `DiscoveredPlugin.load`, when a profile activates it.
+too: its memory backends are hosted by the Raven adapter Source (`mnemon-source-raven`), which
+finds them here by name, and they are `unsupported` while that distribution is not installed.
+Plugin code is imported only by `DiscoveredPlugin.load` (a profile activates the plugin) or
+`DiscoveredPlugin.load_object` (a Source names a contribution).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ __all__ = [
     "PluginManifest",
     "core_version",
     "discover_plugins",
+    "raven_backends_hosted",
 ]
 
 ENTRY_POINT_GROUP = "mnemon.plugins"
@@ -47,6 +51,8 @@ MANIFEST_FILE = "mnemon-plugin.toml"
 RAVEN_MANIFEST_FILE = "raven-plugin.toml"
 CORE_DISTRIBUTION = "mnemon-runtime"
 BUNDLED_DIR = Path(__file__).resolve().parent / "_bundled"
+# the distribution that hosts Raven memory backends, found without importing it
+RAVEN_HOST_PACKAGE = "mnemon_source_raven"
 
 Origin = Literal["bundled", "user", "project", "entry-point"]
 Status = Literal["available", "active", "disabled", "shadowed", "broken", "unsupported"]
@@ -65,6 +71,14 @@ _Id = Annotated[str, StringConstraints(pattern=_ID, max_length=64, strict=True)]
 _Text = Annotated[str, StringConstraints(min_length=1, max_length=400, strict=True)]
 _Target = Annotated[str, StringConstraints(pattern=_TARGET, strict=True)]
 _Flag = Annotated[bool, Strict()]
+
+
+def raven_backends_hosted() -> bool:
+    """Whether Raven memory backends can be hosted: `mnemon-source-raven` is installed."""
+    try:
+        return importlib.util.find_spec(RAVEN_HOST_PACKAGE) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def core_version() -> str:
@@ -246,28 +260,52 @@ class DiscoveredPlugin:
                 import; the message names the plugin and the exception type, never its text.
             DefinitionError: no such contribution.
         """
+        entry = self._usable_entry(name)
+        if self.manifest is not None and self.manifest.format == "raven":
+            if entry.unsupported:
+                raise InstallError(
+                    f"plugin {self.id!r}: {entry.name!r} is a Raven memory backend; hosting it "
+                    "needs mnemon-source-raven (unsupported)"
+                )
+            raise InstallError(
+                f"plugin {self.id!r}: {entry.name!r} is a Raven memory backend: mount the raven "
+                f"plugin with backend = {entry.name!r}"
+            )
+        plugin = self._imported(entry)
+        if not callable(getattr(plugin, "apply", None)):
+            raise InstallError(f"plugin {self.id!r}: {entry.plugin!r} has no apply(ctx)")
+        return plugin
+
+    def load_object(self, name: str | None = None) -> Any:
+        """Import the object a contribution names (a Raven backend's factory), for its host.
+
+        Unlike `load`, the object need not be a mnemon plugin: the Source that hosts this kind
+        of contribution calls it (the raven-backend Source, for `memory_backends`).
+
+        Raises:
+            InstallError: the plugin is broken or shadowed, or its code fails to import; the
+                message names the plugin and the exception type, never its text.
+            DefinitionError: no such contribution.
+        """
+        return self._imported(self._usable_entry(name))
+
+    def _usable_entry(self, name: str | None) -> ContributedEntry:
         if self.status in ("broken", "shadowed"):
             raise InstallError(
                 f"plugin {self.id!r} ({self.origin}) is {self.status}: {self.problem or ''}"
                 f"{': ' + self.detail if self.detail else ''}"
             )
-        entry = self.entry(name)
-        if entry.unsupported:
-            raise InstallError(
-                f"plugin {self.id!r}: {entry.name!r} is a Raven memory backend, which mnemon "
-                "cannot host yet (unsupported)"
-            )
+        return self.entry(name)
+
+    def _imported(self, entry: ContributedEntry) -> Any:
         module_name, _, attribute = entry.plugin.partition(":")
         try:
             module = self._import(module_name)
-            plugin: Any = getattr(module, attribute) if attribute else module
+            return getattr(module, attribute) if attribute else module
         except Exception as exc:
             raise InstallError(
                 f"plugin {self.id!r}: importing {entry.plugin!r} failed ({type(exc).__name__})"
             ) from None
-        if not callable(getattr(plugin, "apply", None)):
-            raise InstallError(f"plugin {self.id!r}: {entry.plugin!r} has no apply(ctx)")
-        return plugin
 
     def _import(self, module_name: str) -> ModuleType:
         if self._import_root is None:
@@ -365,13 +403,14 @@ def _read_manifest(path: Path) -> tuple[PluginManifest | None, Problem | None, s
     try:
         if path.name == RAVEN_MANIFEST_FILE:
             raven = _RavenFile.model_validate(raw).plugin
+            hosted = raven_backends_hosted()
             schema = raven.config_schema if raven.config_schema is not None else None
             entries = tuple(
                 ContributedEntry(
                     name=backend.name,
                     plugin=backend.factory,
                     config_schema=_thawed(schema) if schema is not None else {"type": "object"},
-                    unsupported=True,
+                    unsupported=not hosted,
                 )
                 for backend in raven.contributes.memory_backends
             )
@@ -418,8 +457,10 @@ def _found(
     manifest, problem, detail = _read_manifest(path)
     status: Status = "broken" if problem else "available"
     if manifest is not None and not problem:
-        if manifest.format == "raven":
-            # its memory backends need the Raven adapter Source, which mnemon lacks so far
+        if manifest.format == "raven" and (
+            not manifest.entries or any(entry.unsupported for entry in manifest.entries)
+        ):
+            # nothing here mnemon can host: no memory backend, or no Raven adapter installed
             status = "unsupported"
         elif not manifest.enabled_by_default:
             status = "disabled"

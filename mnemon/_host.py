@@ -284,7 +284,8 @@ class MemoryHost:
         **options: `HostSettings` fields overriding it: `source_timeout` (the per-read
             deadline), `strategy_type_id` and `strategy_fallback` (which Strategy serves),
             `source_configuration` and `source_capabilities` (per instance key),
-            `data_dir` and `config_dir` (absolute folders), `max_input_bytes`.
+            `data_dir` and `config_dir` (absolute folders), `max_input_bytes`, `switches`
+            (deployment-wide switches every Source receives in `SourceInit.switches`).
 
     Raises:
         DefinitionError: a setting is invalid (or unknown); the message names it.

@@ -73,6 +73,7 @@ class _ProfileModel(WireModel):
     strategy: _StrategyModel = _StrategyModel()
     entries: list[_EntryModel] = Field(default_factory=list)
     observers: list[_ObserverModel] = Field(default_factory=list)
+    switches: dict[str, Annotated[bool, Strict()]] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +134,8 @@ class Profile:
     entries: tuple[ProfileEntry, ...]
     observers: tuple[str, ...] = ()
     max_concurrent_compositions: int | None = None
+    switches: Mapping[str, bool] | None = None
+    """The deployment-wide switches of `[switches]` (`HostSettings.switches`)."""
 
     def entry_config(self, entry: ProfileEntry) -> dict[str, Any]:
         """The entry's configuration as mounted (a relative `data_dir` from the profile's).
@@ -162,6 +165,7 @@ class Profile:
                 "source_timeout": self.source_timeout,
                 "strategy_type_id": self.strategy,
                 "strategy_fallback": self.strategy_fallback,
+                "switches": dict(self.switches or {}),
             }
             | (
                 {}
@@ -403,4 +407,5 @@ def load_profile(path: str | Path) -> Profile:
         entries=tuple(entries),
         observers=tuple(item.use for item in model.observers if item.enabled),
         max_concurrent_compositions=model.max_concurrent_compositions,
+        switches=dict(model.switches),
     )

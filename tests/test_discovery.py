@@ -6,6 +6,7 @@ distribution (a dist-info folder on `PYTHONPATH`), exactly as a user would provi
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 
 import mnemon
-from mnemon import DefinitionError, InstallError, load_profile
+from mnemon import DefinitionError, InstallError, discover_plugins, load_profile
 
 MNEMON = str(Path(sys.executable).parent / "mnemon")
 SECRET = "sk-live-DISCOVERY-SECRET"
@@ -288,8 +289,8 @@ def test_two_plugins_contributing_one_entry_name_are_an_error_naming_both(
         load_profile(profile).entries[0].load_plugin(profile)
 
 
-def test_a_raven_manifest_is_read_and_its_memory_backends_are_unsupported(
-    tmp_path: Path,
+def test_a_raven_manifest_is_read_and_its_memory_backends_need_the_raven_adapter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     raven = textwrap.dedent(
         """
@@ -311,8 +312,14 @@ def test_a_raven_manifest_is_read_and_its_memory_backends_are_unsupported(
         """
     )
     drop_in(tmp_path / ".mnemon" / "plugins", "raven", raven, name="raven-plugin.toml")
+    # hosted by mnemon-source-raven, which this environment may or may not have
+    hosted = importlib.util.find_spec("mnemon_source_raven") is not None
     [row] = by_id(plugins_json(tmp_path))["raven.memory"]
-    assert (row["status"], row["version"], row["problem"]) == ("unsupported", "2.0.0", None)
+    assert (row["status"], row["version"], row["problem"]) == (
+        "available" if hosted else "unsupported",
+        "2.0.0",
+        None,
+    )
     shown = plugins_json(tmp_path, "show", "raven.memory")
     assert shown["manifest"]["format"] == "raven"
     assert shown["manifest"]["requires"] == {"raven": ">=1.0.0"}
@@ -320,8 +327,15 @@ def test_a_raven_manifest_is_read_and_its_memory_backends_are_unsupported(
     assert (entry["name"], entry["plugin"], entry["supported"]) == (
         "raven-store",
         "raven_store:create",
-        False,
+        hosted,
     )
+    # without the adapter, nothing can host them: found without importing anything
+    monkeypatch.setitem(sys.modules, "mnemon_source_raven", None)
+    found = discover_plugins(project_dir=tmp_path, entry_points=False).get("raven.memory")
+    assert found is not None
+    assert found.status == "unsupported"
+    with pytest.raises(InstallError, match="needs mnemon-source-raven"):
+        found.load()
 
 
 def test_show_prints_the_manifest_schema_provides_and_requires(tmp_path: Path) -> None:

@@ -84,7 +84,7 @@ async def test_the_profile_data_dir_is_the_hosts_default(tmp_path: Path) -> None
     ("text", "message"),
     [
         ("entries = [", "invalid TOML"),
-        ('surprise = 1', r"surprise: unknown key \(the keys here are data_dir, source_timeout, max_input_bytes, max_concurrent_compositions, strategy, entries, observers\)"),
+        ('surprise = 1', r"surprise: unknown key \(the keys here are data_dir, source_timeout, max_input_bytes, max_concurrent_compositions, strategy, entries, observers, switches\)"),
         ('source_timeout = 0', r"source_timeout: Input should be greater than 0"),
         ('source_timeout = 301', r"source_timeout: Input should be less than or equal to 300"),
         ('[strategy]\nfallback = "any"', r"strategy\.fallback: Input should be 'sole-strategy'"),

@@ -112,6 +112,7 @@ EXPECTED_ALL = [
     "define_memory_strategy",
     "define_strategy_configuration",
     "define_view_extension",
+    "discover_plugins",
     "guarded_call",
     "hookimpl",
     "install_memory",

@@ -29,6 +29,8 @@ def test_a_host_takes_settings_an_object_or_fields_alike(tmp_path: Path) -> None
         ({"config_dir": "relative/tok_SECRET"}, "config_dir: must be an absolute path"),
         ({"data_dir": "relative/tok_SECRET"}, "data_dir: must be an absolute path"),
         ({"max_input_bytes": 10}, "max_input_bytes: must be an integer from 1024"),
+        ({"switches": {"Tok_SECRET on": False}}, "switches: a name must match"),
+        ({"switches": {"external-memory.search": "SECRET"}}, "switches['external-memory.search']"),
     ],
 )
 def test_a_bad_setting_is_named_and_never_quoted(options: dict, message: str) -> None:
@@ -53,6 +55,26 @@ async def test_the_runner_passes_every_setting_through(tmp_path: Path) -> None:
         await runner.mount(strategy_plugin(), instance_id="strategy")
     assert probe.inits[0].data_dir == str(tmp_path)
     assert probe.inits[0].config_dir == str(tmp_path / "cfg")
+
+
+async def test_sources_see_the_hosts_switches(tmp_path: Path) -> None:
+    source, probe = fake_source()
+    switches = {"external-memory.search": False, "maintenance.window": True}
+    async with MemoryCompositionRunner(switches=switches) as runner:
+        await runner.mount(source, instance_id="a")
+        await runner.mount(strategy_plugin(), instance_id="strategy")
+    assert dict(probe.inits[-1].switches) == switches
+
+
+async def test_a_profile_sets_switches_and_a_bad_one_names_its_key(tmp_path: Path) -> None:
+    profile = tmp_path / "mnemon.toml"
+    profile.write_text('[switches]\n"external-memory.ingest" = false\n', encoding="utf-8")
+    assert load_profile(profile).host_settings().switches == {"external-memory.ingest": False}
+    profile.write_text('[switches]\n"external-memory.ingest" = "off"\n', encoding="utf-8")
+    with pytest.raises(
+        DefinitionError, match=r"toml\.switches\.external-memory\.ingest: .*boolean"
+    ):
+        load_profile(profile)
 
 
 async def test_a_profile_hands_its_folder_to_sources_for_relative_paths(tmp_path: Path) -> None:

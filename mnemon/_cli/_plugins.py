@@ -114,8 +114,13 @@ def show(ctx: click.Context, plugin_id: str, as_json: bool) -> None:
     printer.field("description", manifest.description)
     printer.field("requires", f"{manifest.format} {manifest.requires}")
     for entry in manifest.as_json()["entries"]:
-        supported = "" if entry["supported"] else " (unsupported: a Raven memory backend)"
-        printer.field("provides", f"entry {entry['name']!r} from {entry['plugin']}{supported}")
+        if manifest.format == "raven":
+            # a Raven memory backend is used by name in a raven entry, not mounted itself
+            how = "" if entry["supported"] else " (unsupported: install mnemon-source-raven)"
+            what = f"memory backend {entry['name']!r} from {entry['plugin']}{how}"
+        else:
+            what = f"entry {entry['name']!r} from {entry['plugin']}"
+        printer.field("provides", what)
         printer.line("  configuration schema:")
         printer.line("    " + json.dumps(entry["config_schema"], indent=2).replace("\n", "\n    "))
     for other in document["shadowed"]:

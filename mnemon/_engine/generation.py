@@ -216,6 +216,8 @@ def plan_generation(state: RegistryState, settings: HostSettings) -> GenerationP
         "max_input_bytes": settings.max_input_bytes,
         "data_dir": settings.data_dir,
         "config_dir": settings.config_dir,
+        # Sources are made with the switches: a change makes a new generation
+        **({"switches": dict(settings.switches)} if settings.switches else {}),
         "strategy": {
             "key": strategy.instance_key,
             "manifest": definition.manifest.model_dump(),
@@ -471,6 +473,7 @@ async def _create_runtimes(
                 configuration=source.configuration,
                 data_dir=settings.data_dir,
                 config_dir=settings.config_dir,
+                switches=settings.switches,
             )
             try:
                 runtime = definition.create(init)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -20,6 +21,8 @@ __all__ = [
 ]
 
 MAX_SOURCE_TIMEOUT = 300.0
+MAX_SWITCHES = 64
+_SWITCH = re.compile(r"^[a-z][a-z0-9.-]{0,127}$")
 MIN_INPUT_BYTES = 1024
 MAX_INPUT_BYTES = 64 * 1024 * 1024
 # route, action and management inputs larger than this are refused before any other work
@@ -77,6 +80,28 @@ class HostSettings(WireModel):
         "at once with CompositionUnavailable (back-pressure: try again later), never served "
         "a View its Sources were too busy to fill.",
     )
+    switches: Mapping[str, bool] = Field(
+        default_factory=dict,
+        description="Deployment-wide switches by name (such as 'external-memory.search': "
+        "false), handed to every Source as SourceInit.switches; a Source documents the "
+        "switches it honours, and the core itself reads none.",
+    )
+
+    @field_validator("switches", mode="before")
+    @classmethod
+    def _switches(cls, value: Any) -> dict[str, bool]:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise ValueError("switches: must map switch names to true or false")
+        if len(value) > MAX_SWITCHES:
+            raise ValueError(f"switches: at most {MAX_SWITCHES}")
+        for name, on in value.items():
+            if not isinstance(name, str) or not _SWITCH.fullmatch(name):
+                raise ValueError(f"switches: a name must match {_SWITCH.pattern}")
+            if not isinstance(on, bool):
+                raise ValueError(f"switches[{name!r}]: must be true or false")
+        return dict(sorted(value.items()))
 
     @field_validator("source_timeout", mode="before")
     @classmethod

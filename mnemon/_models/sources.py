@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated
 
 from pydantic import Field, Strict, StringConstraints
@@ -98,6 +99,9 @@ class SourceInit(WireModel):
     config_dir: Annotated[str, Strict(), StringConstraints(min_length=1)] | None = None
     """The folder relative paths in the configuration are taken from (the profile's), or None;
     `read_configuration` resolves `ConfigPath` values against it."""
+    switches: Mapping[str, bool] = Field(default_factory=dict)
+    """The host's deployment-wide switches (`HostSettings.switches`), by name; a Source honours
+    the ones it documents (`external-memory.search`: false switches its reads off)."""
 
 
 class FactsRequest(WireModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,9 @@ PACKAGE = "mnemon-source-nexent"
 TYPE_ID = "nexent-provider"
 SEARCH_SWITCH = "EXTERNAL_MEMORY_SEARCH_ENABLED"
 INGEST_SWITCH = "EXTERNAL_MEMORY_INGEST_ENABLED"
+# the same two switches as host settings (`HostSettings.switches`, a profile's `[switches]`)
+SEARCH_HOST_SWITCH = "external-memory.search"
+INGEST_HOST_SWITCH = "external-memory.ingest"
 _OFF = {"0", "false", "no", "off", "disabled"}
 _log = logging.getLogger("mnemon.sources.nexent")
 
@@ -184,9 +188,16 @@ def _write_state(path: Path, data: bytes) -> None:
 class NexentSource:
     """One provider of one plugin folder; rebuilt when its folder changes, no restart needed."""
 
-    def __init__(self, key: str, settings: NexentConfiguration, state_file: Path) -> None:
+    def __init__(
+        self,
+        key: str,
+        settings: NexentConfiguration,
+        state_file: Path,
+        switches: Mapping[str, bool] | None = None,
+    ) -> None:
         self._key = key
         self._settings = settings
+        self._host_switches = dict(switches or {})
         self._name = str(settings.plugin.get("name", ""))
         self._plugin_config = {k: v for k, v in settings.plugin.items() if k != "name"}
         self._directory = ProviderDirectory(settings.plugin_dir)
@@ -235,15 +246,18 @@ class NexentSource:
 
     def _switches(self, record: PluginRecord) -> tuple[bool, bool]:
         settings = self._settings
+        host = self._host_switches
         search = (
             "searchable" in record.implements
             and settings.search_enabled
             and switched_on(SEARCH_SWITCH)
+            and host.get(SEARCH_HOST_SWITCH, True)
         )
         ingest = (
             "ingestible" in record.implements
             and settings.ingest_enabled
             and switched_on(INGEST_SWITCH)
+            and host.get(INGEST_HOST_SWITCH, True)
         )
         return search, ingest
 
@@ -482,7 +496,7 @@ async def _create(init: SourceInit) -> NexentSource:
         raise DefinitionError("nexent-provider configuration.plugin.name: the plugin's name")
     data_dir = None if settings.data_dir is None else str(settings.data_dir)
     state_file = source_data_directory(init, data_dir) / "state.json"
-    return NexentSource(init.instance_key, settings, state_file)
+    return NexentSource(init.instance_key, settings, state_file, init.switches)
 
 
 NEXENT_SOURCE = define_memory_source(MANIFEST, _create)

@@ -18,7 +18,7 @@ from mnemon_source_nexent.models import (
 )
 from nexent_fake import PLUGINS, FakeService
 
-from mnemon import ActionError, RouteError, SourceError
+from mnemon import ActionError, RouteError, SourceError, load_profile
 from mnemon_testing import MemoryCompositionRunner, SelectAll
 
 API_KEY = "sk-live-0123456789abcdef"
@@ -439,3 +439,77 @@ async def test_the_host_can_switch_an_instance_off_through_its_settings(
     assert [o.action_id for o in view.offers] == []
     assert [r.route_id for r in view.routes] == ["search"]
     assert {r for _, r in reasons(strategy)} == {"ingest-switched-off"}
+
+
+@pytest.mark.parametrize(
+    ("switches", "routes", "offers", "reason"),
+    [
+        ({"external-memory.search": False}, [], ["ingest"], "search-switched-off"),
+        ({"external-memory.ingest": False}, ["search"], [], "ingest-switched-off"),
+        ({"external-memory.search": False, "external-memory.ingest": False}, [], [],
+         "external-memory-switched-off"),
+        ({"external-memory.search": True, "unrelated.switch": False}, ["search"], ["ingest"],
+         None),
+    ],
+    ids=["search", "ingest", "both", "on"],
+)  # fmt: skip
+async def test_the_host_switches_external_memory_off_for_the_whole_deployment(
+    tmp_path: Path,
+    service: FakeService,
+    switches: dict[str, bool],
+    routes: list[str],
+    offers: list[str],
+    reason: str | None,
+) -> None:
+    strategy = SelectAll()
+    runner = MemoryCompositionRunner(switches=switches)
+    for entry in ("mem", "mem2"):
+        await runner.mount(nexent, instance_id=entry, config=settings(tmp_path, service.url))
+    await runner.mount(strategy, instance_id="all", config={"required": False})
+    async with runner:
+        turn = await runner.begin_turn({"scope": SCOPE})
+        view = turn.view
+        await turn.release()
+    # every instance at once: the switch is the deployment's, not an entry's
+    assert sorted(r.route_id for r in view.routes) == sorted(routes * 2)
+    assert sorted(o.action_id for o in view.offers) == sorted(offers * 2)
+    assert {r for _, r in reasons(strategy)} == {reason}
+    if reason is not None:
+        said = [d.message for d in view.diagnostics if d.key == "source:mem"]
+        assert said == [
+            f"Memory Source source:mem is {'unavailable' if not routes and not offers else 'degraded'} ({reason})"
+        ]
+
+
+async def test_a_profile_switches_external_memory_off_and_a_host_switches_it_back(
+    tmp_path: Path, service: FakeService
+) -> None:
+    profile = tmp_path / "mnemon.toml"
+    entry = settings(tmp_path, service.url)
+    profile.write_text(
+        "[switches]\n"
+        '"external-memory.ingest" = false\n'
+        "[strategy]\n"
+        'use = "general"\n'
+        "[[entries]]\n"
+        'id = "mem"\n'
+        'use = "mnemon_source_nexent"\n'
+        "[entries.config]\n"
+        f"plugin_dir = {str(entry['plugin_dir'])!r}\n"
+        "nexent_shim = true\n"
+        f"data_dir = {str(tmp_path)!r}\n"
+        "[entries.config.plugin]\n"
+        'name = "reference"\n'
+        f"endpoint = {service.url!r}\n"
+        f"api_key = {API_KEY!r}\n",
+        encoding="utf-8",
+    )
+    loaded = load_profile(profile)
+    assert loaded.host_settings().switches == {"external-memory.ingest": False}
+    async with loaded.open_host() as host:
+        async with host.turn(scope=SCOPE) as turn:
+            assert [o.action_id for o in turn.view.offers] == []
+            assert [r.route_id for r in turn.view.routes] == ["search"]
+        await host.reconfigure(switches={})
+        async with host.turn(scope=SCOPE) as turn:
+            assert [o.action_id for o in turn.view.offers] == ["ingest"]

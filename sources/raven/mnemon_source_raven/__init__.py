@@ -9,6 +9,8 @@ from ._contract import BackendFactory as BackendFactory
 from ._contract import BackendServices as BackendServices
 from ._contract import Memory as Memory
 from ._contract import MemoryBackend as MemoryBackend
+from ._failures import raven_exception_name as raven_exception_name
+from ._failures import source_error as source_error
 from ._resolve import register_memory_backend as register_memory_backend
 from ._resolve import resolve_backend_factory as resolve_backend_factory
 from ._resolve import resolve_memory_backend as resolve_memory_backend
@@ -29,7 +31,9 @@ __all__ = [
     "apply",
     "backend_identity",
     "memory_plugin",
+    "raven_exception_name",
     "register_memory_backend",
     "resolve_backend_factory",
     "resolve_memory_backend",
+    "source_error",
 ]

@@ -6,7 +6,8 @@ import hashlib
 import inspect
 import logging
 from collections.abc import Mapping
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 from urllib.parse import quote
 
 import anyio
@@ -30,7 +31,6 @@ from mnemon import (
     create_mutation_receipt,
     define_memory_plugin,
     define_memory_source,
-    guarded_call,
     install_memory,
     memory_text_schema,
     read_configuration,
@@ -40,6 +40,7 @@ from mnemon import (
 
 from ._config import RavenConfiguration
 from ._contract import BackendContext, BackendServices, Memory, MemoryBackend
+from ._failures import backend_call
 from ._resolve import resolve_backend_factory
 
 __all__ = ["RAVEN_SOURCE", "RavenSource", "apply", "backend_identity", "memory_plugin"]
@@ -48,6 +49,9 @@ PACKAGE = "mnemon-source-raven"
 TYPE_ID = "raven-backend"
 MAX_TEXT = 20_000
 _log = logging.getLogger("mnemon.sources.raven")
+# the host's switches for external memory (`HostSettings.switches`), as the Nexent Source has
+SEARCH_SWITCH = "external-memory.search"
+INGEST_SWITCH = "external-memory.ingest"
 
 memory_plugin = define_memory_plugin(
     PACKAGE,
@@ -160,9 +164,16 @@ class RavenSource:
     """One Raven backend behind mnemon's Source contract; started once, stopped at dispose."""
 
     def __init__(
-        self, key: str, settings: RavenConfiguration, backend: MemoryBackend, name: str
+        self,
+        key: str,
+        settings: RavenConfiguration,
+        backend: MemoryBackend,
+        name: str,
+        switches: Mapping[str, bool] | None = None,
     ) -> None:
         self._key = key
+        # the host's deployment-wide switches: external memory's reads and writes
+        self._switches = dict(switches or {})
         self._settings = settings
         self._backend = backend
         self._name = name
@@ -178,7 +189,7 @@ class RavenSource:
         async with self._lock:
             if not self._started and not self._start_failed:
                 try:
-                    await guarded_call(self._backend.start, subject="the Raven backend start")
+                    await backend_call(self._backend.start, subject="the Raven backend start")
                     self._started = True
                 except SourceError:
                     self._start_failed = True
@@ -202,19 +213,29 @@ class RavenSource:
         identity = self._identity(request.scope)
         if identity is None:
             return self._unavailable("missing-identity")  # the backend is never called
+        search = self._switches.get(SEARCH_SWITCH, True)
+        ingest = self._switches.get(INGEST_SWITCH, True)
+        if not search and not ingest:
+            return self._unavailable("external-memory-switched-off")  # never started for it
         if not await self._ensure_started():
             if self._settings.on_failure == "reject":
                 raise SourceError("provider_error", "the Raven backend failed to start")
             return self._unavailable("backend-start-failed")
+        off = "search" if not search else "ingest" if not ingest else None
+        offered: tuple[tuple[Literal["recall", "write"], bool], ...] = (
+            ("recall", search),
+            ("write", ingest),
+        )
         return SourceFacts(
             instance_key=self._key,
             type_id=TYPE_ID,
             role="durable-evidence",
-            availability="ready",
+            availability="degraded" if off else "ready",
+            reason=f"{off}-switched-off" if off else None,
             revision="live:" + hashlib.sha256(identity.encode()).hexdigest()[:32],
-            capabilities=("recall", "write"),
-            route_ids=("recall",),
-            action_ids=("store", "feedback"),
+            capabilities=tuple(capability for capability, on in offered if on),
+            route_ids=("recall",) if search else (),
+            action_ids=("store", "feedback") if ingest else (),
             hints={"track": self._settings.track},
         )
 
@@ -236,7 +257,7 @@ class RavenSource:
             top_k = min(top_k, request.route.max_results)
         ids = {"user_id": identity} if self._settings.track == "user" else {"agent_id": identity}
         await self._require_started()
-        found = await guarded_call(
+        found = await backend_call(
             _recall,
             self._backend,
             str(request.input["query"]),
@@ -280,7 +301,7 @@ class RavenSource:
         value = request.input
         if request.offer.action_id == "feedback":
             signals = [dict(signal) for signal in value["signals"]]
-            await guarded_call(self._feedback, signals, subject="the Raven backend feedback")
+            await backend_call(self._feedback, signals, subject="the Raven backend feedback")
             return create_mutation_receipt(request, completion="accepted")
         scope = request.view.scope
         identity = self._identity(scope)
@@ -293,7 +314,7 @@ class RavenSource:
         messages = [{"role": m["role"], "content": m["content"]} for m in value["messages"]]
         # a scope without a session still groups one View's writes together
         session_id = scope.session_id or request.view.id
-        await guarded_call(
+        await backend_call(
             self._store, session_id, messages, metadata, subject="the Raven backend store"
         )
         # store() returns nothing and indexes later: never more than `accepted`
@@ -313,7 +334,7 @@ class RavenSource:
             return
         self._stopped = True
         try:
-            await guarded_call(self._backend.stop, subject="the Raven backend stop")
+            await backend_call(self._backend.stop, subject="the Raven backend stop")
         except SourceError:
             _log.warning("Memory Source %s: its Raven backend failed to stop", self._key)
 
@@ -331,7 +352,8 @@ async def _recall(
 
 async def _create(init: SourceInit) -> RavenSource:
     settings = read_configuration(RavenConfiguration, init, subject=TYPE_ID)
-    factory = resolve_backend_factory(settings.backend)
+    project = Path(init.config_dir) if init.config_dir is not None else None
+    factory = resolve_backend_factory(settings.backend, project_dir=project)
     data_dir = None if settings.data_dir is None else str(settings.data_dir)
     context = BackendContext(
         config=dict(settings.backend_config),
@@ -341,6 +363,8 @@ async def _create(init: SourceInit) -> RavenSource:
     try:
         made = factory(context)
         backend = await made if inspect.isawaitable(made) else made
+    except DefinitionError:
+        raise  # written on purpose: it names the `backend_config` key at fault
     except Exception:
         raise DefinitionError(
             f"{TYPE_ID} configuration.backend: the factory failed to make a backend"
@@ -351,7 +375,7 @@ async def _create(init: SourceInit) -> RavenSource:
             "(recall, store, feedback, start, stop)"
         )
     name = settings.backend.rpartition(":")[2] if ":" in settings.backend else settings.backend
-    return RavenSource(init.instance_key, settings, backend, name)
+    return RavenSource(init.instance_key, settings, backend, name, init.switches)
 
 
 RAVEN_SOURCE = define_memory_source(MANIFEST, _create)

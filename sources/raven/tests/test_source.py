@@ -197,7 +197,11 @@ async def test_a_backend_exception_is_a_transient_provider_error_never_its_text(
     )
     receipt: Any = write.value.receipt
     assert (write.value.code, receipt.completion) == ("provider_error", "unknown")
-    assert dict(receipt.detail) == {"error_code": "provider_error", "error_kind": "transient"}
+    assert dict(receipt.detail) == {
+        "error_code": "provider_error",
+        "error_kind": "transient",
+        "origin_code": "RuntimeError",  # the exception's class, never its text
+    }
     shown = [str(read.value), str(write.value), receipt.model_dump_json()]
     shown += [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
     assert SECRET not in "\n".join(shown)
@@ -275,3 +279,37 @@ async def test_a_factory_may_be_a_coroutine(tmp_path: Path) -> None:
         turn = await runner.begin_turn({"scope": {"user_id": "ada"}})
         assert [r.id for r in turn.view.routes] == ["source:raven/recall"]
         await turn.release()
+
+
+@pytest.mark.parametrize(
+    ("switches", "routes", "offers", "reason", "started"),
+    [
+        ({"external-memory.search": False}, [], ["feedback", "store"], "search-switched-off",
+         True),
+        ({"external-memory.ingest": False}, ["recall"], [], "ingest-switched-off", True),
+        ({"external-memory.search": False, "external-memory.ingest": False}, [], [],
+         "external-memory-switched-off", False),
+    ],
+    ids=["search", "ingest", "both"],
+)  # fmt: skip
+async def test_the_hosts_external_memory_switches_take_reads_or_writes_away(
+    tmp_path: Path,
+    switches: dict[str, bool],
+    routes: list[str],
+    offers: list[str],
+    reason: str,
+    started: bool,
+) -> None:
+    strategy = SelectAll()
+    runner = MemoryCompositionRunner(switches=switches)
+    await runner.mount(raven, instance_id="raven", config=config(tmp_path))
+    await runner.mount(strategy, instance_id="all", config={"required": False})
+    async with runner:
+        turn = await runner.begin_turn({"scope": {"user_id": "ada"}})
+        view = turn.view
+        await turn.release()
+    assert [r.route_id for r in view.routes] == routes
+    assert sorted(o.action_id for o in view.offers) == offers
+    assert {c.facts.reason for c in strategy.seen} == {reason}
+    # with both off the backend is not even started
+    assert ("start" in events_of(tmp_path)) is started
