@@ -21,7 +21,6 @@ and the old table stays, renamed `partitions_v1`, until an operator drops it.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -31,6 +30,11 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from mnemon import SourceError
+from mnemon.postgres import (
+    check_connection_string,
+    classify_database_error,
+    open_connection_pool,
+)
 
 from ._document import (
     Applied,
@@ -51,8 +55,6 @@ if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
 __all__ = ["REVISIONS_KEPT", "SCHEMA_VERSION", "PostgresPartitions"]
-
-_log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
 #: revisions kept per partition in `revisions`; older ones are dropped as new ones come
@@ -143,47 +145,6 @@ class _Moved(Exception):
     """Another host wrote the partition after it was read: apply the change again."""
 
 
-class _QuietPool(logging.Filter):
-    """Keeps psycopg_pool's records about this store's pool out of INFO+ logs.
-
-    They quote the driver's connection errors and connections, which name the server (part
-    of the `dsn`, a secret); they are passed on at DEBUG as their bare template.
-    """
-
-    def __init__(self, name: str) -> None:
-        super().__init__()
-        self._name = name
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno <= logging.DEBUG:
-            return True
-        ours = any(arg == self._name for arg in (record.args or ()) if isinstance(arg, str))
-        if ours or record.msg in _CONNECTION_DETAIL:
-            _log.debug("connection pool: %s", record.msg)
-            return False
-        return True
-
-
-# psycopg_pool's messages quoting a connection or a connection error (whichever pool)
-_CONNECTION_DETAIL = frozenset(
-    {
-        "error connecting in %r: %s",
-        "connection failed check: %s",
-        "discarding broken connection: %s",
-        "discarding closed connection: %s",
-    }
-)
-
-
-_QUIETED: set[str] = set()
-
-
-def _quiet_pool_logs(name: str) -> None:
-    if name not in _QUIETED:
-        _QUIETED.add(name)
-        logging.getLogger("psycopg.pool").addFilter(_QuietPool(name))
-
-
 def _snapshot(document: Document) -> Snapshot:
     # the revision digests what the View shows (the records are not part of it), so an
     # idempotent replay, which writes nothing, keeps it; the sequence makes every write new
@@ -199,6 +160,12 @@ class PostgresPartitions:
     """The runtime store on one PostgreSQL schema; blocking, called in worker threads."""
 
     def __init__(self, dsn: str, schema: str, *, wait: float = 5.0, pool_max: int = 4) -> None:
+        """Check `dsn` and keep it; no connection is made before the first call.
+
+        Raises:
+            DefinitionError: `dsn` is not a connection string (it is not quoted).
+        """
+        check_connection_string(dsn)
         self._dsn = dsn
         self._wait = wait
         self._schema = schema
@@ -214,19 +181,8 @@ class PostgresPartitions:
     def _connection_pool(self) -> ConnectionPool[Connection[Any]]:
         with self._guard:
             if self._pool is None:
-                from psycopg_pool import ConnectionPool
-
-                _quiet_pool_logs("mnemon-runtime")
-                self._pool = ConnectionPool(
-                    self._dsn,
-                    min_size=0,
-                    max_size=self._pool_max,
-                    timeout=self._wait,
-                    kwargs={"connect_timeout": 5, "autocommit": True},
-                    configure=_configure,
-                    check=ConnectionPool.check_connection,
-                    name="mnemon-runtime",
-                    open=True,
+                self._pool = open_connection_pool(
+                    self._dsn, name="mnemon-runtime", max_size=self._pool_max, wait=self._wait
                 )
             return self._pool
 
@@ -368,7 +324,7 @@ class PostgresPartitions:
         except Exception as exc:
             if not _is_database_error(exc):
                 raise
-            raise _error(exc) from None
+            raise _error(exc, self._pool) from None
 
     # ------------------------------------------------------------------ writes
 
@@ -433,7 +389,7 @@ class PostgresPartitions:
             # what the step raised (a revision conflict, a refusal) passes unchanged
             if not _is_database_error(exc):
                 raise
-            raise _error(exc) from None
+            raise _error(exc, self._pool) from None
 
     def _write_rows(
         self,
@@ -615,23 +571,15 @@ class PostgresPartitions:
             pool.close(timeout=1.0)
 
 
-def _configure(connection: Connection[Any]) -> None:
-    # a write's receipt says committed only once the commit is flushed
-    connection.execute("SET synchronous_commit = on")
-
-
 def _is_database_error(exc: BaseException) -> bool:
-    import psycopg
-    from psycopg_pool import PoolTimeout
-
-    return isinstance(exc, psycopg.Error | PoolTimeout | OSError)
+    return classify_database_error(exc) is not None
 
 
-def _error(exc: BaseException) -> SourceError:
+def _error(exc: BaseException, pool: ConnectionPool[Connection[Any]] | None) -> SourceError:
     """The SourceError a database failure maps to; the driver's text is not copied."""
-    import psycopg.errors
-    from psycopg_pool import PoolTimeout
-
-    if isinstance(exc, PoolTimeout | psycopg.errors.QueryCanceled):
-        return SourceError("timeout", "the runtime database did not answer in time")
-    return SourceError("unavailable", "the runtime database cannot be reached")
+    code = classify_database_error(exc, pool) or "unavailable"
+    if code == "timeout":
+        return SourceError(code, "the runtime database did not answer in time")
+    if code == "unavailable":
+        return SourceError(code, "the runtime database cannot be reached")
+    return SourceError(code, "the runtime database refused or failed the call")

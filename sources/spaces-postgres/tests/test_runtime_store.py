@@ -48,8 +48,12 @@ def start_writer(config: dict[str, Any], prefix: str) -> subprocess.Popen[str]:
         ({"store": "postgres"}, "dsn: required"),
         ({"dsn": SECRET}, "dsn: only used"),
         ({"store": "postgres", "dsn": SECRET, "schema": "Bad Name"}, "schema"),
+        (
+            {"store": "postgres", "dsn": "host='open password=runtime-secret-61c0"},
+            "dsn: not a valid connection string",
+        ),
     ],
-    ids=["no-dsn", "dsn-without-store", "bad-schema"],
+    ids=["no-dsn", "dsn-without-store", "bad-schema", "bad-dsn"],
 )
 async def test_the_store_configuration_is_checked_without_showing_the_dsn(
     tmp_path: Path, config: dict[str, Any], message: str
