@@ -8,9 +8,11 @@ Every first-party store on PostgreSQL uses these, and a third-party one gets the
 - `open_connection_pool(...)` and `open_async_connection_pool(...)` make psycopg_pool's
   pools the same way for blocking and async code: connections in autocommit (transactions
   are explicit), `synchronous_commit = on` so a commit is flushed before a receipt may say
-  `committed`, an optional `statement_timeout`, each connection checked before it is lent
-  (one broken by a server restart is replaced instead of failing a call), and the pool's
-  log records that quote the server's address kept below INFO.
+  `committed`, an optional `statement_timeout`, a connection that sat idle in the pool for
+  a second or more checked before it is lent (one broken by a server restart is replaced
+  instead of failing a call; one handed back a moment ago is not pinged, which would cost a
+  round trip per call), and the pool's log records that quote the server's address kept
+  below INFO.
 - `classify_database_error(exc)` maps a driver or pool failure to a `SourceError` code
   (`timeout`, `unavailable`, `forbidden`, `unauthorized`, `provider_error`), so a store can
   raise its own error with a message of its own and never the driver's text.
@@ -23,7 +25,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Awaitable, Callable
+import time
+import weakref
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._errors import DefinitionError
@@ -52,8 +55,29 @@ _CONNECTION_DETAIL = frozenset(
         "connection failed check: %s",
         "discarding broken connection: %s",
         "discarding closed connection: %s",
+        "rolling back returned connection: %s",
+        "closing returned connection: %s",
+        "rollback failed: %s: %s. Discarding connection %s",
+        "error resetting connection: %s",
     }
 )
+#: a connection handed back less than this many seconds ago is lent again without a ping
+FRESH_SECONDS = 1.0
+# when each pooled connection was last handed back (weakly: a closed one is forgotten)
+_RETURNED: weakref.WeakKeyDictionary[object, float] = weakref.WeakKeyDictionary()
+
+
+def _handed_back(connection: object) -> None:
+    _RETURNED[connection] = time.monotonic()
+
+
+def _fresh(connection: object) -> bool:
+    # a connection that just finished a call is alive; pinging it would cost a round trip
+    # on every call, which is what made a recall cost three round trips instead of two
+    returned = _RETURNED.get(connection)
+    return returned is not None and time.monotonic() - returned < FRESH_SECONDS
+
+
 _QUIETED: set[str] = set()
 
 
@@ -131,8 +155,7 @@ def open_connection_pool(
     """Open a blocking pool (its connections are made in the background, as needed).
 
     `wait` (seconds) bounds both the wait for a free connection and a new connection's
-    handshake;
-    `statement_timeout` (seconds) is set on every session when given.
+    handshake; `statement_timeout` (seconds) is set on every session when given.
     """
     from psycopg_pool import ConnectionPool
 
@@ -142,6 +165,13 @@ def open_connection_pool(
         for statement in session:
             connection.execute(statement)
 
+    def check(connection: Connection[Any]) -> None:
+        if not _fresh(connection):
+            ConnectionPool.check_connection(connection)
+
+    def reset(connection: Connection[Any]) -> None:
+        _handed_back(connection)
+
     quiet_pool_logs(name)
     return ConnectionPool(
         conninfo,
@@ -150,7 +180,8 @@ def open_connection_pool(
         timeout=wait,
         kwargs=_connect_options(wait),
         configure=configure,
-        check=ConnectionPool.check_connection,
+        check=check,
+        reset=reset,
         name=name,
         open=True,
     )
@@ -174,7 +205,13 @@ async def open_async_connection_pool(
         for statement in session:
             await connection.execute(statement)
 
-    check: Callable[[AsyncConnection[Any]], Awaitable[None]] = AsyncConnectionPool.check_connection
+    async def check(connection: AsyncConnection[Any]) -> None:
+        if not _fresh(connection):
+            await AsyncConnectionPool.check_connection(connection)
+
+    async def reset(connection: AsyncConnection[Any]) -> None:
+        _handed_back(connection)
+
     pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
         conninfo,
         min_size=min_size,
@@ -183,6 +220,7 @@ async def open_async_connection_pool(
         kwargs=_connect_options(wait),
         configure=configure,
         check=check,
+        reset=reset,
         name=name,
         open=False,
     )
