@@ -43,7 +43,7 @@ from psycopg import AsyncConnection, sql
 from pydantic import ValidationError
 
 from ._rows import MEMORY_COLUMNS, entity_key, idempotency_digest, memory_from_row
-from ._search import search_memories
+from ._search import WordFrequencies, search_memories
 from ._settings import PostgresSettings
 from ._store import STATUS_WAIT, SchemaPool, status_reason
 
@@ -101,6 +101,7 @@ class PostgresProvider:
     def __init__(self, settings: PostgresSettings) -> None:
         self._settings = settings
         self._store = SchemaPool(settings)
+        self._frequencies = WordFrequencies(settings.schema)
         schema = sql.Identifier(settings.schema)
         self._memories = sql.SQL("{}.memories").format(schema)
         self._entities = sql.SQL("{}.entities").format(schema)
@@ -147,7 +148,11 @@ class PostgresProvider:
         """Full-text recall ranked with `ts_rank_cd` (see `_search`)."""
         async with self._store.connection() as connection:
             return await search_memories(
-                connection, self._memories, self._settings.text_search_config, request
+                connection,
+                self._memories,
+                self._settings.text_search_config,
+                request,
+                self._frequencies,
             )
 
     async def list(self, request: ListRequest) -> ListResult:

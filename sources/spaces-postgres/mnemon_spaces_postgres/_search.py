@@ -24,6 +24,8 @@ The work is bounded however common the query's words are, as on SQLite:
 
 from __future__ import annotations
 
+import math
+import time
 from typing import Any
 
 from mnemon_source_spaces import SearchHit, SearchRequest, SearchResult
@@ -31,13 +33,21 @@ from psycopg import AsyncConnection, sql
 
 from ._rows import memory_from_row
 
-__all__ = ["MAX_LEXEMES", "MIN_CANDIDATES", "WINDOW", "any_lexeme_query", "search_memories"]
+__all__ = [
+    "MAX_LEXEMES",
+    "MIN_CANDIDATES",
+    "WINDOW",
+    "WordFrequencies",
+    "any_lexeme_query",
+    "search_memories",
+]
 
 MIN_CANDIDATES = 32
 #: partial matches gathered per lexeme and parent: the newest ones
 WINDOW = 16
 #: lexemes of one query that gather partial matches (all of them count in coverage)
 MAX_LEXEMES = 8
+_STATISTICS_SECONDS = 60.0
 
 
 def any_lexeme_query(lexemes: list[str]) -> str:
@@ -49,19 +59,79 @@ def _quoted(lexeme: str) -> str:
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def _statement(memories: sql.Composable, parents: int, lexemes: int) -> sql.Composed:
+class WordFrequencies:
+    """How common each word is in the store, from the planner's own statistics (cached).
+
+    `pg_stats` keeps the most common lexemes of the `search` column and their frequencies
+    (as ANALYZE, or autovacuum, last saw them); a word not among them is rarer than the
+    least common one listed. They are read at most once a minute per Provider.
+    """
+
+    def __init__(self, schema: str) -> None:
+        self._schema = schema
+        self._read_at = -math.inf
+        self._frequencies: dict[str, float] = {}
+        self._rarest = 0.0
+        self._rows = 0.0
+
+    async def walk(self, connection: AsyncConnection[Any], lexemes: list[str]) -> list[bool]:
+        """For each lexeme, whether to walk the partition's newest memories to find it.
+
+        Walking suits a common word (a few rows hold it); the GIN index suits a rare one.
+        """
+        if time.monotonic() - self._read_at >= _STATISTICS_SECONDS:
+            await self._read(connection)
+        walks = []
+        for lexeme in lexemes:
+            frequency = self._frequencies.get(lexeme, self._rarest)
+            # walking reads about WINDOW / frequency rows; the index, frequency x rows
+            walks.append(frequency > 0 and WINDOW / frequency < frequency * self._rows)
+        return walks
+
+    async def _read(self, connection: AsyncConnection[Any]) -> None:
+        self._read_at = time.monotonic()
+        cursor = await connection.execute(
+            "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples "
+            "FROM pg_catalog.pg_stats s JOIN pg_catalog.pg_namespace n "
+            "ON n.nspname = s.schemaname JOIN pg_catalog.pg_class c "
+            "ON c.relnamespace = n.oid AND c.relname = s.tablename "
+            "WHERE s.schemaname = %s AND s.tablename = 'memories' AND s.attname = 'search'",
+            (self._schema,),
+        )
+        row = await cursor.fetchone()
+        if row is None or not row[0] or not row[1]:
+            self._frequencies, self._rarest, self._rows = {}, 0.0, 0.0
+            return
+        words, frequencies = list(row[0]), [float(value) for value in row[1]]
+        self._frequencies = dict(zip(words, frequencies, strict=False))
+        # after each word's frequency come the least and the greatest of them
+        self._rarest = frequencies[len(words)] if len(frequencies) > len(words) else 0.0
+        self._rows = max(float(row[2] or 0.0), 0.0)
+
+
+def _statement(memories: sql.Composable, parents: int, walks: list[bool]) -> sql.Composed:
+    # the forms fix the plan: `(... @@ ...) IS TRUE` cannot use the GIN index, so a common
+    # word walks the (parent, seq) index newest first and stops at the window; a parent
+    # compared as `parent || ''` cannot use a btree, so a rare word's GIN matches are
+    # filtered by partition rather than intersected with a bitmap of the whole partition
+    walk = sql.SQL(
+        "(SELECT p.parent, p.seq FROM {memories} p WHERE p.parent = %(parent_{i})s "
+        "AND (p.search @@ %(lexeme_{j})s::tsquery) IS TRUE ORDER BY p.seq DESC "
+        "LIMIT %(window)s)"
+    )
+    index = sql.SQL(
+        "(SELECT p.parent, p.seq FROM {memories} p WHERE p.parent || '' = %(parent_{i})s "
+        "AND p.search @@ %(lexeme_{j})s::tsquery ORDER BY p.seq DESC LIMIT %(window)s)"
+    )
     partial = [
-        sql.SQL(
-            "(SELECT p.parent, p.seq FROM {memories} p WHERE p.parent = %(parent_{i})s "
-            "AND p.search @@ %(lexeme_{j})s::tsquery ORDER BY p.seq DESC LIMIT %(window)s)"
-        ).format(memories=memories, i=sql.SQL(str(i)), j=sql.SQL(str(j)))
+        (walk if walked else index).format(memories=memories, i=sql.SQL(str(i)), j=sql.SQL(str(j)))
         for i in range(parents)
-        for j in range(lexemes)
+        for j, walked in enumerate(walks)
     ]
     return sql.SQL(
         "WITH whole AS MATERIALIZED (SELECT w.parent, w.seq FROM {memories} w, "
         "websearch_to_tsquery(%(config)s::regconfig, %(query)s) q "
-        "WHERE w.parent = ANY(%(parents)s) AND w.search @@ q "
+        "WHERE w.parent || '' = ANY(%(parents)s) AND w.search @@ q "
         "ORDER BY ts_rank_cd(w.search, q) DESC, w.seq DESC LIMIT %(candidates)s), "
         "found AS (SELECT parent, seq FROM whole UNION {partial}) "
         "SELECT m.parent, m.id, m.text, m.tags, m.entities, m.created_at, m.seq, "
@@ -71,10 +141,7 @@ def _statement(memories: sql.Composable, parents: int, lexemes: int) -> sql.Comp
         "FROM found f JOIN {memories} m ON m.parent = f.parent AND m.seq = f.seq, "
         "(SELECT websearch_to_tsquery(%(config)s::regconfig, %(query)s) AS whole, "
         "%(any)s::tsquery AS any) q"
-    ).format(
-        memories=memories,
-        partial=sql.SQL(" UNION ").join(partial),
-    )
+    ).format(memories=memories, partial=sql.SQL(" UNION ").join(partial))
 
 
 async def search_memories(
@@ -82,6 +149,7 @@ async def search_memories(
     memories: sql.Composable,
     config: str,
     request: SearchRequest,
+    frequencies: WordFrequencies,
 ) -> SearchResult:
     """Run one recall (see the module docstring); bounded by `statement_timeout`."""
     cursor = await connection.execute(
@@ -104,7 +172,13 @@ async def search_memories(
     }
     values.update({f"parent_{i}": parent for i, parent in enumerate(parents)})
     values.update({f"lexeme_{j}": _quoted(lexeme) for j, lexeme in enumerate(gathering)})
-    cursor = await connection.execute(_statement(memories, len(parents), len(gathering)), values)
+    # never a prepared statement: a generic plan would pick one way to find every word's
+    # newest memories, and walking a partition for a rare word reads all of it
+    cursor = await connection.execute(
+        _statement(memories, len(parents), await frequencies.walk(connection, gathering)),
+        values,
+        prepare=False,
+    )
     rows = await cursor.fetchall()
     complete = [row for row in rows if row[7]]
     if len(complete) >= request.limit:
