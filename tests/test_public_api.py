@@ -151,7 +151,7 @@ def test_every_public_name_resolves(name: str) -> None:
 
 
 # documented public modules: importing one binds its name on the package
-PUBLIC_MODULES = {"tools"}
+PUBLIC_MODULES = {"postgres", "tools"}
 
 
 def test_no_public_name_outside_all() -> None:

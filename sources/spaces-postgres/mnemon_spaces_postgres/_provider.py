@@ -42,14 +42,37 @@ from mnemon_source_spaces import (
 from psycopg import AsyncConnection, sql
 from pydantic import ValidationError
 
-from ._rows import MEMORY_COLUMNS, entity_key, idempotency_digest, memory_from_row, timestamp
-from ._search import search_memories
+from ._rows import MEMORY_COLUMNS, entity_key, idempotency_digest, memory_from_row
+from ._search import WordFrequencies, search_memories
 from ._settings import PostgresSettings
 from ._store import STATUS_WAIT, SchemaPool, status_reason
 
 __all__ = ["POSTGRES_PROVIDER", "PostgresProvider"]
 
 _ID_ATTEMPTS = 8
+
+# one statement: the memory already stored under the key (first) or the asked id, or else the
+# new row (text weighs most (A), then entities (B), then tags (C), as ts_rank_cd reads
+# weights) with its entities; a key or id taken meanwhile by another host returns no row
+_REMEMBER = (
+    "WITH found AS (SELECT " + MEMORY_COLUMNS + " FROM {memories} m WHERE m.parent = %(parent)s "
+    "AND ((%(key)s::text IS NOT NULL AND m.idempotency_key = %(key)s) "
+    "OR (%(asked_id)s::text IS NOT NULL AND m.id = %(asked_id)s)) "
+    "ORDER BY (m.idempotency_key IS NOT DISTINCT FROM %(key)s) DESC LIMIT 1), "
+    "stored AS (INSERT INTO {memories} "
+    "(parent, id, text, tags, entities, created_at, idempotency_key, search) "
+    "SELECT %(parent)s, %(id)s, %(text)s, %(tags)s, %(entities)s, %(created)s, %(key)s, "
+    "setweight(to_tsvector(%(config)s::regconfig, %(text)s), 'A') "
+    "|| setweight(to_tsvector(%(config)s::regconfig, %(entity_text)s), 'B') "
+    "|| setweight(to_tsvector(%(config)s::regconfig, %(tag_text)s), 'C') "
+    "WHERE NOT EXISTS (SELECT 1 FROM found) ON CONFLICT DO NOTHING "
+    "RETURNING parent, id, text, tags, entities, created_at, seq), "
+    "named AS (INSERT INTO {entities} (parent, key, memory, name) "
+    "SELECT s.parent, e.key, s.id, e.name FROM stored s, "
+    "unnest(%(entity_keys)s::text[], %(entities)s::text[]) AS e(key, name) "
+    "ON CONFLICT DO NOTHING) "
+    "SELECT 'found', f.* FROM found f UNION ALL SELECT 'stored', s.* FROM stored s"
+)
 
 MANIFEST = {
     "type_id": "postgres",
@@ -78,6 +101,7 @@ class PostgresProvider:
     def __init__(self, settings: PostgresSettings) -> None:
         self._settings = settings
         self._store = SchemaPool(settings)
+        self._frequencies = WordFrequencies(settings.schema)
         schema = sql.Identifier(settings.schema)
         self._memories = sql.SQL("{}.memories").format(schema)
         self._entities = sql.SQL("{}.entities").format(schema)
@@ -124,7 +148,11 @@ class PostgresProvider:
         """Full-text recall ranked with `ts_rank_cd` (see `_search`)."""
         async with self._store.connection() as connection:
             return await search_memories(
-                connection, self._memories, self._settings.text_search_config, request
+                connection,
+                self._memories,
+                self._settings.text_search_config,
+                request,
+                self._frequencies,
             )
 
     async def list(self, request: ListRequest) -> ListResult:
@@ -222,106 +250,48 @@ class PostgresProvider:
 
     # ------------------------------------------------------------------ writes
 
-    async def _existing(
-        self, connection: AsyncConnection[Any], request: RememberRequest, digest: str | None
-    ) -> Memory | None:
-        row = None
-        if digest is not None:
-            cursor = await connection.execute(
-                self._sql(
-                    f"SELECT {MEMORY_COLUMNS} FROM {{memories}} m "
-                    "WHERE m.parent = %s AND m.idempotency_key = %s"
-                ),
-                (request.parent, digest),
-            )
-            row = await cursor.fetchone()
-        if row is None and request.memory_id is not None:
-            return await self._memory(connection, request.parent, request.memory_id)
-        if row is None:
-            return None
-        memory = memory_from_row(row)
-        if memory is None:
-            raise ProviderError("provider_error", "a stored memory is malformed")
-        return memory
-
     async def remember(self, request: RememberRequest) -> RememberResult:
-        """Store one memory in one transaction; a repeated key returns the one stored."""
+        """Store one memory in one statement; a repeated key (or id) returns the one stored.
+
+        The lookup of the idempotency key and of the memory id, the insert and the entities'
+        rows are one statement, so one round trip and one (autocommit) transaction: a write
+        holds no transaction open across the network, which is what lets several hosts'
+        commits share the server's WAL flushes.
+        """
         digest = idempotency_digest(request.idempotency_key) if request.idempotency_key else None
         tags = tuple(dict.fromkeys(request.tags))
         entities = tuple(dict.fromkeys(request.entities))
         created = datetime.now(UTC)
         async with self._store.connection() as connection:
             for _ in range(_ID_ATTEMPTS):
-                async with connection.transaction():
-                    existing = await self._existing(connection, request, digest)
-                    if existing is not None:
-                        return RememberResult(
-                            memory=existing, created=False, durable=self._store.durable
-                        )
-                    memory_id = request.memory_id or secrets.token_hex(8)
-                    stored = await self._insert(
-                        connection, request, memory_id, tags, entities, created, digest
-                    )
-                if stored:
-                    memory = Memory(
-                        parent=request.parent,
-                        id=memory_id,
-                        text=request.text,
-                        tags=tags,
-                        entities=entities,
-                        created_at=timestamp(created),
-                    )
-                    return RememberResult(memory=memory, created=True, durable=self._store.durable)
-                # a concurrent writer took the key or the id: the next round finds its row
-        raise ProviderError("provider_error", "no free memory id was found")
-
-    async def _insert(
-        self,
-        connection: AsyncConnection[Any],
-        request: RememberRequest,
-        memory_id: str,
-        tags: tuple[str, ...],
-        entities: tuple[str, ...],
-        created: datetime,
-        digest: str | None,
-    ) -> bool:
-        config = self._settings.text_search_config
-        # text weighs most (A), then entities (B), then tags (C), as ts_rank_cd reads weights
-        cursor = await connection.execute(
-            self._sql(
-                "INSERT INTO {memories} "
-                "(parent, id, text, tags, entities, created_at, idempotency_key, search) "
-                "VALUES (%(parent)s, %(id)s, %(text)s, %(tags)s, %(entities)s, %(created)s, "
-                "%(key)s, setweight(to_tsvector(%(config)s::regconfig, %(text)s), 'A') "
-                "|| setweight(to_tsvector(%(config)s::regconfig, %(entity_text)s), 'B') "
-                "|| setweight(to_tsvector(%(config)s::regconfig, %(tag_text)s), 'C')) "
-                "ON CONFLICT DO NOTHING RETURNING seq"
-            ),
-            {
-                "parent": request.parent,
-                "id": memory_id,
-                "text": request.text,
-                "tags": list(tags),
-                "entities": list(entities),
-                "created": created,
-                "key": digest,
-                "config": config,
-                "entity_text": " ".join(entities),
-                "tag_text": " ".join(tags),
-            },
-        )
-        if await cursor.fetchone() is None:
-            return False
-        if entities:
-            async with connection.cursor() as many:
-                await many.executemany(
-                    self._sql(
-                        "INSERT INTO {entities} (parent, key, memory, name) "
-                        "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING"
-                    ),
-                    [(request.parent, entity_key(name), memory_id, name) for name in entities],
+                memory_id = request.memory_id or secrets.token_hex(8)
+                cursor = await connection.execute(
+                    self._sql(_REMEMBER),
+                    {
+                        "parent": request.parent,
+                        "id": memory_id,
+                        "asked_id": request.memory_id,
+                        "text": request.text,
+                        "tags": list(tags),
+                        "entities": list(entities),
+                        "created": created,
+                        "key": digest,
+                        "config": self._settings.text_search_config,
+                        "entity_text": " ".join(entities),
+                        "tag_text": " ".join(tags),
+                        "entity_keys": [entity_key(name) for name in entities],
+                    },
                 )
-        return True
+                row = await cursor.fetchone()
+                if row is None:
+                    continue  # a concurrent writer took the key or the id: look again
+                memory = memory_from_row(row[1:])
+                if memory is None:
+                    raise ProviderError("provider_error", "a stored memory is malformed")
+                return RememberResult(
+                    memory=memory, created=row[0] == "stored", durable=self._store.durable
+                )
+        raise ProviderError("provider_error", "no free memory id was found")
 
     async def forget(self, request: ForgetRequest) -> ForgetResult:
         """Delete one memory; its entities and links go with it (foreign keys cascade)."""

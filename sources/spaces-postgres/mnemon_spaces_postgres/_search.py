@@ -1,21 +1,31 @@
 """Recall: `websearch_to_tsquery` and the query's lexemes, a GIN match, `ts_rank_cd` ranking.
 
+The work is bounded however common the query's words are, as on SQLite:
+
 1. The query's lexemes come from the configured text search configuration (the same parser
    and dictionaries that indexed the memories). Any user text is a valid query: the text is
    only ever a bound parameter, and the lexemes are quoted into a `tsquery` here.
-2. Candidates are the memories of the asked parents matching the whole
-   `websearch_to_tsquery` query (through the GIN index), best `ts_rank_cd` first: the top
-   `4 x limit` (at least 32). Only when they are fewer than `limit`, the candidates are those
-   matching *any* lexeme, those matching the whole query first.
+2. One statement gathers the candidates. *Whole matches*: the memories of the asked parents
+   matching the whole `websearch_to_tsquery` query (through the GIN index), best `ts_rank_cd`
+   first, the top `4 x limit` (at least 32); this is the query an operator would write, and
+   it costs what it costs them. *Partial matches*: for each lexeme (the first
+   `MAX_LEXEMES`) and each parent, the newest `WINDOW` memories holding it. Each of those is
+   a small query of its own, so the planner picks per lexeme the GIN index (a rare word) or
+   a walk down the `(parent, seq)` index that stops at the window (a common word): a word in
+   half the memories never makes a recall rank half the store. The tsqueries are computed
+   once per statement, never per row.
 3. Each candidate's score is the SQLite Provider's, so relevance tiers read the same on both:
    `coverage x (0.5 + 0.5 x rank / best rank of this search)`, where coverage is the share of
    the query's lexemes the memory holds. A memory holding every term outranks one holding
    only some, whatever their ranks. Ties go to the memory matching the whole query, then the
-   higher rank, then the newer memory.
+   higher rank, then the newer memory. When the whole matches alone fill `limit`, partial
+   matches are left out.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from typing import Any
 
 from mnemon_source_spaces import SearchHit, SearchRequest, SearchResult
@@ -23,35 +33,115 @@ from psycopg import AsyncConnection, sql
 
 from ._rows import memory_from_row
 
-__all__ = ["MIN_CANDIDATES", "any_lexeme_query", "search_memories"]
+__all__ = [
+    "MAX_LEXEMES",
+    "MIN_CANDIDATES",
+    "WINDOW",
+    "WordFrequencies",
+    "any_lexeme_query",
+    "search_memories",
+]
 
 MIN_CANDIDATES = 32
+#: partial matches gathered per lexeme and parent: the newest ones
+WINDOW = 16
+#: lexemes of one query that gather partial matches (all of them count in coverage)
+MAX_LEXEMES = 8
+_STATISTICS_SECONDS = 60.0
 
 
 def any_lexeme_query(lexemes: list[str]) -> str:
     """A `tsquery` text matching any of `lexemes`, each quoted (no operator survives)."""
-    quoted = ("'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'" for lexeme in lexemes)
-    return " | ".join(quoted)
+    return " | ".join(_quoted(lexeme) for lexeme in lexemes)
 
 
-async def _candidates(
-    connection: AsyncConnection[Any],
-    memories: sql.Composable,
-    values: dict[str, Any],
-    match: str,
-) -> list[Any]:
-    statement = sql.SQL(
-        "SELECT c.*, (SELECT count(*) FROM unnest(tsvector_to_array(c.search)) AS t(lexeme) "
-        "WHERE t.lexeme = ANY(%(lexemes)s)) AS held FROM ("
-        "SELECT m.parent, m.id, m.text, m.tags, m.entities, m.created_at, m.seq, m.search, "
-        "m.search @@ websearch_to_tsquery(%(config)s::regconfig, %(query)s) AS complete, "
-        "ts_rank_cd(m.search, %(any)s::tsquery) AS rank "
-        "FROM {memories} m WHERE m.parent = ANY(%(parents)s) AND m.search @@ {match} "
-        "ORDER BY complete DESC, ts_rank_cd(m.search, {match}) DESC, m.seq DESC "
-        "LIMIT %(candidates)s) c"
-    ).format(memories=memories, match=sql.SQL(match))
-    cursor = await connection.execute(statement, values)
-    return await cursor.fetchall()
+def _quoted(lexeme: str) -> str:
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+class WordFrequencies:
+    """How common each word is in the store, from the planner's own statistics (cached).
+
+    `pg_stats` keeps the most common lexemes of the `search` column and their frequencies
+    (as ANALYZE, or autovacuum, last saw them); a word not among them is rarer than the
+    least common one listed. They are read at most once a minute per Provider.
+    """
+
+    def __init__(self, schema: str) -> None:
+        self._schema = schema
+        self._read_at = -math.inf
+        self._frequencies: dict[str, float] = {}
+        self._rarest = 0.0
+        self._rows = 0.0
+
+    async def walk(self, connection: AsyncConnection[Any], lexemes: list[str]) -> list[bool]:
+        """For each lexeme, whether to walk the partition's newest memories to find it.
+
+        Walking suits a common word (a few rows hold it); the GIN index suits a rare one.
+        """
+        if time.monotonic() - self._read_at >= _STATISTICS_SECONDS:
+            await self._read(connection)
+        walks = []
+        for lexeme in lexemes:
+            frequency = self._frequencies.get(lexeme, self._rarest)
+            # walking reads about WINDOW / frequency rows; the index, frequency x rows
+            walks.append(frequency > 0 and WINDOW / frequency < frequency * self._rows)
+        return walks
+
+    async def _read(self, connection: AsyncConnection[Any]) -> None:
+        self._read_at = time.monotonic()
+        cursor = await connection.execute(
+            "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples "
+            "FROM pg_catalog.pg_stats s JOIN pg_catalog.pg_namespace n "
+            "ON n.nspname = s.schemaname JOIN pg_catalog.pg_class c "
+            "ON c.relnamespace = n.oid AND c.relname = s.tablename "
+            "WHERE s.schemaname = %s AND s.tablename = 'memories' AND s.attname = 'search'",
+            (self._schema,),
+        )
+        row = await cursor.fetchone()
+        if row is None or not row[0] or not row[1]:
+            self._frequencies, self._rarest, self._rows = {}, 0.0, 0.0
+            return
+        words, frequencies = list(row[0]), [float(value) for value in row[1]]
+        self._frequencies = dict(zip(words, frequencies, strict=False))
+        # after each word's frequency come the least and the greatest of them
+        self._rarest = frequencies[len(words)] if len(frequencies) > len(words) else 0.0
+        self._rows = max(float(row[2] or 0.0), 0.0)
+
+
+def _statement(memories: sql.Composable, parents: int, walks: list[bool]) -> sql.Composed:
+    # the forms fix the plan: `(... @@ ...) IS TRUE` cannot use the GIN index, so a common
+    # word walks the (parent, seq) index newest first and stops at the window; a parent
+    # compared as `parent || ''` cannot use a btree, so a rare word's GIN matches are
+    # filtered by partition rather than intersected with a bitmap of the whole partition
+    walk = sql.SQL(
+        "(SELECT p.parent, p.seq FROM {memories} p WHERE p.parent = %(parent_{i})s "
+        "AND (p.search @@ %(lexeme_{j})s::tsquery) IS TRUE ORDER BY p.seq DESC "
+        "LIMIT %(window)s)"
+    )
+    index = sql.SQL(
+        "(SELECT p.parent, p.seq FROM {memories} p WHERE p.parent || '' = %(parent_{i})s "
+        "AND p.search @@ %(lexeme_{j})s::tsquery ORDER BY p.seq DESC LIMIT %(window)s)"
+    )
+    partial = [
+        (walk if walked else index).format(memories=memories, i=sql.SQL(str(i)), j=sql.SQL(str(j)))
+        for i in range(parents)
+        for j, walked in enumerate(walks)
+    ]
+    return sql.SQL(
+        "WITH whole AS MATERIALIZED (SELECT w.parent, w.seq FROM {memories} w, "
+        "websearch_to_tsquery(%(config)s::regconfig, %(query)s) q "
+        "WHERE w.parent || '' = ANY(%(parents)s) AND w.search @@ q "
+        "ORDER BY ts_rank_cd(w.search, q) DESC, w.seq DESC LIMIT %(candidates)s), "
+        "found AS (SELECT parent, seq FROM whole UNION {partial}) "
+        "SELECT m.parent, m.id, m.text, m.tags, m.entities, m.created_at, m.seq, "
+        "m.search @@ q.whole AS complete, ts_rank_cd(m.search, q.any) AS rank, "
+        "(SELECT count(*) FROM unnest(tsvector_to_array(m.search)) AS t(lexeme) "
+        "WHERE t.lexeme = ANY(%(lexemes)s)) AS held "
+        "FROM found f JOIN {memories} m ON m.parent = f.parent AND m.seq = f.seq, "
+        "(SELECT websearch_to_tsquery(%(config)s::regconfig, %(query)s) AS whole, "
+        "%(any)s::tsquery AS any) q"
+    ).format(memories=memories, partial=sql.SQL(" UNION ").join(partial))
 
 
 async def search_memories(
@@ -59,6 +149,7 @@ async def search_memories(
     memories: sql.Composable,
     config: str,
     request: SearchRequest,
+    frequencies: WordFrequencies,
 ) -> SearchResult:
     """Run one recall (see the module docstring); bounded by `statement_timeout`."""
     cursor = await connection.execute(
@@ -68,33 +159,41 @@ async def search_memories(
     lexemes: list[str] = list(row[0]) if row is not None and row[0] else []
     if not lexemes:
         return SearchResult()
-    candidates = max(request.limit * 4, MIN_CANDIDATES)
-    values = {
+    parents = list(dict.fromkeys(request.parents))
+    gathering = lexemes[:MAX_LEXEMES]
+    values: dict[str, Any] = {
         "lexemes": lexemes,
         "config": config,
         "query": request.query,
         "any": any_lexeme_query(lexemes),
-        "parents": list(dict.fromkeys(request.parents)),
-        "candidates": candidates,
+        "parents": parents,
+        "candidates": max(request.limit * 4, MIN_CANDIDATES),
+        "window": WINDOW,
     }
-    # memories matching the whole query first: usually enough, and far fewer to rank than
-    # those holding any one (often common) word
-    rows = await _candidates(
-        connection, memories, values, "websearch_to_tsquery(%(config)s::regconfig, %(query)s)"
+    values.update({f"parent_{i}": parent for i, parent in enumerate(parents)})
+    values.update({f"lexeme_{j}": _quoted(lexeme) for j, lexeme in enumerate(gathering)})
+    # never a prepared statement: a generic plan would pick one way to find every word's
+    # newest memories, and walking a partition for a rare word reads all of it
+    cursor = await connection.execute(
+        _statement(memories, len(parents), await frequencies.walk(connection, gathering)),
+        values,
+        prepare=False,
     )
-    if len(rows) < request.limit:
-        rows = await _candidates(connection, memories, values, "%(any)s::tsquery")
-    best = max((float(row[9]) for row in rows), default=0.0)
+    rows = await cursor.fetchall()
+    complete = [row for row in rows if row[7]]
+    if len(complete) >= request.limit:
+        rows = complete
+    best = max((float(row[8]) for row in rows), default=0.0)
     ranked = []
     for row in rows:
         memory = memory_from_row(row)
         if memory is None:
             continue
-        rank = float(row[9])
-        coverage = min(int(row[10]) / len(lexemes), 1.0)
+        rank = float(row[8])
+        coverage = min(int(row[9]) / len(lexemes), 1.0)
         relative = min(rank / best, 1.0) if best > 0 else 1.0
         score = round(coverage * (0.5 + 0.5 * relative), 4)
-        ranked.append((score, bool(row[8]), rank, int(row[6]), memory))
+        ranked.append((score, bool(row[7]), rank, int(row[6]), memory))
     ranked.sort(key=lambda item: item[:4], reverse=True)
     return SearchResult(
         hits=tuple(

@@ -12,6 +12,7 @@ from mnemon_source_spaces import ProviderInit
 from pydantic import SecretStr
 
 from mnemon import DefinitionError
+from mnemon.postgres import check_connection_string
 
 __all__ = ["CONFIGURATION_KEYS", "PostgresSettings"]
 
@@ -57,13 +58,9 @@ class PostgresSettings:
         if unknown:
             raise DefinitionError(f"{unknown[0]}: unknown key")
         dsn = config.get("dsn")
-        if not isinstance(dsn, str) or not dsn.strip():
+        if not isinstance(dsn, str):
             raise DefinitionError("dsn: required, a libpq connection string or postgresql:// URI")
-        try:
-            psycopg.conninfo.conninfo_to_dict(dsn)
-        except psycopg.ProgrammingError:
-            # psycopg's message quotes the string, which may hold a password: never passed on
-            raise DefinitionError("dsn: not a valid connection string") from None
+        check_connection_string(dsn)
         schema = config.get("schema", DEFAULT_SCHEMA)
         if not isinstance(schema, str) or not _IDENTIFIER.match(schema):
             raise DefinitionError("schema: must match ^[a-z_][a-z0-9_]{0,62}$")

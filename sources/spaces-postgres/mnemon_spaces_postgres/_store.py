@@ -10,7 +10,6 @@ quote the connection string).
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -22,6 +21,8 @@ from mnemon_source_spaces import ProviderError
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool, PoolTimeout, TooManyRequests
 
+from mnemon.postgres import classify_database_error, open_async_connection_pool
+
 from ._schema import SchemaMismatch, ensure_schema
 from ._settings import PostgresSettings
 
@@ -32,40 +33,17 @@ _log = logging.getLogger(__name__)
 STATUS_WAIT = 2.0
 
 
-class _QuietPool(logging.Filter):
-    """Keeps psycopg_pool's records about this store's pool out of INFO+ logs.
-
-    They quote the driver's connection errors and connections, which name the server (part
-    of the `dsn`, a secret); they are passed on at DEBUG as their bare template.
-    """
-
-    def __init__(self, name: str) -> None:
-        super().__init__()
-        self._name = name
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno <= logging.DEBUG:
-            return True
-        ours = any(arg == self._name for arg in (record.args or ()) if isinstance(arg, str))
-        if ours or record.msg in _CONNECTION_DETAIL:
-            _log.debug("connection pool: %s", record.msg)
-            return False
-        return True
-
-
-# psycopg_pool's messages quoting a connection or a connection error (whichever pool)
-_CONNECTION_DETAIL = frozenset(
-    {
-        "error connecting in %r: %s",
-        "connection failed check: %s",
-        "discarding broken connection: %s",
-        "discarding closed connection: %s",
-    }
-)
-
-
 class _UnknownTextSearch(Exception):
     """`text_search_config` names no configuration installed in the database."""
+
+
+_MESSAGES = {
+    "timeout": "the database did not answer in time",
+    "unavailable": "the database cannot be reached",
+    "forbidden": "the database role may not do this",
+    "unauthorized": "the database refused the credentials",
+    "provider_error": "the database failed",
+}
 
 
 def store_error(exc: BaseException, pool: AsyncConnectionPool[Any] | None = None) -> ProviderError:
@@ -78,18 +56,13 @@ def store_error(exc: BaseException, pool: AsyncConnectionPool[Any] | None = None
         return ProviderError("unavailable", "text_search_config names no installed configuration")
     if isinstance(exc, PoolTimeout | TooManyRequests):
         # every connection busy is exhaustion (a timeout); no connection at all is an outage
-        if pool is not None and pool.get_stats().get("pool_size", 0) >= pool.max_size:
+        if pool is not None and classify_database_error(exc, pool) == "timeout":
             return ProviderError("timeout", "every pooled connection stayed busy")
-        return ProviderError("unavailable", "the database cannot be reached")
+        return ProviderError("unavailable", _MESSAGES["unavailable"])
     if isinstance(exc, psycopg.errors.QueryCanceled | psycopg.errors.LockNotAvailable):
         return ProviderError("timeout", "the statement ran past statement_timeout")
-    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
-        return ProviderError("forbidden", "the database role may not do this")
-    if isinstance(exc, psycopg.errors.InvalidAuthorizationSpecification):
-        return ProviderError("unauthorized", "the database refused the credentials")
-    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError | OSError):
-        return ProviderError("unavailable", "the database cannot be reached")
-    return ProviderError("provider_error", "the database failed")
+    code = classify_database_error(exc, pool) or "provider_error"
+    return ProviderError(code, _MESSAGES[code])
 
 
 def status_reason(error: ProviderError) -> str:
@@ -107,15 +80,6 @@ def status_reason(error: ProviderError) -> str:
     return "store-failed"
 
 
-_QUIETED: set[str] = set()
-
-
-def _quiet_pool_logs(name: str) -> None:
-    if name not in _QUIETED:
-        _QUIETED.add(name)
-        logging.getLogger("psycopg.pool").addFilter(_QuietPool(name))
-
-
 class SchemaPool:
     """Connections to one database, its schema made current before the first is lent."""
 
@@ -131,13 +95,6 @@ class SchemaPool:
     def __repr__(self) -> str:
         return f"SchemaPool(schema={self._settings.schema!r}, closed={self._closed})"
 
-    async def _configure(self, connection: AsyncConnection[Any]) -> None:
-        await connection.set_autocommit(True)  # transactions are explicit: conn.transaction()
-        milliseconds = max(1, round(self._settings.statement_timeout * 1000))
-        await connection.execute(f"SET statement_timeout = {milliseconds:d}")
-        # `committed` is only said once the commit is flushed to the server's disk
-        await connection.execute("SET synchronous_commit = on")
-
     async def _opened(self) -> AsyncConnectionPool[AsyncConnection[Any]]:
         if self._closed:
             raise ProviderError("unavailable", "the provider is disposed")
@@ -146,20 +103,16 @@ class SchemaPool:
         async with self._opening:
             if self._pool is None:
                 settings = self._settings
-                pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
+                # autocommit (transactions are explicit), synchronous_commit on, the
+                # statement_timeout, each connection checked before it is lent
+                self._pool = await open_async_connection_pool(
                     settings.connection_string(),
+                    name="mnemon-spaces-postgres",
                     min_size=settings.pool_min,
                     max_size=settings.pool_max,
-                    timeout=settings.pool_timeout,
-                    kwargs={"connect_timeout": max(2, math.ceil(settings.pool_timeout))},
-                    configure=self._configure,
-                    check=AsyncConnectionPool.check_connection,
-                    name="mnemon-spaces-postgres",
-                    open=False,
+                    wait=settings.pool_timeout,
+                    statement_timeout=settings.statement_timeout,
                 )
-                _quiet_pool_logs("mnemon-spaces-postgres")
-                await pool.open(wait=False)
-                self._pool = pool
         return self._pool
 
     async def _migrate(self, connection: AsyncConnection[Any]) -> None:

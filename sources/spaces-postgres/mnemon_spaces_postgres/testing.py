@@ -82,7 +82,22 @@ def _server_account() -> tuple[int, int] | None:
 class PostgresServer:
     """One private PostgreSQL cluster: start, stop (or kill), restart, connection strings."""
 
-    def __init__(self, bindir: Path | None = None) -> None:
+    def __init__(
+        self, bindir: Path | None = None, settings: Mapping[str, str] | None = None
+    ) -> None:
+        """A server not started yet; `settings` are extra server settings (`-c name=value`).
+
+        Raises:
+            PostgresUnavailable: a setting's name or value holds more than letters, digits
+                and `._-`.
+        """
+        for name, value in (settings or {}).items():
+            if not all(
+                part.replace(".", "").replace("_", "").replace("-", "").isalnum()
+                for part in (name, value)
+            ):
+                raise PostgresUnavailable(f"setting {name!r}: letters, digits and ._- only")
+        self._settings = dict(settings or {})
         self._bindir = bindir
         self._account: tuple[int, int] | None = None
         self.folder: Path | None = None
@@ -175,6 +190,7 @@ class PostgresServer:
             f"-c listen_addresses='' -c unix_socket_directories='{self.socket_directory}' "
             "-c max_connections=120 -c shared_buffers=32MB"
         )
+        options += "".join(f" -c {name}={value}" for name, value in self._settings.items())
         self._run(
             "pg_ctl",
             "start",

@@ -164,6 +164,39 @@ async def test_every_term_outranks_the_rarest_alone(
     )
 
 
+async def test_a_common_word_brings_its_newest_memories_not_the_whole_store(
+    postgres_server: PostgresServer, schema: str
+) -> None:
+    """Partial matches are bounded: a word in every memory never ranks every memory.
+
+    They are the newest 16 memories holding each word (the README's window), so an older
+    memory that would rank higher is not among them.
+    """
+    window, common = 16, 48
+    async with open_provider(postgres_server.dsn(), schema) as adapter:
+        await adapter.remember(RememberRequest(parent="p", text="tea tea tea tea", memory_id="old"))
+        await adapter.remember(RememberRequest(parent="p", text="green tea", memory_id="both"))
+        for index in range(common):
+            await adapter.remember(
+                RememberRequest(parent="p", text=f"tea number {index}", memory_id=f"t{index}")
+            )
+        found = await adapter.search(SearchRequest(parents=("p",), query="green tea", limit=8))
+        # when whole matches fill the limit, partial ones are left out
+        for index in range(8):
+            await adapter.remember(
+                RememberRequest(parent="p", text=f"green tea {index}", memory_id=f"g{index}")
+            )
+        whole = await adapter.search(SearchRequest(parents=("p",), query="green tea", limit=8))
+    ids = [hit.memory.id for hit in found.hits]
+    assert ids[0] == "both"
+    # the partial matches are the newest memories holding the word
+    newest = {f"t{index}" for index in range(common - window, common)}
+    assert set(ids[1:]) <= newest
+    assert len(ids) == 8
+    assert {hit.memory.id for hit in whole.hits} <= {"both", *(f"g{i}" for i in range(8))}
+    assert len(whole.hits) == 8
+
+
 @pytest.mark.parametrize(
     "query",
     ['"unbalanced', "a & b | !c", "'); DROP TABLE x; --", "tea:*", "-tea", "<-> (", "\\'\\\\"],

@@ -14,13 +14,12 @@ import mnemon_source_runtime
 import orjson
 import pytest
 from mnemon_spaces_postgres.testing import PostgresServer
-from pg_kit import RUNTIME_KEY, RUNTIME_MUTATE, allow
+from pg_kit import ADA, RUNTIME_KEY, RUNTIME_MUTATE, add, allow, facts_of, open_host, runtime_config
 
 from mnemon import InstallError, RevisionConflict
-from mnemon_testing import MemoryCompositionRunner, SelectAll
+from mnemon_testing import MemoryCompositionRunner
 
 WRITER = Path(__file__).with_name("pg_writer.py")
-ADA = {"user_id": "ada"}
 # every write rewrites the partition's whole document, so the four writers contend for one row
 # throughout; 4 x 50 keeps this test to seconds
 WRITES = 50
@@ -43,41 +42,18 @@ def start_writer(config: dict[str, Any], prefix: str) -> subprocess.Popen[str]:
     )
 
 
-def runtime_config(dsn: str, schema: str, directory: Path, **extra: Any) -> dict[str, Any]:
-    return {
-        "store": "postgres",
-        "dsn": dsn,
-        "schema": schema,
-        "data_dir": str(directory),
-        "memory_limit_bytes": 1024 * 1024,
-        **extra,
-    }
-
-
-async def open_host(config: dict[str, Any]) -> MemoryCompositionRunner:
-    runner = MemoryCompositionRunner()
-    await runner.mount(mnemon_source_runtime, instance_id="runtime", config=config)
-    await runner.mount(SelectAll(max_characters=8_000), instance_id="show")
-    return runner
-
-
-def add(text: str) -> dict[str, Any]:
-    return {"target": "user", "operation": "add", "text": text}
-
-
-async def facts_of(runner: MemoryCompositionRunner, scope: dict[str, str] = ADA) -> list[str]:
-    output = await runner.management_client(RUNTIME_KEY, scope).read("read")
-    return [entry["text"] for entry in output["user"]]
-
-
 @pytest.mark.parametrize(
     ("config", "message"),
     [
         ({"store": "postgres"}, "dsn: required"),
         ({"dsn": SECRET}, "dsn: only used"),
         ({"store": "postgres", "dsn": SECRET, "schema": "Bad Name"}, "schema"),
+        (
+            {"store": "postgres", "dsn": "host='open password=runtime-secret-61c0"},
+            "dsn: not a valid connection string",
+        ),
     ],
-    ids=["no-dsn", "dsn-without-store", "bad-schema"],
+    ids=["no-dsn", "dsn-without-store", "bad-schema", "bad-dsn"],
 )
 async def test_the_store_configuration_is_checked_without_showing_the_dsn(
     tmp_path: Path, config: dict[str, Any], message: str

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from mnemon_spaces_postgres.testing import PostgresServer, start_test_server
+from mnemon_spaces_postgres.testing import PostgresServer, PostgresUnavailable, start_test_server
 
 
 def test_the_server_keeps_fsync_on_and_listens_on_its_socket_only(
@@ -45,3 +45,15 @@ def test_missing_binaries_fail_in_ci(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match="could not start in CI"):
         start_test_server(PostgresServer(bindir=tmp_path))
+
+
+def test_extra_settings_reach_the_server_and_unsafe_ones_are_refused() -> None:
+    with pytest.raises(PostgresUnavailable, match="work_mem"):
+        PostgresServer(settings={"work_mem": "1MB' -c fsync=off"})
+    server = start_test_server(PostgresServer(settings={"work_mem": "5MB"}))
+    try:
+        with psycopg.connect(server.dsn()) as connection:
+            row = connection.execute("SHOW work_mem").fetchone()
+    finally:
+        server.stop()
+    assert row == ("5MB",)
