@@ -21,8 +21,10 @@ import anyio
 import httpx
 import orjson
 from jsonschema import Draft202012Validator
+from pydantic import TypeAdapter, ValidationError
 
 from mnemon import (
+    ConfigPath,
     DefinitionError,
     FactsRequest,
     MnemonError,
@@ -63,24 +65,41 @@ class _TooLarge(MnemonError):
     pass
 
 
+_MANIFEST_PATH: TypeAdapter[Path] = TypeAdapter(ConfigPath)
+
+
 class RemoteSettings:
     """A `remote` entry's configuration, checked: where the plugin is and what it gets.
 
     Args:
         configuration: `{manifest, endpoint | launch: true, configuration?, secrets?,
             startup_timeout?}`.
+        config_dir: the folder a relative `manifest` is taken from (the profile's folder,
+            `PluginContext.config_dir`); without one, the manifest path must be absolute.
 
     Raises:
         DefinitionError: naming the key at fault (never a value).
     """
 
-    def __init__(self, configuration: Mapping[str, Any]) -> None:
+    def __init__(
+        self, configuration: Mapping[str, Any], *, config_dir: str | Path | None = None
+    ) -> None:
         unknown = sorted(set(configuration) - _KEYS)
         if unknown:
             raise DefinitionError(f"remote configuration: unknown key {unknown[0]!r}")
         manifest = configuration.get("manifest")
         if not isinstance(manifest, str) or not manifest:
             raise DefinitionError("remote configuration.manifest: a manifest path is required")
+        try:
+            # the SDK's rule for paths in configuration: relative ones are the profile's
+            manifest_path = _MANIFEST_PATH.validate_python(
+                manifest, context={"config_dir": None if config_dir is None else str(config_dir)}
+            )
+        except ValidationError as exc:
+            rule = str(exc.errors(include_url=False, include_input=False)[0]["msg"])
+            raise DefinitionError(
+                f"remote configuration.manifest: {rule.removeprefix('Value error, ')}"
+            ) from None
         endpoint = configuration.get("endpoint")
         launch = configuration.get("launch", False)
         if not isinstance(launch, bool):
@@ -91,7 +110,7 @@ class RemoteSettings:
             not isinstance(endpoint, str) or not endpoint.startswith(("http://", "https://"))
         ):
             raise DefinitionError("remote configuration.endpoint: must be an http(s) URL")
-        self.report = require_valid(inspect_manifest(Path(manifest)))
+        self.report = require_valid(inspect_manifest(manifest_path))
         self.endpoint: str | None = endpoint
         self.launch = launch
         plugin_configuration = configuration.get("configuration", {})
@@ -405,5 +424,5 @@ def define_remote_source(
 
 def apply(ctx: PluginContext) -> None:
     """Install the remote Source this entry's configuration names."""
-    settings = RemoteSettings(ctx.configuration)
+    settings = RemoteSettings(ctx.configuration, config_dir=ctx.config_dir)
     install_memory(ctx, plugin=memory_plugin, sources=[define_remote_source(settings)])
