@@ -157,7 +157,12 @@ def _loopback_transport() -> httpx.AsyncHTTPTransport:
     )
 
 
-_GET_HEADERS = [("Accept", "application/json"), ("User-Agent", "mnemon-remote")]
+# answers are read as they come, up to max_response_bytes: no compression is asked for
+_GET_HEADERS = [
+    ("Accept", "application/json"),
+    ("Accept-Encoding", "identity"),
+    ("User-Agent", "mnemon-remote"),
+]
 _POST_HEADERS = [*_GET_HEADERS, ("Content-Type", "application/json")]
 
 
