@@ -435,7 +435,12 @@ class MemoryHost:
             batches.append(number)
             return dispose
 
-        context = PluginContext(instance_id, configuration, EntryMemoryService(install))
+        context = PluginContext(
+            instance_id,
+            configuration,
+            EntryMemoryService(install),
+            config_dir=self._engine.settings.config_dir,
+        )
         return _Entry(instance_id, plugin, context, batches)
 
     async def unmount(self, instance_id: str) -> None:

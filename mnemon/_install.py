@@ -50,14 +50,20 @@ class MemoryService(Protocol):
 class PluginContext:
     """What a plugin's `apply(ctx)` receives from the host for one entry."""
 
-    __slots__ = ("_callbacks", "_configuration", "_entry_id", "_memory")
+    __slots__ = ("_callbacks", "_config_dir", "_configuration", "_entry_id", "_memory")
 
     def __init__(
-        self, entry_id: str, configuration: Mapping[str, Any], memory: MemoryService
+        self,
+        entry_id: str,
+        configuration: Mapping[str, Any],
+        memory: MemoryService,
+        *,
+        config_dir: str | None = None,
     ) -> None:
         self._entry_id = entry_id
         self._configuration = configuration
         self._memory = memory
+        self._config_dir = config_dir
         self._callbacks: list[DisposeCallback] = []
 
     @property
@@ -69,6 +75,15 @@ class PluginContext:
     def configuration(self) -> Mapping[str, Any]:
         """The entry's frozen configuration."""
         return self._configuration
+
+    @property
+    def config_dir(self) -> str | None:
+        """The folder relative paths in the configuration are taken from, or None.
+
+        It is the profile's folder, the same a Source factory gets as `SourceInit.config_dir`;
+        a host made without a profile may have none.
+        """
+        return self._config_dir
 
     @property
     def memory(self) -> MemoryService:

@@ -9,7 +9,6 @@ receipt instead of being written twice.
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
 import logging
@@ -23,7 +22,7 @@ from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from mnemon import (
@@ -45,6 +44,10 @@ _RECEIPTS = 1_024
 _RUNTIMES = 64
 
 
+def _json(content: bytes, status: int = 200) -> Response:
+    return Response(content, status_code=status, media_type="application/json")
+
+
 def _refuse(status: int, code: str, message: str, *, error_class: str = "source") -> Response:
     envelope = Envelope(
         code=code,
@@ -52,7 +55,7 @@ def _refuse(status: int, code: str, message: str, *, error_class: str = "source"
         retryable=error_class == "transient",
         error_class=error_class,  # type: ignore[arg-type]
     )
-    return JSONResponse(envelope.model_dump(exclude_none=True), status_code=status)
+    return _json(envelope.model_dump_json(exclude_none=True).encode(), status)
 
 
 def _check_definition(definition: SourceDefinition, report: ManifestReport) -> None:
@@ -78,8 +81,8 @@ class _SourceServer:
         self._data_dir = data_dir
         schema = report.configuration_schema
         self._configuration = None if schema is None else Draft202012Validator(schema)
-        self._runtimes: OrderedDict[str, Any] = OrderedDict()
-        self._receipts: OrderedDict[str, bytes] = OrderedDict()
+        self._runtimes: OrderedDict[bytes, Any] = OrderedDict()
+        self._receipts: OrderedDict[bytes, bytes] = OrderedDict()
         self._lock = anyio.Lock()
         manifest = report.source
         assert manifest is not None  # checked by _check_definition
@@ -88,30 +91,34 @@ class _SourceServer:
         operations = manifest.management.operations if manifest.management else ()
         self._operations = {operation.id for operation in operations}
 
-    async def discovery(self, request: Request) -> Response:
-        return JSONResponse(
+        # the answers that never change are encoded once
+        self._discovery = json.dumps(
             {
-                "plugin_api": self._report.plugin_api or "0.1.0",
-                "plugin": {"id": self._report.plugin_id, "version": self._report.version},
-                "manifest_digest": self._report.digest,
+                "plugin_api": report.plugin_api or "0.1.0",
+                "plugin": {"id": report.plugin_id, "version": report.version},
+                "manifest_digest": report.digest,
                 "contributions": ["source"],
             }
-        )
+        ).encode()
+
+    async def discovery(self, request: Request) -> Response:
+        return _json(self._discovery)
 
     async def health(self, request: Request) -> Response:
-        return JSONResponse({"status": "ok"})
+        return _json(b'{"status":"ok"}')
 
-    async def _runtime(self, invocation: Invocation) -> Any:
-        key = hashlib.sha256(
-            json.dumps(
-                [
-                    invocation.instance_key,
-                    invocation.provenance.model_dump(),
-                    invocation.configuration,
-                ],
-                sort_keys=True,
-            ).encode()
-        ).hexdigest()
+    @staticmethod
+    def _instance(invocation: Invocation) -> bytes:
+        """The runtime cache key: one runtime per instance, provenance and configuration."""
+        return json.dumps(
+            [invocation.instance_key, invocation.provenance.model_dump(), invocation.configuration],
+            sort_keys=True,
+        ).encode()
+
+    async def _runtime(self, invocation: Invocation, key: bytes) -> Any:
+        runtime = self._runtimes.get(key)
+        if runtime is not None:  # the common case: no lock, nothing to build
+            return runtime
         async with self._lock:
             runtime = self._runtimes.get(key)
             if runtime is None:
@@ -155,8 +162,12 @@ class _SourceServer:
         except ValidationError as exc:
             where = ".".join(str(part) for part in exc.errors()[0]["loc"]) or "(body)"
             return _refuse(400, "invalid_request", f"the request is invalid at {where}")
-        if self._configuration is not None and not self._configuration.is_valid(
-            invocation.configuration
+        key = self._instance(invocation)
+        # a configuration is checked when its runtime is built: a cached one was valid
+        if (
+            key not in self._runtimes
+            and self._configuration is not None
+            and not self._configuration.is_valid(invocation.configuration)
         ):
             return _refuse(400, "invalid_configuration", "the configuration is invalid")
         undeclared = self._undeclared(name, parsed)
@@ -164,9 +175,9 @@ class _SourceServer:
             return _refuse(404, undeclared, f"the manifest declares no such {name} target")
         replay_key = self._replay_key(invocation, parsed) if name == "mutate" else None
         if replay_key is not None and replay_key in self._receipts:
-            return Response(self._receipts[replay_key], media_type="application/json")
+            return _json(self._receipts[replay_key])
         try:
-            runtime = await self._runtime(invocation)
+            runtime = await self._runtime(invocation, key)
             method = getattr(runtime, name, None)
             if method is None:
                 return _refuse(404, "unsupported_call", f"the Source does not implement {name}")
@@ -178,7 +189,7 @@ class _SourceServer:
             return _refuse(409, "revision_conflict", "the expected revision is not current")
         except SourceError as error:
             status, envelope = envelope_for(error)
-            return JSONResponse(envelope.model_dump(exclude_none=True), status_code=status)
+            return _json(envelope.model_dump_json(exclude_none=True).encode(), status)
         except (MnemonError, ValidationError, Exception):
             # the exception text may carry paths or secrets: it is logged only at DEBUG
             _log.debug("remote Source %s failed", name, exc_info=True)
@@ -187,10 +198,10 @@ class _SourceServer:
             self._receipts[replay_key] = content
             while len(self._receipts) > _RECEIPTS:
                 self._receipts.popitem(last=False)
-        return Response(content, media_type="application/json")
+        return _json(content)
 
     @staticmethod
-    def _replay_key(invocation: Invocation, request: Any) -> str | None:
+    def _replay_key(invocation: Invocation, request: Any) -> bytes | None:
         if request.idempotency_key is None:
             return None
         return json.dumps(
@@ -202,7 +213,7 @@ class _SourceServer:
                 request.idempotency_key,
             ],
             sort_keys=True,
-        )
+        ).encode()
 
 
 def create_app(
@@ -254,6 +265,15 @@ def serve(
         app,
         host=host or os.environ.get("MNEMON_PLUGIN_HOST", "127.0.0.1"),
         port=port if port is not None else int(os.environ.get("MNEMON_PLUGIN_PORT", "8400")),
+        # httptools parses in C where h11 parses in Python; uvloop serves when the `fast`
+        # extra installed it ("auto"), the standard asyncio loop otherwise
+        http="httptools",
+        loop="auto",
+        lifespan="off",
+        # a loopback plugin has no proxy in front, and no client reads these headers
+        proxy_headers=False,
+        server_header=False,
+        date_header=False,
         log_level="warning",
         access_log=False,
     )

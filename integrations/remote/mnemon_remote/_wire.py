@@ -94,10 +94,15 @@ class Envelope(BaseModel):
     retry_after_seconds: float | None = None
 
 
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
 def parse_envelope(raw: bytes, validator: Draft202012Validator) -> Envelope | None:
     """The envelope in `raw`, or None when `raw` is not a valid one (which means unavailability)."""
     try:
-        value = json.loads(raw.decode("utf-8"))
+        # NaN and Infinity are not JSON: an envelope carrying one is no envelope
+        value = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
     except (UnicodeDecodeError, ValueError):
         return None
     if not isinstance(value, dict) or not validator.is_valid(value):
@@ -127,7 +132,11 @@ def envelope_for(error: SourceError) -> tuple[int, Envelope]:
     code = error.code.replace("-", "_")
     message = f"the Source refused the call ({code})"
     return status, Envelope(
-        code=code, message=message, retryable=retryable, error_class=error_class
+        code=code,
+        message=message,
+        retryable=retryable,
+        error_class=error_class,
+        retry_after_seconds=error.retry_after,
     )
 
 
@@ -135,7 +144,8 @@ def source_error_from(envelope: Envelope, *, write: bool) -> SourceError:
     """The `SourceError` a client raises for a plugin's envelope (its decision, never outage).
 
     `retryable` decides the class; a non-retryable envelope names `access` or the source. A
-    refused write wrote nothing only when the plugin says the refusal is final.
+    refused write wrote nothing only when the plugin says the refusal is final. The plugin's
+    `retry_after_seconds` becomes the error's `retry_after`, and its code the `origin_code`.
     """
     if envelope.retryable:
         kind: Any = "transient"
@@ -149,4 +159,6 @@ def source_error_from(envelope: Envelope, *, write: bool) -> SourceError:
         f"the remote plugin refused the call ({envelope.code})",
         kind=kind,
         nothing_written=nothing_written,
+        retry_after=envelope.retry_after_seconds,
+        origin_code=envelope.code,
     )

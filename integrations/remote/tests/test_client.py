@@ -25,6 +25,7 @@ from mnemon import (
     PluginContext,
     RouteError,
     SourceError,
+    define_memory_source,
     install_memory,
 )
 from mnemon_testing import MemoryCompositionRunner
@@ -175,6 +176,83 @@ async def test_an_envelope_is_the_plugins_decision(tmp_path: Path) -> None:
         await turn.release()
 
 
+class _RateLimited:
+    """The notes Source, whose reads and writes a provider's quota refuses for a while."""
+
+    def __init__(self, notes_runtime: Any) -> None:
+        self._notes = notes_runtime
+
+    async def facts(self, request: Any) -> Any:
+        return await self._notes.facts(request)
+
+    async def project(self, request: Any) -> Any:
+        return await self._notes.project(request)
+
+    async def query(self, request: Any) -> Any:
+        raise SourceError("rate_limited", "quota of tok-SECRET-55 used up", retry_after=7)
+
+    async def mutate(self, request: Any) -> Any:
+        raise SourceError("rate_limited", "quota of tok-SECRET-55 used up", retry_after=2.5)
+
+
+RATE_LIMITED = define_memory_source(
+    notes.NOTES_SOURCE.manifest, lambda init: _RateLimited(notes.NOTES_SOURCE.create(init))
+)
+
+
+async def test_a_retry_after_reaches_the_route_and_action_errors(tmp_path: Path) -> None:
+    manifest = _manifest(tmp_path)
+    (tmp_path / "n.md").write_text("tea", encoding="utf-8")
+    async with MemoryCompositionRunner() as runner:
+        app = create_app(RATE_LIMITED, manifest)
+        await runner.mount(
+            Over(app), instance_id="notes", config=_config(manifest, tmp_path / "n.md")
+        )
+        await runner.mount(focus, instance_id="focus", config=FOCUS)
+        turn = await runner.begin_turn({"scope": {"user_id": "ada"}})
+        with pytest.raises(RouteError) as read:
+            await turn.execute_route("source:notes/read", {})
+        with pytest.raises(ActionError) as write:
+            await turn.execute_action("source:notes/add", {"text": "tea"}, lambda o: True)
+        await turn.release()
+    route_error, action_error = read.value, write.value
+    assert (route_error.code, route_error.kind, route_error.retryable) == (
+        "rate_limited",
+        "transient",
+        True,
+    )
+    assert (route_error.retry_after, route_error.origin_code) == (7.0, "rate_limited")
+    assert (action_error.code, action_error.retry_after) == ("rate_limited", 2.5)
+    receipt: Any = action_error.receipt
+    assert receipt.completion == "unknown"  # a retryable refusal proves nothing was written
+    assert dict(receipt.detail) == {
+        "error_code": "rate_limited",
+        "error_kind": "transient",
+        "origin_code": "rate_limited",
+        "retry_after": 2.5,
+    }
+    for text in (str(route_error), str(action_error), receipt.model_dump_json()):
+        assert "tok-SECRET" not in text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"code": "rate_limited", "message": "m", "retryable": true, '
+        b'"retry_after_seconds": Infinity}',
+        b'{"code": "rate_limited", "message": "m", "retryable": true, "retry_after_seconds": NaN}',
+        b'{"code": "rate_limited", "message": "m", "retryable": true, "retry_after_seconds": -1}',
+    ],
+    ids=["infinity", "nan", "negative"],
+)
+def test_a_retry_after_that_is_no_number_of_seconds_is_no_envelope(body: bytes) -> None:
+    from jsonschema import Draft202012Validator
+    from mnemon_remote._manifest import load_schema
+    from mnemon_remote._wire import parse_envelope
+
+    assert parse_envelope(body, Draft202012Validator(load_schema("error.schema.json"))) is None
+
+
 def test_envelope_classes_map_onto_the_taxonomy() -> None:
     from mnemon_remote._wire import (
         Envelope,
@@ -201,8 +279,12 @@ def test_envelope_classes_map_onto_the_taxonomy() -> None:
         status, envelope = envelope_for(SourceError(code))
         back = source_error_from(envelope, write=False)
         assert back.kind == SourceError(code).kind
+        assert back.retry_after is None
         assert not error_class_contradicts(envelope)
         assert status in (503, 403, 422)
+    status, envelope = envelope_for(SourceError("rate_limited", retry_after=7))
+    assert (status, envelope.retry_after_seconds) == (503, 7.0)
+    assert source_error_from(envelope, write=False).retry_after == 7.0
 
 
 @pytest.mark.parametrize(
