@@ -55,6 +55,8 @@ _SNAPSHOTS_KEPT = 64
 _SNAPSHOT_DOCUMENTS_KEPT = 200_000
 # grants of the latest revisions, reused turn after turn while a workspace does not change
 _GRANTS_KEPT = 8
+# partitions whose last facts are kept (as many as workspace states, see _workspace.py)
+_GIVEN_KEPT = 64
 _ELLIPSIS = "…"
 #: SourceError code -> the coded reason facts give (anything else is `storage-error`)
 _FACTS_REASONS = {"timeout": "storage-busy", "unsafe-lock": "unsafe-lock"}
@@ -121,6 +123,13 @@ class DocumentsSource:
         self._snapshots: OrderedDict[tuple[str, str], Mapping[str, str]] = OrderedDict()
         # (partition, revision) -> the read grant project() gives for it
         self._grants: OrderedDict[tuple[str, str], ReadGrant] = OrderedDict()
+        # per partition, the facts given for its last state: the same frozen object while the
+        # state is the same, so the core need not check them again
+        self._given: OrderedDict[str, tuple[WorkspaceState, SourceFacts]] = OrderedDict()
+        # (partition, revision, mode, characters) -> the contribution project() gives for it
+        self._contributions: OrderedDict[tuple[str, str, str, int], ViewContribution] = (
+            OrderedDict()
+        )
 
     # ------------------------------------------------------------------ plumbing
 
@@ -177,6 +186,17 @@ class DocumentsSource:
             reason = _FACTS_REASONS.get(exc.code, "storage-error")
             return self._facts("unavailable", reason=reason)
         self._remember(partition, state)
+        given = self._given.get(partition)
+        if given is not None and given[0] is state:
+            return given[1]
+        facts = self._state_facts(state)
+        self._given[partition] = (state, facts)
+        self._given.move_to_end(partition)
+        while len(self._given) > _GIVEN_KEPT:
+            self._given.popitem(last=False)
+        return facts
+
+    def _state_facts(self, state: WorkspaceState) -> SourceFacts:
         hints: dict[str, Any] = {"documents": len(state.documents)}
         if state.skipped:
             # still served, but not everything named like a document is: a count, never a name
@@ -224,11 +244,23 @@ class DocumentsSource:
                 raise SourceError("degraded", "documents: the workspace changed since facts()")
             pinned = {key: record.revision for key, record in state.documents.items()}
             revision = state.revision
-        text = cover(len(pinned), request.max_characters)
-        fragments = (Fragment(source_key=self._key, mode=request.mode, text=text),) if text else ()
-        return ViewContribution(
-            fragments=fragments, grant=self._grant(partition, revision, pinned), revision=revision
-        )
+        key = (partition, revision or "", request.mode, request.max_characters)
+        contribution = self._contributions.get(key)
+        if contribution is None:
+            text = cover(len(pinned), request.max_characters)
+            fragments = (
+                (Fragment(source_key=self._key, mode=request.mode, text=text),) if text else ()
+            )
+            contribution = ViewContribution(
+                fragments=fragments,
+                grant=self._grant(partition, revision, pinned),
+                revision=revision,
+            )
+            self._contributions[key] = contribution
+            while len(self._contributions) > _GRANTS_KEPT:
+                self._contributions.popitem(last=False)
+        self._contributions.move_to_end(key)
+        return contribution
 
     def _grant(self, partition: str, revision: str | None, pinned: Mapping[str, str]) -> ReadGrant:
         # a grant names every pinned document: built (and frozen) once per revision, not per turn
@@ -370,7 +402,8 @@ class DocumentsSource:
         workspace = self._workspace(partition)
         output: dict[str, Any]
         if operation == "list":
-            state = await self._blocking(workspace.state)
+            # for a person: as the files are now, never the rolling re-check's bound
+            state = await self._blocking(partial(workspace.state, fresh=True))
             ordered = sorted(
                 state.documents.values(), key=lambda record: (record.title.casefold(), record.id)
             )
