@@ -106,6 +106,27 @@ def _pinned(value: Any) -> tuple[str, Mapping[str, str]]:
     raise SourceError("schema_mismatch", "documents: the read grant is not one this Source issued")
 
 
+class _SharedCheck:
+    """One state check of a workspace that several turns' facts() may wait for."""
+
+    __slots__ = ("done", "outcome", "started")
+
+    def __init__(self) -> None:
+        self.started = False  # set in the worker thread, just before the check begins
+        self.done = anyio.Event()
+        self.outcome: WorkspaceState | SourceError | None = None
+
+
+def _begun(
+    check: _SharedCheck,
+    state: Callable[[threading.Event], WorkspaceState],
+    *,
+    abandon: threading.Event,
+) -> WorkspaceState:
+    check.started = True  # from now on, a turn that asks needs a check of its own
+    return state(abandon)
+
+
 class DocumentsSource:
     """Markdown documents of each workspace, with a search index rebuilt from the files."""
 
@@ -123,6 +144,8 @@ class DocumentsSource:
         self._snapshots: OrderedDict[tuple[str, str], Mapping[str, str]] = OrderedDict()
         # (partition, revision) -> the read grant project() gives for it
         self._grants: OrderedDict[tuple[str, str], ReadGrant] = OrderedDict()
+        # per partition, the state check that turns asking now may still join
+        self._checks: dict[str, _SharedCheck] = {}
         # per partition, the facts given for its last state: the same frozen object while the
         # state is the same, so the core need not check them again
         self._given: OrderedDict[str, tuple[WorkspaceState, SourceFacts]] = OrderedDict()
@@ -180,11 +203,11 @@ class DocumentsSource:
         partition = partition_name(request.scope)
         if partition is None:
             return self._facts("unavailable", reason="missing-scope")
-        try:
-            state = await self._blocking(self._workspace(partition).state)
-        except SourceError as exc:  # an OSError arrives as `forbidden` or `provider_error`
-            reason = _FACTS_REASONS.get(exc.code, "storage-error")
+        found = await self._shared_state(partition)
+        if isinstance(found, SourceError):  # an OSError arrives as `forbidden` or `provider_error`
+            reason = _FACTS_REASONS.get(found.code, "storage-error")
             return self._facts("unavailable", reason=reason)
+        state = found
         self._remember(partition, state)
         given = self._given.get(partition)
         if given is not None and given[0] is state:
@@ -210,6 +233,36 @@ class DocumentsSource:
             action_ids=ACTION_IDS,
             hints=hints,
         )
+
+    async def _shared_state(self, partition: str) -> WorkspaceState | SourceError:
+        """The workspace's state for facts(), one check shared by the turns asking at once.
+
+        A turn joins a check only while it has not begun (it waits in the worker queue): one
+        that begins after the turn asked sees what a check of the turn's own would see. When
+        the turn that started it stops waiting, the others check on their own.
+        """
+        workspace = self._workspace(partition)
+        check = self._checks.get(partition)
+        if check is not None and not check.started:
+            await check.done.wait()
+            if check.outcome is not None:
+                return check.outcome
+        else:
+            check = _SharedCheck()
+            self._checks[partition] = check
+            try:
+                check.outcome = await self._blocking(partial(_begun, check, workspace.state))
+            except SourceError as exc:
+                check.outcome = exc
+            finally:
+                check.done.set()
+                if self._checks.get(partition) is check:
+                    del self._checks[partition]
+            return check.outcome
+        try:
+            return await self._blocking(workspace.state)
+        except SourceError as exc:
+            return exc
 
     def _remember(self, partition: str, state: WorkspaceState) -> None:
         key = (partition, state.revision)

@@ -227,3 +227,161 @@ async def test_the_management_list_is_always_as_the_files_are_now(harness: Harne
     assert await _revision(harness) == first  # a turn waits for the rescan (the bound) ...
     titles = {item["title"] for item in await harness.listed()}
     assert titles & {"Wren 0", "Wren 1"}  # ... a person's list does not
+
+
+# ------------------------------------------------------------------ one check for turns at once
+
+
+def make_source(data_dir: Any) -> Any:
+    import mnemon_source_documents as documents
+
+    from mnemon import SourceInit, SourceProvenance
+
+    init = SourceInit(
+        instance_key=KEY,
+        provenance=SourceProvenance(
+            entry_id="docs", package_name="mnemon-source-documents", type_id="documents"
+        ),
+        configuration={"data_dir": str(data_dir)},
+    )
+    return documents.DOCUMENTS_SOURCE.create(init)
+
+
+def facts_request() -> Any:
+    from mnemon import FactsRequest, Scope
+
+    return FactsRequest(instance_key=KEY, scope=Scope(workspace="w1"), scenario="agent.turn")
+
+
+@pytest.fixture
+def states(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every state check a documents Source makes, counted."""
+    from mnemon_source_documents import _workspace
+
+    checked: list[int] = []
+    original = _workspace.Workspace.state
+
+    def counting(self: Any, abandon: Any, **options: Any) -> Any:
+        checked.append(1)
+        return original(self, abandon, **options)
+
+    monkeypatch.setattr(_workspace.Workspace, "state", counting)
+    return checked
+
+
+@pytest.fixture
+async def one_worker() -> Any:
+    """The default worker pool cut to one thread, and a way to keep that thread busy."""
+    import threading
+
+    import anyio.to_thread
+
+    limiter = anyio.to_thread.current_default_thread_limiter()
+    tokens = limiter.total_tokens
+    limiter.total_tokens = 1
+    release = threading.Event()
+    yield release
+    release.set()
+    limiter.total_tokens = tokens
+
+
+async def test_turns_asking_at_once_share_one_state_check(
+    mounted: Harness, states: list[int], one_worker: Any
+) -> None:
+    import anyio
+    import anyio.to_thread
+
+    await mounted.create("Heron", "the heron stands still")
+    source = make_source(mounted.data_dir)
+    results: list[Any] = []
+
+    async def ask() -> None:
+        results.append(await source.facts(facts_request()))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(anyio.to_thread.run_sync, one_worker.wait)  # the only worker is busy
+        await anyio.sleep(0.01)
+        states.clear()
+        for _ in range(8):
+            group.start_soon(ask)  # every check waits for the worker: none has begun
+        await anyio.sleep(0.01)
+        one_worker.set()
+    assert len(states) == 1
+    assert len({item.revision for item in results}) == 1
+    assert results[0].hints["documents"] == 1
+
+
+async def test_a_check_already_begun_is_not_shared(
+    mounted: Harness,
+) -> None:
+    import threading
+
+    import anyio
+    from mnemon_source_documents import _workspace
+
+    await mounted.create("Heron", "the heron stands still")
+    source = make_source(mounted.data_dir)
+    inside = threading.Event()
+    release = threading.Event()
+    original = _workspace.Workspace.state
+    states: list[int] = []
+
+    def slow(self: Any, abandon: Any, **options: Any) -> Any:
+        states.append(1)
+        if len(states) == 1:
+            inside.set()
+            release.wait(5)
+        return original(self, abandon, **options)
+
+    results: list[Any] = []
+
+    async def ask() -> None:
+        results.append(await source.facts(facts_request()))
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_workspace.Workspace, "state", slow)
+        async with anyio.create_task_group() as group:
+            group.start_soon(ask)
+            assert await anyio.to_thread.run_sync(inside.wait, 5)
+            # the first check has begun: a turn asking now makes its own
+            group.start_soon(ask)
+            await anyio.sleep(0.05)
+            release.set()
+    assert len(states) == 2
+    assert [item.hints["documents"] for item in results] == [1, 1]
+
+
+async def _cancellable(scope: Any, call: Any) -> None:
+    with scope:
+        await call()
+
+
+async def test_when_the_turn_that_started_a_check_stops_waiting_the_others_check_themselves(
+    mounted: Harness, states: list[int], one_worker: Any
+) -> None:
+    import anyio
+    import anyio.to_thread
+
+    await mounted.create("Heron", "the heron stands still")
+    source = make_source(mounted.data_dir)
+    results: list[Any] = []
+
+    async def ask() -> None:
+        results.append(await source.facts(facts_request()))
+
+    first = anyio.CancelScope()
+    async with anyio.create_task_group() as group:
+        group.start_soon(anyio.to_thread.run_sync, one_worker.wait)  # the only worker is busy
+        await anyio.sleep(0.01)
+        states.clear()
+        group.start_soon(_cancellable, first, ask)  # it starts the check, queued
+        await anyio.sleep(0.01)
+        for _ in range(3):
+            group.start_soon(ask)  # they join it
+        await anyio.sleep(0.01)
+        first.cancel()  # its turn stops waiting before the check began
+        await anyio.sleep(0.01)
+        one_worker.set()
+    assert len(results) == 3
+    assert {item.hints["documents"] for item in results} == {1}
+    assert 1 <= len(states) <= 3  # the three checked on their own (and may share again)
