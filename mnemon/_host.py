@@ -166,8 +166,9 @@ class MemoryTurn:
             return
         self._released = True
         self._execution.close()
-        with anyio.CancelScope(shield=True):
-            await self._lease.release()
+        # not shielded here: the release counts down before it can suspend, and a generation
+        # it disposes is disposed under a shield of its own
+        await self._lease.release()
 
     async def aclose(self) -> None:
         """End the turn (the same as `release()`); works with `contextlib.aclosing`."""

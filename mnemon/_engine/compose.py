@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypeVar
 
+import orjson
 from pydantic import BaseModel
 
 from .._definitions import StrategyDefinition
@@ -35,6 +36,7 @@ from .._models import (
     ViewContribution,
     ViewRoute,
     ViewSpec,
+    from_checked,
     validate_model,
 )
 from .extensions import collect_contributions
@@ -217,17 +219,83 @@ def _compose_once(
     request: ComposeRequest,
     candidates: tuple[SourceCandidate, ...],
     contributions: tuple[ExtensionContribution, ...],
-) -> tuple[ViewSpec, bytes]:
+) -> Any:
     try:
-        produced = strategy.compose(request, candidates, contributions)
+        return strategy.compose(request, candidates, contributions)
     except CompositionRejected:
         raise
     except Exception as exc:
         raise CompositionRejected(f"memory Strategy {key} compose() failed") from exc
-    spec = validate_model(
+
+
+def _checked_spec(key: str, produced: Any) -> ViewSpec:
+    return validate_model(
         ViewSpec, produced, subject=f"memory Strategy {key} ViewSpec", error=CompositionRejected
     )
-    return spec, canonical_json(spec.model_dump(mode="json"))
+
+
+def _spec_json(spec: ViewSpec) -> bytes:
+    return canonical_json(spec.model_dump(mode="json"))
+
+
+def _json_bytes(value: Any) -> bytes | None:
+    """Canonical JSON of a raw value, or None when it is not JSON as it stands."""
+    try:
+        return canonical_json(value)
+    except TypeError:  # orjson's error for types it cannot write, cycles and big integers
+        return None
+
+
+def _deterministic_spec(
+    strategy: StrategyDefinition,
+    key: str,
+    request: ComposeRequest,
+    candidates: tuple[SourceCandidate, ...],
+    contributions: tuple[ExtensionContribution, ...],
+    cache: dict[tuple[Any, ...], Any],
+) -> tuple[ViewSpec, bytes | None]:
+    """Run the Strategy twice on the same frozen input; the two specs must be identical.
+
+    Returns the spec and, when the Strategy returned plain JSON, its canonical bytes.
+
+    Each result is captured before the next call (a Strategy may mutate what it returned).
+    A result equal to its own canonical JSON (no NaN written as null, no enum, UUID or date
+    written as text) validates exactly as that JSON does, so the second is proven the same
+    by equal bytes, and a spec already validated from the same bytes is reused. A frozen
+    `ViewSpec` equal to the first is the same too (strict fields: equal values dump alike).
+    Anything else is validated and its dump compared.
+
+    Raises:
+        CompositionRejected: compose() failed, returned an invalid spec, or two different ones.
+    """
+    produced = _compose_once(strategy, key, request, candidates, contributions)
+    first = parsed = None
+    if not isinstance(produced, ViewSpec):
+        first = _json_bytes(produced)
+        if first is not None:
+            parsed = orjson.loads(first)
+            if parsed != produced:
+                first = None
+    known = None if first is None else cache.get(("spec", first))
+    if known is None:
+        spec = _checked_spec(key, produced)
+        if first is not None:
+            cache["spec", first] = spec
+    else:
+        spec = known
+    again = _compose_once(strategy, key, request, candidates, contributions)
+    if again is spec:
+        return spec, None
+    if first is not None and _json_bytes(again) == first and parsed == again:
+        return spec, first
+    if isinstance(again, ViewSpec) and type(again) is type(spec) and again == spec:
+        return spec, None
+    if _spec_json(_checked_spec(key, again)) != _spec_json(spec):
+        raise CompositionRejected(
+            f"memory Strategy {key} is not deterministic: two compose() calls on the "
+            "same input differ"
+        )
+    return spec, None
 
 
 def _validate_spec(
@@ -374,8 +442,9 @@ async def compose_view(generation: Generation, request: CompositionRequest) -> P
                 partial(
                     slot.runtime.facts,
                     # built from the validated request: no second validation per Source
-                    FactsRequest.model_construct(
-                        instance_key=slot.key, scope=scope, scenario=scenario
+                    from_checked(
+                        FactsRequest,
+                        {"instance_key": slot.key, "scope": scope, "scenario": scenario},
                     ),
                 ),
             )
@@ -386,40 +455,67 @@ async def compose_view(generation: Generation, request: CompositionRequest) -> P
     )
     _observe_calls(generation, "facts", outcomes)
     candidates: dict[str, SourceCandidate] = {}
+    cache = generation.assembly_cache
     for slot, outcome in zip(generation.sources, outcomes, strict=True):
         if outcome.failure is not None:
             diagnostics.append(_outage(slot.key, "facts", outcome.failure))
-            facts = _unavailable(slot)
-        else:
-            facts = checked_facts(slot, outcome.value)
-            if facts.availability != "ready":
-                diagnostics.append(_reported(slot.key, facts))
-        candidates[slot.key] = _candidate(slot, facts)
+            candidates[slot.key] = _candidate(slot, _unavailable(slot))
+            continue
+        value = outcome.value
+        entry: tuple[Any, ...] = ("facts", slot.key)
+        known = cache.get(entry)
+        # the very facts model checked before (frozen): the same candidate and diagnostic;
+        # a plain value is checked every time (its owner may have changed it in place)
+        if known is None or known[0] is not value or not isinstance(value, SourceFacts):
+            facts = checked_facts(slot, value)
+            note = _reported(slot.key, facts) if facts.availability != "ready" else None
+            known = cache[entry] = (value, (_candidate(slot, facts), note))
+        candidate, note = known[1]
+        if note is not None:
+            diagnostics.append(note)
+        candidates[slot.key] = candidate
     offered = tuple(candidates.values())
 
-    compose_request = ComposeRequest(scope=scope, scenario=scenario, budget=request.budget)
+    compose_request = from_checked(
+        ComposeRequest, {"scope": scope, "scenario": scenario, "budget": request.budget}
+    )
     contributions, extension_records = collect_contributions(
         plan.active_extensions, compose_request, offered
     )
-    spec, first = _compose_once(strategy, strategy_key, compose_request, offered, contributions)
-    _, second = _compose_once(strategy, strategy_key, compose_request, offered, contributions)
-    if first != second:
-        raise CompositionRejected(
-            f"memory Strategy {strategy_key} is not deterministic: two compose() calls on the "
-            "same input differ"
-        )
-    selections = _validate_spec(spec, strategy, strategy_key, candidates, request)
-    diagnostics.extend(_not_selected(strategy, strategy_key, candidates, selections, contributions))
+    spec, spec_json = _deterministic_spec(
+        strategy, strategy_key, compose_request, offered, contributions, cache
+    )
+    # the same spec on the very same candidates and budget selects the same (no extensions:
+    # their contributions take part in it)
+    entry = ("selected", spec_json, request.budget.max_projection_characters)
+    known = None if spec_json is None or contributions else cache.get(entry)
+    if (
+        known is not None
+        and len(known[0]) == len(offered)
+        and all(old is new for old, new in zip(known[0], offered, strict=True))
+    ):
+        selections, not_selected = known[1]
+    else:
+        selections = _validate_spec(spec, strategy, strategy_key, candidates, request)
+        not_selected = _not_selected(strategy, strategy_key, candidates, selections, contributions)
+        if spec_json is not None and not contributions:
+            cache[entry] = (offered, (tuple(selections), tuple(not_selected)))
+    diagnostics.extend(not_selected)
 
     projected = [s for s in selections if s.projection is not None or s.route_ids]
     requests = {
-        selection.source_key: ProjectionRequest.model_construct(
-            instance_key=selection.source_key,
-            scope=scope,
-            scenario=scenario,
-            expected_revision=candidates[selection.source_key].facts.revision,
-            mode=selection.projection.mode if selection.projection else "routed",
-            max_characters=selection.projection.max_characters if selection.projection else 0,
+        selection.source_key: from_checked(
+            ProjectionRequest,
+            {
+                "instance_key": selection.source_key,
+                "scope": scope,
+                "scenario": scenario,
+                "expected_revision": candidates[selection.source_key].facts.revision,
+                "mode": selection.projection.mode if selection.projection else "routed",
+                "max_characters": (
+                    selection.projection.max_characters if selection.projection else 0
+                ),
+            },
         )
         for selection in projected
     }
@@ -497,15 +593,26 @@ def _assemble(
     dumped_routes: list[Any] = []
     dumped_offers: list[Any] = []
     dumped_consistency: list[Any] = []
+    dumped_fragments: list[Any] = []
+    grant_records: list[GrantRecord] = []
+    dumped_grants: list[Any] = []
     for selection in selections:
         key = selection.source_key
         candidate = candidates[key]
         contribution = results.get(key)
         if contribution is not None:
+            # a Source that serves the very same (frozen) contribution again costs no dumps
+            entry: tuple[Any, ...] = ("contribution", key)
+            known = cache.get(entry)
+            if known is None or known[0] is not contribution:
+                known = cache[entry] = (contribution, _contribution_parts(key, contribution))
+            parts: _ContributionParts = known[1]
             fragments.extend(contribution.fragments)
+            dumped_fragments.extend(parts.fragments)
             if contribution.grant is not None:
                 grants[key] = contribution.grant
-        entry: tuple[Any, ...]
+                grant_records.append(parts.grant)
+                dumped_grants.append(parts.dumped_grant)
         for route_id in selection.route_ids:
             entry = (
                 "route",
@@ -539,10 +646,6 @@ def _assemble(
         dumped_consistency.append(built[1])
     diagnostics.sort(key=lambda item: (item.key or "", item.code))
     plan = generation.plan
-    grant_records = tuple(
-        GrantRecord.model_construct(source_key=key, digest=digest("grant", grant.value))
-        for key, grant in grants.items()
-    )
     body: dict[str, Any] = {
         "request": request,
         "strategy_key": plan.strategy.instance_key,
@@ -552,7 +655,7 @@ def _assemble(
         "fragments": tuple(fragments),
         "routes": tuple(routes),
         "offers": tuple(offers),
-        "grants": grant_records,
+        "grants": tuple(grant_records),
         "consistency": tuple(consistency),
         "extensions": extension_records,
         "diagnostics": tuple(diagnostics),
@@ -567,23 +670,24 @@ def _assemble(
         "guidance": None
         if spec.guidance is None
         else spec.guidance.model_dump(context=KEEP_FROZEN),
-        "fragments": [item.model_dump(context=KEEP_FROZEN) for item in fragments],
+        "fragments": dumped_fragments,
         "routes": dumped_routes,
         "offers": dumped_offers,
-        "grants": [
-            {"source_key": item.source_key, "digest": item.digest} for item in grant_records
-        ],
+        "grants": dumped_grants,
         "consistency": dumped_consistency,
         "extensions": [item.model_dump(context=KEEP_FROZEN) for item in extension_records],
         "diagnostics": [item.model_dump(context=KEEP_FROZEN) for item in diagnostics],
     }
     view_digest = content_hash(content)
-    view = View.model_construct(
-        id=f"view:{view_digest}",
-        digest=view_digest,
-        generation_id=generation.id,
-        created_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
-        **body,
+    view = from_checked(
+        View,
+        {
+            "id": f"view:{view_digest}",
+            "digest": view_digest,
+            "generation_id": generation.id,
+            "created_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            **body,
+        },
     )
     return PinnedView(
         view=view, generation=generation, grants=grants, strategy=plan.strategy_definition
@@ -591,6 +695,23 @@ def _assemble(
 
 
 _ASSEMBLY_CACHE_LIMIT = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class _ContributionParts:
+    """What the digest needs of one contribution: its fragments' dumps and its grant record."""
+
+    fragments: tuple[Any, ...]
+    grant: Any  # GrantRecord | None
+    dumped_grant: Any
+
+
+def _contribution_parts(key: str, contribution: ViewContribution) -> _ContributionParts:
+    fragments = tuple(item.model_dump(context=KEEP_FROZEN) for item in contribution.fragments)
+    if contribution.grant is None:
+        return _ContributionParts(fragments, None, None)
+    dumped = {"source_key": key, "digest": digest("grant", contribution.grant.value)}
+    return _ContributionParts(fragments, from_checked(GrantRecord, dict(dumped)), dumped)
 
 
 def _dumped(model: _M) -> tuple[_M, dict[str, Any]]:

@@ -34,6 +34,7 @@ from .._models import (
     ReadGrant,
     ViewRef,
     ViewRoute,
+    from_checked,
     validate_model,
 )
 from .._schema import input_problems
@@ -187,11 +188,25 @@ class TurnExecution:
 
     def __init__(self, pinned: PinnedView) -> None:
         self._pinned = pinned
-        self._ref = ViewRef(id=pinned.view.id, scope=pinned.view.request.scope)
         self._ledger: dict[str, int] = {}
         self._policy: Any = None
-        self._policy_lock = anyio.Lock()
         self._released = False
+        # made at the first read or write: most turns of a busy host make neither
+        self._view_ref: ViewRef | None = None
+        self._lock: anyio.Lock | None = None
+
+    @property
+    def _ref(self) -> ViewRef:
+        if self._view_ref is None:
+            view = self._pinned.view
+            self._view_ref = from_checked(ViewRef, {"id": view.id, "scope": view.request.scope})
+        return self._view_ref
+
+    @property
+    def _policy_lock(self) -> anyio.Lock:
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        return self._lock
 
     def close(self) -> None:
         """Refuse every later execution (in-flight ones finish on their own leases)."""

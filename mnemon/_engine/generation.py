@@ -6,7 +6,7 @@ import inspect
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
@@ -263,14 +263,13 @@ class SourceSlot:
     runtime: Any
     routes: tuple[SourceRoute, ...] = ()
     actions: tuple[SourceAction, ...] = ()
+    # read several times per Source in every turn: plain attributes, not properties
+    key: str = field(init=False)
+    manifest: SourceManifest = field(init=False)
 
-    @property
-    def key(self) -> str:
-        return self.plan.key
-
-    @property
-    def manifest(self) -> SourceManifest:
-        return self.plan.manifest
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", self.plan.key)
+        object.__setattr__(self, "manifest", self.plan.manifest)
 
 
 class Lease:
@@ -307,8 +306,9 @@ class Generation:
         self.sources = slots
         self.observers = observers or Observers()
         self.by_key = {slot.key: slot for slot in slots}
-        # the View parts that depend only on this generation and the budget (compose.py)
-        self.assembly_cache: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+        # what a turn derives from this generation and values it has checked before: checked
+        # facts, validated specs, View parts and their dumps (compose.py), keyed by kind first
+        self.assembly_cache: dict[tuple[Any, ...], Any] = {}
         self._leases = 0
         self._retired = False
         self._disposed = False

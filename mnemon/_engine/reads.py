@@ -76,42 +76,47 @@ async def read_concurrently(
             outcome.duration = time.perf_counter() - started
         succeeded(outcome, value)
 
-    with anyio.move_on_after(deadline) as scope:
-        if len(calls) == 1:
+    scope: anyio.CancelScope
+    if len(calls) == 1:
+        with anyio.move_on_after(deadline) as scope:
             await run(0)
-        else:
-            # entered before any call starts, so a call's own cancel scopes nest inside it
-            async with anyio.create_task_group() as group:
-                for index, (_, call) in enumerate(calls):
-                    outcome = outcomes[index]
-                    started = time.perf_counter()
-                    context = contextvars.copy_context()  # as a task would have
-                    coroutine: Any = None
-                    try:
-                        coroutine = context.run(call)
-                        if not isinstance(coroutine, types.CoroutineType):
-                            coroutine = _awaited(coroutine)
-                        yielded = context.run(coroutine.send, None)
-                    except StopIteration as stop:
-                        outcome.duration = time.perf_counter() - started
-                        succeeded(outcome, stop.value)
-                        continue
-                    except Exception as exc:
-                        outcome.duration = time.perf_counter() - started
-                        failed(outcome, exc)
-                        continue
-                    # it suspended: later calls start now, in tasks, and this one ends here
-                    for later in range(index + 1, len(calls)):
-                        group.start_soon(run, later)
-                    try:
-                        value = await _resume(coroutine, context, yielded)
-                    except Exception as exc:
-                        failed(outcome, exc)
-                    else:
-                        succeeded(outcome, value)
-                    finally:
-                        outcome.duration = time.perf_counter() - started
-                    break
+    else:
+        # entered before any call starts, so a call's own cancel scopes nest inside it; the
+        # group's own scope is the deadline (one cancel scope less than a move_on_after around
+        # it: a turn enters two per phase otherwise)
+        async with anyio.create_task_group() as group:
+            scope = group.cancel_scope
+            scope.deadline = anyio.current_time() + deadline
+            for index, (_, call) in enumerate(calls):
+                outcome = outcomes[index]
+                started = time.perf_counter()
+                context = contextvars.copy_context()  # as a task would have
+                coroutine: Any = None
+                try:
+                    coroutine = context.run(call)
+                    if not isinstance(coroutine, types.CoroutineType):
+                        coroutine = _awaited(coroutine)
+                    yielded = context.run(coroutine.send, None)
+                except StopIteration as stop:
+                    outcome.duration = time.perf_counter() - started
+                    succeeded(outcome, stop.value)
+                    continue
+                except Exception as exc:
+                    outcome.duration = time.perf_counter() - started
+                    failed(outcome, exc)
+                    continue
+                # it suspended: later calls start now, in tasks, and this one ends here
+                for later in range(index + 1, len(calls)):
+                    group.start_soon(run, later)
+                try:
+                    value = await _resume(coroutine, context, yielded)
+                except Exception as exc:
+                    failed(outcome, exc)
+                else:
+                    succeeded(outcome, value)
+                finally:
+                    outcome.duration = time.perf_counter() - started
+                break
     # a Source that turned the caller's cancellation into an error must not hide it
     await anyio.lowlevel.checkpoint_if_cancelled()
     for outcome in outcomes:

@@ -36,6 +36,7 @@ from .base import (
     Text,
     WireModel,
     describe_validation_error,
+    from_checked,
     validate_model,
 )
 from .host import (
@@ -194,5 +195,6 @@ __all__ = [
     "ViewSpec",
     "WireModel",
     "describe_validation_error",
+    "from_checked",
     "validate_model",
 ]

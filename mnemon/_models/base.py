@@ -154,6 +154,25 @@ class WireModel(BaseModel):
         return type(self).model_validate(values)
 
 
+_set = object.__setattr__
+
+
+def from_checked(model: type[_Model], values: dict[str, Any]) -> _Model:
+    """An instance of `model` holding `values`, every field given and already validated.
+
+    What `model_construct` does for a wire model (no private attributes, no extra fields),
+    without its per-field default and alias handling: the core builds several such models
+    per turn from values it validated itself, never from a plugin's data. `values` becomes
+    the instance's own field dictionary.
+    """
+    instance = model.__new__(model)
+    _set(instance, "__dict__", values)
+    _set(instance, "__pydantic_fields_set__", set(values))
+    _set(instance, "__pydantic_extra__", None)
+    _set(instance, "__pydantic_private__", None)
+    return instance
+
+
 def describe_validation_error(exc: ValidationError, subject: str) -> str:
     """One line naming the first field at fault, e.g. `manifest.routes[0].max_calls: ...`."""
     problems = []

@@ -17,7 +17,13 @@ from mnemon import (
     source_data_directory,
 )
 
-__all__ = ["LIMITS", "DocumentsConfiguration", "DocumentsSettings", "read_settings"]
+__all__ = [
+    "LIMITS",
+    "RESCAN_SECONDS",
+    "DocumentsConfiguration",
+    "DocumentsSettings",
+    "read_settings",
+]
 
 #: key -> (smallest, largest, default) of the integer settings
 LIMITS: Mapping[str, tuple[int, int, int]] = {
@@ -27,8 +33,12 @@ LIMITS: Mapping[str, tuple[int, int, int]] = {
     "max_documents": (1, 100_000, 10_000),
     # characters of one search excerpt, before the route's own ceilings apply
     "excerpt_characters": (20, 4_000, 600),
+    # document files whose stat a turn re-checks when the folder did not change (edits in place)
+    "recheck_files_per_turn": (0, 100_000, 32),
 }
 LOCK_TIMEOUT = (0.01, 300.0, 10.0)
+#: seconds after which a turn scans the whole folder again, changed or not
+RESCAN_SECONDS = (0.0, 3_600.0, 5.0)
 
 
 def _bounded(key: str) -> object:
@@ -48,6 +58,11 @@ class DocumentsConfiguration(SourceConfiguration):
     lock_timeout: Annotated[
         StrictFloat, Field(default=LOCK_TIMEOUT[2], ge=LOCK_TIMEOUT[0], le=LOCK_TIMEOUT[1])
     ]
+    recheck_files_per_turn: Annotated[StrictInt, _bounded("recheck_files_per_turn")]
+    rescan_seconds: Annotated[
+        StrictFloat | StrictInt,
+        Field(default=RESCAN_SECONDS[2], ge=RESCAN_SECONDS[0], le=RESCAN_SECONDS[1]),
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +74,8 @@ class DocumentsSettings:
     max_documents: int = LIMITS["max_documents"][2]
     excerpt_characters: int = LIMITS["excerpt_characters"][2]
     lock_timeout: float = LOCK_TIMEOUT[2]
+    recheck_files_per_turn: int = LIMITS["recheck_files_per_turn"][2]
+    rescan_seconds: float = RESCAN_SECONDS[2]
 
 
 def read_settings(init: SourceInit) -> DocumentsSettings:
@@ -76,4 +93,6 @@ def read_settings(init: SourceInit) -> DocumentsSettings:
         max_documents=configuration.max_documents,
         excerpt_characters=configuration.excerpt_characters,
         lock_timeout=float(configuration.lock_timeout),
+        recheck_files_per_turn=configuration.recheck_files_per_turn,
+        rescan_seconds=float(configuration.rescan_seconds),
     )

@@ -161,6 +161,18 @@ MANIFEST: dict[str, Any] = {
                 "input": "number",
                 "description": "lock_timeout",
             },
+            {
+                "id": "recheck-files-per-turn",
+                "label": "Files re-checked per turn",
+                "input": "number",
+                "description": "recheck_files_per_turn",
+            },
+            {
+                "id": "rescan-seconds",
+                "label": "Full rescan interval (seconds)",
+                "input": "number",
+                "description": "rescan_seconds",
+            },
         ],
         "operations": [
             {

@@ -55,6 +55,8 @@ _SNAPSHOTS_KEPT = 64
 _SNAPSHOT_DOCUMENTS_KEPT = 200_000
 # grants of the latest revisions, reused turn after turn while a workspace does not change
 _GRANTS_KEPT = 8
+# partitions whose last facts are kept (as many as workspace states, see _workspace.py)
+_GIVEN_KEPT = 64
 _ELLIPSIS = "…"
 #: SourceError code -> the coded reason facts give (anything else is `storage-error`)
 _FACTS_REASONS = {"timeout": "storage-busy", "unsafe-lock": "unsafe-lock"}
@@ -104,6 +106,27 @@ def _pinned(value: Any) -> tuple[str, Mapping[str, str]]:
     raise SourceError("schema_mismatch", "documents: the read grant is not one this Source issued")
 
 
+class _SharedCheck:
+    """One state check of a workspace that several turns' facts() may wait for."""
+
+    __slots__ = ("done", "outcome", "started")
+
+    def __init__(self) -> None:
+        self.started = False  # set in the worker thread, just before the check begins
+        self.done = anyio.Event()
+        self.outcome: WorkspaceState | SourceError | None = None
+
+
+def _begun(
+    check: _SharedCheck,
+    state: Callable[[threading.Event], WorkspaceState],
+    *,
+    abandon: threading.Event,
+) -> WorkspaceState:
+    check.started = True  # from now on, a turn that asks needs a check of its own
+    return state(abandon)
+
+
 class DocumentsSource:
     """Markdown documents of each workspace, with a search index rebuilt from the files."""
 
@@ -121,6 +144,15 @@ class DocumentsSource:
         self._snapshots: OrderedDict[tuple[str, str], Mapping[str, str]] = OrderedDict()
         # (partition, revision) -> the read grant project() gives for it
         self._grants: OrderedDict[tuple[str, str], ReadGrant] = OrderedDict()
+        # per partition, the state check that turns asking now may still join
+        self._checks: dict[str, _SharedCheck] = {}
+        # per partition, the facts given for its last state: the same frozen object while the
+        # state is the same, so the core need not check them again
+        self._given: OrderedDict[str, tuple[WorkspaceState, SourceFacts]] = OrderedDict()
+        # (partition, revision, mode, characters) -> the contribution project() gives for it
+        self._contributions: OrderedDict[tuple[str, str, str, int], ViewContribution] = (
+            OrderedDict()
+        )
 
     # ------------------------------------------------------------------ plumbing
 
@@ -171,12 +203,23 @@ class DocumentsSource:
         partition = partition_name(request.scope)
         if partition is None:
             return self._facts("unavailable", reason="missing-scope")
-        try:
-            state = await self._blocking(self._workspace(partition).state)
-        except SourceError as exc:  # an OSError arrives as `forbidden` or `provider_error`
-            reason = _FACTS_REASONS.get(exc.code, "storage-error")
+        found = await self._shared_state(partition)
+        if isinstance(found, SourceError):  # an OSError arrives as `forbidden` or `provider_error`
+            reason = _FACTS_REASONS.get(found.code, "storage-error")
             return self._facts("unavailable", reason=reason)
+        state = found
         self._remember(partition, state)
+        given = self._given.get(partition)
+        if given is not None and given[0] is state:
+            return given[1]
+        facts = self._state_facts(state)
+        self._given[partition] = (state, facts)
+        self._given.move_to_end(partition)
+        while len(self._given) > _GIVEN_KEPT:
+            self._given.popitem(last=False)
+        return facts
+
+    def _state_facts(self, state: WorkspaceState) -> SourceFacts:
         hints: dict[str, Any] = {"documents": len(state.documents)}
         if state.skipped:
             # still served, but not everything named like a document is: a count, never a name
@@ -190,6 +233,36 @@ class DocumentsSource:
             action_ids=ACTION_IDS,
             hints=hints,
         )
+
+    async def _shared_state(self, partition: str) -> WorkspaceState | SourceError:
+        """The workspace's state for facts(), one check shared by the turns asking at once.
+
+        A turn joins a check only while it has not begun (it waits in the worker queue): one
+        that begins after the turn asked sees what a check of the turn's own would see. When
+        the turn that started it stops waiting, the others check on their own.
+        """
+        workspace = self._workspace(partition)
+        check = self._checks.get(partition)
+        if check is not None and not check.started:
+            await check.done.wait()
+            if check.outcome is not None:
+                return check.outcome
+        else:
+            check = _SharedCheck()
+            self._checks[partition] = check
+            try:
+                check.outcome = await self._blocking(partial(_begun, check, workspace.state))
+            except SourceError as exc:
+                check.outcome = exc
+            finally:
+                check.done.set()
+                if self._checks.get(partition) is check:
+                    del self._checks[partition]
+            return check.outcome
+        try:
+            return await self._blocking(workspace.state)
+        except SourceError as exc:
+            return exc
 
     def _remember(self, partition: str, state: WorkspaceState) -> None:
         key = (partition, state.revision)
@@ -224,11 +297,23 @@ class DocumentsSource:
                 raise SourceError("degraded", "documents: the workspace changed since facts()")
             pinned = {key: record.revision for key, record in state.documents.items()}
             revision = state.revision
-        text = cover(len(pinned), request.max_characters)
-        fragments = (Fragment(source_key=self._key, mode=request.mode, text=text),) if text else ()
-        return ViewContribution(
-            fragments=fragments, grant=self._grant(partition, revision, pinned), revision=revision
-        )
+        key = (partition, revision or "", request.mode, request.max_characters)
+        contribution = self._contributions.get(key)
+        if contribution is None:
+            text = cover(len(pinned), request.max_characters)
+            fragments = (
+                (Fragment(source_key=self._key, mode=request.mode, text=text),) if text else ()
+            )
+            contribution = ViewContribution(
+                fragments=fragments,
+                grant=self._grant(partition, revision, pinned),
+                revision=revision,
+            )
+            self._contributions[key] = contribution
+            while len(self._contributions) > _GRANTS_KEPT:
+                self._contributions.popitem(last=False)
+        self._contributions.move_to_end(key)
+        return contribution
 
     def _grant(self, partition: str, revision: str | None, pinned: Mapping[str, str]) -> ReadGrant:
         # a grant names every pinned document: built (and frozen) once per revision, not per turn
@@ -370,7 +455,8 @@ class DocumentsSource:
         workspace = self._workspace(partition)
         output: dict[str, Any]
         if operation == "list":
-            state = await self._blocking(workspace.state)
+            # for a person: as the files are now, never the rolling re-check's bound
+            state = await self._blocking(partial(workspace.state, fresh=True))
             ordered = sorted(
                 state.documents.values(), key=lambda record: (record.title.casefold(), record.id)
             )

@@ -12,7 +12,9 @@ import functools
 import hashlib
 import os
 import sqlite3
+import stat as stat_module
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +31,7 @@ from mnemon.storage import (
 
 from ._config import DocumentsSettings
 from ._files import (
+    MAX_FILE_BYTES,
     FileStat,
     document_path,
     read_document_file,
@@ -64,6 +67,9 @@ Use = Callable[[sqlite3.Connection, dict[str, DocumentRecord], int], _T]
 #: workspaces whose last state is kept for cheap reuse, per Source runtime
 _VERIFIED_KEPT = 64
 _VERIFIED_LOCK = threading.Lock()
+#: how long after its last change a folder's mtime is trusted to show the next one: longer
+#: than the coarsest common file system clock (FAT's two seconds; most are far finer)
+_SETTLED_NS = 2_000_000_000
 
 
 def workspace_revision(documents: Iterable[DocumentRecord]) -> str:
@@ -86,13 +92,23 @@ class WorkspaceState:
         return workspace_revision(self.documents.values())
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class VerifiedState:
-    """A state this process read from an index that agreed with exactly these files."""
+    """A state this process read from an index that agreed with exactly these files.
+
+    `folder` is the stat of `documents/` taken before the scan that found `files`, at wall
+    clock `scanned_ns` and monotonic `scanned_at`; `order` is the order of the rolling
+    re-check, and `cursor` where the next turn's re-check begins.
+    """
 
     files: Mapping[str, FileStat]
     index: FileStat
     state: WorkspaceState
+    folder: FileStat | None = None
+    scanned_ns: int = 0
+    scanned_at: float = 0.0
+    order: tuple[str, ...] = ()
+    cursor: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +127,13 @@ class WriteOutcome:
     revision: str
     #: False when the document already was exactly as asked (an idempotent retry)
     written: bool
+
+
+def _stat(path: Path) -> FileStat | None:
+    try:
+        return FileStat.of(os.stat(path))
+    except OSError:
+        return None
 
 
 def _agrees(indexed: Mapping[str, DocumentRecord], files: Mapping[str, FileStat]) -> bool:
@@ -173,21 +196,30 @@ class Workspace:
 
     # ------------------------------------------------------------------ reads
 
-    def state(self, abandon: threading.Event) -> WorkspaceState:
+    def state(self, abandon: threading.Event, *, fresh: bool = False) -> WorkspaceState:
         """The documents as they are now; repairs the index first if it disagrees.
+
+        Unless `fresh`, when the `documents/` folder, the index file and the document files
+        re-checked this turn are exactly as this runtime last verified them, the state read
+        then is reused without a scan, the lock or a connection (see the README, "Freshness").
 
         Raises:
             SourceError: `timeout` (the lock stayed taken), `cancelled` (the caller stopped
                 waiting), `unsafe-lock`, or `provider_error` (the index cannot be rebuilt).
         """
+        key = str(self.folder)
+        known = self._verified.get(key)
+        if known is not None and not fresh and self._unchanged(known):
+            return known.state
         if not self.folder.is_dir():
             return WorkspaceState({})  # nothing was ever written here: create nothing
-        key = str(self.folder)
+        # taken before the scan: a change made while it runs moves the folder past this stat
+        scanned_ns, scanned_at = time.time_ns(), time.monotonic()
+        folder = _stat(self.documents)
         with self._locked(exclusive=False, abandon=abandon):
-            # every file is still stat'ed, so an edit in place is seen; when nothing moved and
-            # the index is the very file this process last verified, no connection is opened
+            # when nothing moved and the index is the very file this process last verified,
+            # no connection is opened
             scan = scan_documents(self.documents)
-            known = self._verified.get(key)
             if (
                 known is not None
                 and known.files == scan.files
@@ -195,6 +227,19 @@ class Workspace:
                 and known.index == self.index.stamp()
                 and known.index == self.index.verified_stamp()
             ):
+                self._keep(
+                    key,
+                    VerifiedState(
+                        known.files,
+                        known.index,
+                        known.state,
+                        folder,
+                        scanned_ns,
+                        scanned_at,
+                        known.order,
+                        known.cursor,
+                    ),
+                )
                 return known.state
         state = self._consult(
             lambda connection, found, skipped: WorkspaceState(found, skipped), abandon
@@ -202,12 +247,66 @@ class Workspace:
         stamp = self.index.verified_stamp()
         if stamp is not None:
             files = {key: record.stat for key, record in state.documents.items()}
-            with _VERIFIED_LOCK:  # worker threads of several turns share the mapping
-                self._verified.pop(key, None)
-                self._verified[key] = VerifiedState(files, stamp, state)
-                while len(self._verified) > _VERIFIED_KEPT:  # the least recently read go
-                    del self._verified[next(iter(self._verified))]
+            self._keep(
+                key,
+                VerifiedState(
+                    files, stamp, state, folder, scanned_ns, scanned_at, tuple(sorted(files))
+                ),
+            )
         return state
+
+    def _keep(self, key: str, verified: VerifiedState) -> None:
+        with _VERIFIED_LOCK:  # worker threads of several turns share the mapping
+            self._verified.pop(key, None)
+            self._verified[key] = verified
+            while len(self._verified) > _VERIFIED_KEPT:  # the least recently read go
+                del self._verified[next(iter(self._verified))]
+
+    def _unchanged(self, known: VerifiedState) -> bool:
+        """Whether a verified state still holds, by a few stats (no scan, lock or connection).
+
+        Adding, removing or renaming a file in `documents/` moves the folder's mtime; a write
+        through this Source does too (it renames into place), and a rebuilt index is another
+        file. An edit in place moves only that file's stat: `recheck_files_per_turn` files
+        are re-checked per turn, in turn, and every `rescan_seconds` the folder is scanned.
+        """
+        settings = self._settings
+        if time.monotonic() - known.scanned_at >= settings.rescan_seconds:
+            return False
+        folder = known.folder
+        if folder is None or _stat(self.documents) != folder:
+            return False
+        # a change in the same tick of the file system's clock as the last scan would leave
+        # the mtime as it was: a folder changed that recently is scanned until it settles
+        if known.scanned_ns - folder.mtime_ns < _SETTLED_NS:
+            return False
+        stamp = self.index.stamp()
+        if stamp != known.index or stamp != self.index.verified_stamp():
+            return False
+        return self._rechecked(known, settings.recheck_files_per_turn)
+
+    def _rechecked(self, known: VerifiedState, count: int) -> bool:
+        order = known.order
+        count = min(count, len(order))
+        if count == 0:
+            return True
+        with _VERIFIED_LOCK:
+            start = known.cursor
+            known.cursor = (start + count) % len(order)
+        folder = str(self.documents)
+        for index in range(start, start + count):
+            document_id = order[index % len(order)]
+            try:
+                status = os.stat(os.path.join(folder, document_id + ".md"), follow_symlinks=False)
+            except OSError:
+                return False
+            if (
+                not stat_module.S_ISREG(status.st_mode)
+                or status.st_size > MAX_FILE_BYTES
+                or FileStat.of(status) != known.files[document_id]
+            ):
+                return False
+        return True
 
     def search(
         self, expression: str, pinned: Mapping[str, str], wanted: int, abandon: threading.Event

@@ -80,6 +80,15 @@ def allow(offer: object) -> bool:
             {"lock_timeout": "soon"},
             "documents configuration.lock_timeout: Input should be a valid number",
         ),
+        (
+            {"recheck_files_per_turn": -1},
+            "documents configuration.recheck_files_per_turn: Input should be greater than or "
+            "equal to 0",
+        ),
+        (
+            {"rescan_seconds": 3601},
+            "documents configuration.rescan_seconds: Input should be less than or equal to 3600",
+        ),
     ],
     ids=[
         "unknown-key",
@@ -91,6 +100,8 @@ def allow(offer: object) -> bool:
         "tiny-excerpt",
         "negative-timeout",
         "timeout-not-number",
+        "negative-recheck",
+        "rescan-too-long",
     ],
 )
 async def test_invalid_configuration_is_refused_at_mount_and_nothing_is_published(

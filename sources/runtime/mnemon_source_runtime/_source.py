@@ -6,7 +6,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -50,7 +50,7 @@ from ._document import (
 )
 from ._postgres import PostgresPartitions
 from ._projection import render_fragments
-from ._store import Partition, Snapshot, damaged_error, read, transact
+from ._store import Partition, ReadCache, Snapshot, damaged_error, transact
 
 __all__ = ["MANIFEST", "RUNTIME_SOURCE", "RuntimeSource", "apply", "memory_plugin"]
 
@@ -60,6 +60,9 @@ ROLE = "working-context"
 CAPABILITIES: tuple[Literal["project", "write", "status"], ...] = ("project", "write", "status")
 # exact snapshots facts() read, so project() shows the revision the View pins
 _SNAPSHOTS_KEPT = 64
+# partition files whose last read is kept, per Source instance, and their documents' bytes
+_FILES_KEPT = 4_096
+_FILES_BYTES_KEPT = 32 * 1024 * 1024
 # in-process writers of one partition queue on one of these before taking the file lock
 _STRIPES = 16
 
@@ -160,6 +163,17 @@ MANIFEST: dict[str, Any] = {
 }
 
 
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def _keep(kept: OrderedDict[_K, _V], key: _K, value: _V, limit: int) -> None:
+    kept[key] = value
+    kept.move_to_end(key)
+    while len(kept) > limit:
+        kept.popitem(last=False)
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
@@ -171,6 +185,17 @@ class RuntimeSource:
         self._key = key
         self._settings = settings
         self._snapshots: OrderedDict[tuple[str, str], Snapshot] = OrderedDict()
+        # partition files are read again only when they changed (file store)
+        self._files = ReadCache(_FILES_KEPT, _FILES_BYTES_KEPT)
+        # (partition, agent) -> the facts given for a snapshot: the same frozen object while
+        # the snapshot is, so the core need not check them again
+        self._given: OrderedDict[tuple[str, str | None], tuple[Snapshot, SourceFacts]] = (
+            OrderedDict()
+        )
+        # (partition, revision, agent, mode, characters) -> the contribution for it
+        self._contributions: OrderedDict[
+            tuple[str, str, str | None, str, int], ViewContribution
+        ] = OrderedDict()
         self._stripes = tuple(anyio.Lock() for _ in range(_STRIPES))
         # store = "postgres": partitions are rows shared by every host on the schema
         dsn = settings.dsn
@@ -231,7 +256,8 @@ class RuntimeSource:
             stripe.release()
 
     async def _read(self, partition: Partition) -> Snapshot | Damaged:
-        reader = read if self._postgres is None else self._postgres.read
+        # the file store reads a file again only when its stat changed (one stat, in the thread)
+        reader = self._files.read if self._postgres is None else self._postgres.read
         return await guarded_call(reader, partition, subject="the runtime store read")
 
     def _step(
@@ -288,9 +314,15 @@ class RuntimeSource:
         if isinstance(snapshot, Damaged):
             return self._unavailable("damaged-file", revision=snapshot.revision)
         self._remember(partition, snapshot)
+        agent_id = request.scope.agent_id
+        key = (partition.name, agent_id)
+        given = self._given.get(key)
+        if given is not None and given[0] is snapshot:
+            self._given.move_to_end(key)
+            return given[1]
         document = snapshot.document
-        notes = document.notes_of(request.scope.agent_id)
-        return SourceFacts(
+        notes = document.notes_of(agent_id)
+        facts = SourceFacts(
             instance_key=self._key,
             type_id=TYPE_ID,
             role=ROLE,
@@ -303,6 +335,8 @@ class RuntimeSource:
                 "used_percent": min(100, snapshot.size * 100 // self._settings.memory_limit_bytes),
             },
         )
+        _keep(self._given, key, (snapshot, facts), _SNAPSHOTS_KEPT)
+        return facts
 
     def _unavailable(
         self, reason: str, *, revision: str | None = None, hints: dict[str, Any] | None = None
@@ -340,14 +374,17 @@ class RuntimeSource:
             snapshot = current
             if expected is not None and snapshot.revision != expected:
                 raise SourceError("degraded", "the runtime memory changed after facts were read")
-        fragments = render_fragments(
-            snapshot.document,
-            request.scope.agent_id,
-            self._key,
-            request.mode,
-            request.max_characters,
-        )
-        return ViewContribution(fragments=fragments, revision=snapshot.revision)
+        agent_id = request.scope.agent_id
+        key = (partition.name, snapshot.revision, agent_id, request.mode, request.max_characters)
+        contribution = self._contributions.get(key)
+        if contribution is None:
+            fragments = render_fragments(
+                snapshot.document, agent_id, self._key, request.mode, request.max_characters
+            )
+            contribution = ViewContribution(fragments=fragments, revision=snapshot.revision)
+        # the same frozen contribution for the same snapshot and request shape
+        _keep(self._contributions, key, contribution, _SNAPSHOTS_KEPT)
+        return contribution
 
     async def mutate(self, request: MutationRequest) -> MutationReceipt:
         """Add, replace or remove one entry of the View's scope; committed when it returns.

@@ -11,7 +11,10 @@ from __future__ import annotations
 import errno
 import os
 import re
+import stat
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,16 +42,21 @@ from ._document import (
 __all__ = [
     "MAX_FILE_BYTES",
     "Partition",
+    "ReadCache",
     "Snapshot",
     "damaged_error",
     "link_error",
     "load",
+    "load_missing",
     "read",
     "transact",
 ]
 
 # far above any memory_limit_bytes: a bigger file was not written by this Source
 MAX_FILE_BYTES = 64 * 1024 * 1024
+# how long after its last change a file's stat is trusted to show the next change: longer
+# than the coarsest common file system clock (FAT's two seconds; most are far finer)
+_SETTLED_NS = 2_000_000_000
 # never follow a link planted where the store file belongs; no descriptor leaks to children
 _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -111,7 +119,7 @@ def load(partition: Partition) -> Snapshot:
     try:
         descriptor = os.open(partition.data, os.O_RDONLY | _NO_FOLLOW)
     except FileNotFoundError:
-        return Snapshot(empty_document(partition.scope), revision_of(None, 0), 0)
+        return load_missing(partition)
     except OSError as exc:
         if exc.errno != errno.ELOOP:
             raise
@@ -130,6 +138,11 @@ def load(partition: Partition) -> Snapshot:
     return Snapshot(document, revision_of(raw, document.sequence), capped_size(document))
 
 
+def load_missing(partition: Partition) -> Snapshot:
+    """What `load` reads for a partition that has no file: the empty document."""
+    return Snapshot(empty_document(partition.scope), revision_of(None, 0), 0)
+
+
 def read(partition: Partition) -> Snapshot | Damaged:
     """`load`, with a damaged file returned rather than raised (for `guarded_call`).
 
@@ -140,6 +153,98 @@ def read(partition: Partition) -> Snapshot | Damaged:
         return load(partition)
     except Damaged as exc:
         return exc
+
+
+_MISSING = (-1, 0, 0, 0, 0)
+
+
+def _identity(path: Path) -> tuple[int, int, int, int, int] | None:
+    """What changes whenever a regular file is rewritten: size, mtime, ctime, inode, device.
+
+    `_MISSING` when there is no file; None when it cannot be told (not a regular file, or
+    the stat failed otherwise): such a file is always read.
+    """
+    try:
+        status = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return _MISSING
+    except OSError:
+        return None
+    if not stat.S_ISREG(status.st_mode):
+        return None
+    return (
+        status.st_size,
+        status.st_mtime_ns,
+        status.st_ctime_ns,
+        status.st_ino,
+        status.st_dev,
+    )
+
+
+class ReadCache:
+    """The snapshot last read from each partition file, reused while the file is unchanged.
+
+    A file is read again when its size, mtime, ctime, inode or device differ from the read
+    the snapshot came from. Only a file that had not changed for `_SETTLED_NS` before it was
+    read is kept: a change within the same tick of the file system's clock would leave its
+    times as they were. Safe to use from several worker threads.
+    """
+
+    def __init__(self, kept: int, kept_bytes: int) -> None:
+        """Keep at most `kept` snapshots whose documents take at most `kept_bytes` in all."""
+        self._kept = kept
+        self._kept_bytes = kept_bytes
+        self._bytes = 0  # the documents' sizes, summed over what is kept
+        self._lock = threading.Lock()
+        self._known: OrderedDict[str, tuple[tuple[int, int, int, int, int], Snapshot]] = (
+            OrderedDict()
+        )
+        self._empties: OrderedDict[str, Snapshot] = OrderedDict()
+
+    def _empty(self, partition: Partition) -> Snapshot:
+        # the same object each time, so facts built from it can be reused too
+        with self._lock:
+            empty = self._empties.get(partition.name)
+            if empty is None:
+                empty = load_missing(partition)
+                self._empties[partition.name] = empty
+                while len(self._empties) > self._kept:
+                    self._empties.popitem(last=False)
+        return empty
+
+    def read(self, partition: Partition) -> Snapshot | Damaged:
+        """`read(partition)`, without reading a file that is as it was at its last read.
+
+        Raises:
+            OSError: the file cannot be read.
+        """
+        before = _identity(partition.data)
+        if before == _MISSING:
+            return self._empty(partition)
+        if before is not None:
+            with self._lock:
+                known = self._known.get(partition.name)
+            if known is not None and known[0] == before:
+                return known[1]
+        started = time.time_ns()
+        result = read(partition)
+        if (
+            before is not None
+            and isinstance(result, Snapshot)
+            and started - max(before[1], before[2]) >= _SETTLED_NS
+            and _identity(partition.data) == before  # not replaced while it was read
+        ):
+            with self._lock:
+                replaced = self._known.pop(partition.name, None)
+                if replaced is not None:
+                    self._bytes -= replaced[1].size
+                self._known[partition.name] = (before, result)
+                self._bytes += result.size
+                # bounded in count and in bytes; the least recently read go first
+                while len(self._known) > self._kept or self._bytes > self._kept_bytes:
+                    _, (_, dropped) = self._known.popitem(last=False)
+                    self._bytes -= dropped.size
+        return result
 
 
 def damaged_error(partition: Partition, problem: str) -> SourceError:
