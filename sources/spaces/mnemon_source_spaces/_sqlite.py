@@ -176,6 +176,28 @@ def _stored_by_key(
     return found
 
 
+def _new_ids(connection: sqlite3.Connection, parent: str, count: int, taken: set[str]) -> list[str]:
+    """`count` random memory ids that `parent` does not hold and `taken` does not name."""
+    made: list[str] = []
+    while len(made) < count:
+        wanted = {secrets.token_hex(8) for _ in range(count - len(made))} - taken
+        wanted -= set(made)
+        candidates = sorted(wanted)
+        held: set[str] = set()
+        for start in range(0, len(candidates), _LOOKUP_CHUNK):
+            chunk = candidates[start : start + _LOOKUP_CHUNK]
+            held.update(
+                row[0]
+                for row in connection.execute(
+                    f"SELECT id FROM memories WHERE parent = ? "
+                    f"AND id IN ({','.join('?' * len(chunk))})",
+                    (parent, *chunk),
+                )
+            )
+        made += [candidate for candidate in candidates if candidate not in held]
+    return made
+
+
 def _stored_by_id(
     connection: sqlite3.Connection, parent: str, ids: Sequence[str]
 ) -> dict[str, Memory]:
@@ -433,7 +455,9 @@ class SqliteProvider:
             batch_keys: dict[str, Memory] = {}
             batch_ids: dict[str, Memory] = {}
             fresh: builtins.list[tuple[int, NewMemory]] = []
-            taken = set(stored_ids)
+            taken = set(ids)  # a made-up id never takes one that a later request names
+            unnamed = sum(1 for index in indexes if requests[index].memory_id is None)
+            made = iter(_new_ids(connection, parent, unnamed, taken))
             for index in indexes:
                 request = requests[index]
                 digest = digests.get(index)
@@ -447,8 +471,7 @@ class SqliteProvider:
                         memory=existing, created=False, durable=durable
                     )
                     continue
-                memory_id = request.memory_id or self._new_id(connection, parent, taken)
-                taken.add(memory_id)
+                memory_id = request.memory_id or next(made)
                 memory = Memory.model_construct(
                     parent=parent,
                     id=memory_id,
@@ -478,17 +501,6 @@ class SqliteProvider:
                 )
             insert_memories(connection, parent, [new for _, new in fresh])
         return [result for result in results if result is not None]
-
-    def _new_id(self, connection: sqlite3.Connection, parent: str, taken: set[str]) -> str:
-        while True:
-            candidate = secrets.token_hex(8)
-            if candidate in taken:
-                continue
-            found = connection.execute(
-                "SELECT 1 FROM memories WHERE parent = ? AND id = ?", (parent, candidate)
-            ).fetchone()
-            if found is None:
-                return candidate
 
     async def forget(self, request: ForgetRequest) -> ForgetResult:
         """Delete one memory with its entities and links, in one transaction."""

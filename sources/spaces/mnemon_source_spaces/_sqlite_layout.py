@@ -4,13 +4,15 @@ One parent's memories are one rowid range: `seq = slot * 2**40 + counter`, where
 numbers the parent and `counter` counts its writes, so within a parent a higher rowid is a
 newer memory and new rows are always appended: FTS5 buffers a transaction's postings only
 while rowids ascend, and b-tree pages stay full. `terms` keeps exact document frequencies
-per parent (slot) and for the whole store (slot 0).
+per parent (slot) and for the whole store (slot 0): FTS5's `bm25()` reads a term's whole
+posting list, so recall needs the store-wide count to know what a term costs.
 """
 
 from __future__ import annotations
 
 import hashlib
 import sqlite3
+from collections import Counter
 from collections.abc import Iterable, Mapping
 
 from ._text import words
@@ -48,8 +50,8 @@ def idempotency_digest(key: str) -> str:
 
 def document_terms(text: str, tags: Iterable[str], entities: Iterable[str]) -> dict[str, float]:
     """Weighted term frequencies of one memory (text 1, tags 0.5, entities 0.75)."""
-    counts: dict[str, float] = {}
-    for weight, parts in ((1.0, (text,)), (TAG_WEIGHT, tags), (ENTITY_WEIGHT, entities)):
+    counts: dict[str, float] = dict(Counter(words(text)))  # counted in C: the text is the bulk
+    for weight, parts in ((TAG_WEIGHT, tags), (ENTITY_WEIGHT, entities)):
         for part in parts:
             for term in words(part):
                 counts[term] = counts.get(term, 0.0) + weight

@@ -199,12 +199,16 @@ def delete_memory(connection: sqlite3.Connection, parent: str, memory_id: str) -
     seq, text, tags, entities, length = row
     slot = seq // COUNTER_SPAN
     connection.execute("DELETE FROM memories WHERE seq = ?", (seq,))
-    connection.execute("DELETE FROM entities WHERE seq = ?", (seq,))
+    names = json_list(entities)
+    connection.executemany(
+        "DELETE FROM entities WHERE parent = ? AND key = ? AND seq = ?",
+        [(parent, key, seq) for key in {entity_key(name) for name in names}],
+    )
     connection.execute(
         "DELETE FROM links WHERE parent = ? AND (source = ? OR target = ?)",
         (parent, memory_id, memory_id),
     )
-    counts = document_terms(text, json_list(tags), json_list(entities))
+    counts = document_terms(text, json_list(tags), names)
     record_terms(connection, slot, counts, -1)
     connection.executemany(
         "UPDATE namespaces SET documents = max(documents - 1, 0), "

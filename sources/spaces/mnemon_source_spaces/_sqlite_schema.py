@@ -1,6 +1,12 @@
 """The SQLite store's schema, versioned with `PRAGMA user_version`, and its migrations.
 
-Version 3 (current) numbers a parent's memories oldest first (new rows are appended, see
+Version 4 (current) keeps the FTS5 index without positions or columns (`detail = none`:
+recall matches single terms and scores candidates from their stored counts, so it never
+needs them) and no index of entity rows by memory (a memory's entities are deleted by
+their keys). Opening a version 3 store drops that index and rebuilds the FTS5 index from
+the rows, in one transaction.
+
+Version 3 numbers a parent's memories oldest first (new rows are appended, see
 `_sqlite_layout`), keeps each memory's weighted term counts beside it (`memories.terms`, see
 `_sqlite_layout.encode_terms`) so recall scores a candidate without tokenising it again, and
 writes FTS5 entries itself rather than by an insert trigger. Opening a version 2 store
@@ -28,7 +34,7 @@ from ._sqlite_rows import insert_memory  # one writer of rows for new and migrat
 
 __all__ = ["CURRENT_VERSION", "SchemaMismatch", "ensure_schema"]
 
-CURRENT_VERSION = 3
+CURRENT_VERSION = 4
 MIGRATION_BATCH = 2_000
 
 SCHEMA = """
@@ -58,7 +64,8 @@ CREATE UNIQUE INDEX memories_idempotency ON memories (parent, idempotency_key)
 CREATE VIRTUAL TABLE memories_fts USING fts5 (
     text, tags, entities,
     content = 'memories', content_rowid = 'seq',
-    tokenize = 'unicode61 remove_diacritics 2'
+    tokenize = 'unicode61 remove_diacritics 2',
+    detail = none
 );
 CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
     INSERT INTO memories_fts (memories_fts, rowid, text, tags, entities)
@@ -83,7 +90,6 @@ CREATE TABLE entities (
     name TEXT NOT NULL,
     PRIMARY KEY (parent, key, seq)
 ) WITHOUT ROWID;
-CREATE INDEX entities_memory ON entities (seq);
 CREATE TABLE links (
     parent TEXT NOT NULL,
     source TEXT NOT NULL,
@@ -186,7 +192,6 @@ def _migrate_2_to_3(connection: sqlite3.Connection) -> int:
     renumbered = f"(seq / {span}) * {span} + ({span - 1} - seq % {span})"
     connection.execute(f"UPDATE memories SET seq = {renumbered}")
     connection.execute(f"UPDATE entities SET seq = {renumbered}")
-    connection.execute("INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')")
     last = -1
     while True:
         rows = connection.execute(
@@ -194,7 +199,10 @@ def _migrate_2_to_3(connection: sqlite3.Connection) -> int:
             (last, MIGRATION_BATCH),
         ).fetchall()
         if not rows:
-            return 3
+            # version 4's index is built straight from the renumbered rows
+            _rebuild_fts(connection)
+            connection.execute("DROP INDEX IF EXISTS entities_memory")
+            return 4
         connection.executemany(
             "UPDATE memories SET terms = ? WHERE seq = ?",
             [
@@ -203,6 +211,24 @@ def _migrate_2_to_3(connection: sqlite3.Connection) -> int:
             ],
         )
         last = rows[-1][0]
+
+
+def _migrate_3_to_4(connection: sqlite3.Connection) -> int:
+    """Version 3 -> 4: an FTS5 index without positions, no entity index by memory."""
+    connection.execute("DROP INDEX IF EXISTS entities_memory")
+    _rebuild_fts(connection)
+    return 4
+
+
+def _rebuild_fts(connection: sqlite3.Connection) -> None:
+    """Recreate the FTS5 table (and its triggers) as the current schema has it, from the rows."""
+    for trigger in ("memories_ai", "memories_ad", "memories_au"):
+        connection.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+    connection.execute("DROP TABLE IF EXISTS memories_fts")
+    start = SCHEMA.index("CREATE VIRTUAL TABLE memories_fts")
+    end = SCHEMA.index("CREATE TABLE terms")
+    _run_script(connection, SCHEMA[start:end])
+    connection.execute("INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')")
 
 
 def _labels(raw: object) -> list[str]:
@@ -215,4 +241,8 @@ def _labels(raw: object) -> list[str]:
 
 _UPDATE_TRIGGER = SCHEMA[SCHEMA.index("CREATE TRIGGER memories_au") :].split("END;")[0] + "END;\n"
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], int]] = {1: _migrate_1, 2: _migrate_2_to_3}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], int]] = {
+    1: _migrate_1,
+    2: _migrate_2_to_3,
+    3: _migrate_3_to_4,
+}

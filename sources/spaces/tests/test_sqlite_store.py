@@ -80,7 +80,7 @@ async def test_the_store_uses_wal_and_records_its_schema_version(
     await store.remember(RememberRequest(parent=PARENT, text="hello"))
     path = tmp_path / "store.sqlite3"
     assert query(path, "PRAGMA journal_mode") == [("wal",)]
-    assert query(path, "PRAGMA user_version") == [(3,)]
+    assert query(path, "PRAGMA user_version") == [(4,)]
 
 
 async def test_a_version_1_store_is_migrated_in_place_keeping_its_data(tmp_path: Path) -> None:
@@ -130,7 +130,7 @@ async def test_a_version_1_store_is_migrated_in_place_keeping_its_data(tmp_path:
         assert again.memory.id == "old-1"
     finally:
         await adapter.dispose()
-    assert query(path, "PRAGMA user_version") == [(3,)]
+    assert query(path, "PRAGMA user_version") == [(4,)]
     assert query(path, "PRAGMA integrity_check") == [("ok",)]
     assert not query(path, "SELECT name FROM sqlite_master WHERE name = 'memories_v1'")
 
@@ -437,7 +437,7 @@ async def test_a_version_2_store_is_renumbered_and_counted_keeping_everything(
         assert [m.id for m in page.memories] == [newer.memory.id]
     finally:
         await adapter.dispose()
-    assert query(path, "PRAGMA user_version") == [(3,)]
+    assert query(path, "PRAGMA user_version") == [(4,)]
     assert query(path, "SELECT id, seq - ? FROM memories ORDER BY seq", span) == [
         ("old-1", 0),
         ("old-2", 1),
@@ -469,3 +469,43 @@ async def test_recall_scores_candidates_from_stored_counts_not_their_text(
     assert found.hits[0].memory.text == "green tea, then more tea"
     assert len(found.hits) == 3
     assert tokenised == []
+
+
+async def test_a_version_3_store_gets_the_compact_index_keeping_everything(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v3.sqlite3"
+    adapter = await open_store(path)
+    try:
+        for text, entities in (("Ada keeps bees", ("Ada",)), ("Bob sells honey", ("Bob",))):
+            await adapter.remember(RememberRequest(parent=PARENT, text=text, entities=entities))
+    finally:
+        await adapter.dispose()
+    # version 3 as it was: FTS5 with positions, an index of entity rows by memory
+    connection = sqlite3.connect(path, isolation_level=None)
+    connection.execute("DROP TABLE memories_fts")
+    connection.execute(
+        "CREATE VIRTUAL TABLE memories_fts USING fts5 (text, tags, entities, "
+        "content = 'memories', content_rowid = 'seq', tokenize = 'unicode61 remove_diacritics 2')"
+    )
+    connection.execute("INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')")
+    connection.execute("CREATE INDEX entities_memory ON entities (seq)")
+    connection.execute("PRAGMA user_version = 3")
+    connection.close()
+    before = query(path, "SELECT * FROM memories ORDER BY seq")
+    adapter = await open_store(path)
+    try:
+        found = await adapter.search(SearchRequest(parents=(PARENT,), query="bees"))
+        assert [hit.memory.text for hit in found.hits] == ["Ada keeps bees"]
+        page = await adapter.list(ListRequest(parent=PARENT))
+        forgotten = await adapter.forget(ForgetRequest(parent=PARENT, id=page.memories[0].id))
+        assert forgotten.forgotten
+    finally:
+        await adapter.dispose()
+    assert query(path, "PRAGMA user_version") == [(4,)]
+    assert before[:1] == query(path, "SELECT * FROM memories ORDER BY seq")
+    assert query(path, "SELECT name FROM sqlite_master WHERE name = 'entities_memory'") == []
+    [(sql,)] = query(path, "SELECT sql FROM sqlite_master WHERE name = 'memories_fts'")
+    assert "detail = none" in sql
+    assert query(path, "SELECT name FROM entities") == [("Ada",)]
+    assert query(path, "INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')") == []
