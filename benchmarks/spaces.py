@@ -398,6 +398,7 @@ class Ingest:
     bare: float
     store_bytes: float
     bare_bytes: float
+    breakdown: tuple[tuple[str, float], ...]
 
 
 def _batches(items: Sequence[Any]) -> list[Sequence[Any]]:
@@ -408,6 +409,30 @@ def _size(path: Path) -> int:
     return sum(
         part.stat().st_size for part in (path, path.with_name(path.name + "-wal")) if part.exists()
     )
+
+
+def storage_breakdown(path: Path, count: int) -> tuple[tuple[str, float], ...]:
+    """Bytes per memory of each table and index (SQLite's `dbstat`), largest first."""
+    connection = sqlite3.connect(path)
+    try:
+        rows = connection.execute(
+            "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC"
+        ).fetchall()
+        columns = connection.execute(
+            "SELECT avg(length(text)), avg(length(terms)), avg(length(idempotency_key)), "
+            "avg(length(parent)) FROM memories"
+        ).fetchone()
+    except sqlite3.OperationalError:  # an SQLite built without dbstat
+        return ()
+    finally:
+        connection.close()
+    parts = [(str(name), size / count) for name, size in rows if size / count >= 1]
+    names = ("text", "term counts", "idempotency digest", "parent")
+    parts += [
+        (f"  (column) {name}", float(value or 0))
+        for name, value in zip(names, columns, strict=True)
+    ]
+    return tuple(parts)
 
 
 def bare_ingest(path: Path, texts: Sequence[str]) -> float:
@@ -543,6 +568,7 @@ async def ingest(folder: Path, corpus: Corpus, count: int) -> Ingest:
         bare=bare,
         store_bytes=_size(store) / count,
         bare_bytes=_size(bare_file) / count,
+        breakdown=storage_breakdown(store, count),
     )
 
 
@@ -632,6 +658,8 @@ async def run(plan: Plan) -> bool:
         f"Storage: {bulk.store_bytes:,.0f} bytes per memory, bare FTS5 table "
         f"{bulk.bare_bytes:,.0f}: {storage:.2f}x"
     )
+    for name, size in bulk.breakdown:
+        print(f"  {name:<32} {size:7,.0f} bytes per memory")
     checks = [
         *(
             (

@@ -160,10 +160,10 @@ _LOOKUP_CHUNK = 500  # under SQLite's limit on bound parameters
 
 
 def _stored_by_key(
-    connection: sqlite3.Connection, parent: str, digests: Sequence[str]
-) -> dict[str, Memory]:
+    connection: sqlite3.Connection, parent: str, digests: Sequence[bytes]
+) -> dict[bytes, Memory]:
     """The memories of `parent` already stored under these idempotency digests."""
-    found: dict[str, Memory] = {}
+    found: dict[bytes, Memory] = {}
     for start in range(0, len(digests), _LOOKUP_CHUNK):
         chunk = digests[start : start + _LOOKUP_CHUNK]
         rows = connection.execute(
@@ -452,7 +452,7 @@ class SqliteProvider:
             stored = _stored_by_key(connection, parent, list(digests.values()))
             ids = [m_id for index in indexes if (m_id := requests[index].memory_id) is not None]
             stored_ids = _stored_by_id(connection, parent, ids)
-            batch_keys: dict[str, Memory] = {}
+            batch_keys: dict[bytes, Memory] = {}
             batch_ids: dict[str, Memory] = {}
             fresh: builtins.list[tuple[int, NewMemory]] = []
             taken = set(ids)  # a made-up id never takes one that a later request names

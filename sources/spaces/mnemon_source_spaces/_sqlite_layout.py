@@ -19,6 +19,7 @@ from ._text import words
 
 __all__ = [
     "COUNTER_SPAN",
+    "DIGEST_BYTES",
     "MAX_SLOT",
     "STORE_SLOT",
     "document_terms",
@@ -32,6 +33,7 @@ __all__ = [
 ]
 
 COUNTER_SPAN = 1 << 40
+DIGEST_BYTES = 16
 MAX_SLOT = (1 << 22) - 1
 STORE_SLOT = 0  # the row of `namespaces` and `terms` that counts the whole store
 TAG_WEIGHT = 0.5
@@ -43,9 +45,13 @@ def slot_range(slot: int) -> tuple[int, int]:
     return slot * COUNTER_SPAN, slot * COUNTER_SPAN + COUNTER_SPAN - 1
 
 
-def idempotency_digest(key: str) -> str:
-    """What the store keeps of an idempotency key: its SHA-256, fixed-size and opaque."""
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+def idempotency_digest(key: str) -> bytes:
+    """What the store keeps of an idempotency key: the first 16 bytes of its SHA-256.
+
+    Fixed-size and opaque; 128 bits keep two keys of one parent apart (a collision is
+    expected after about 2**64 keys).
+    """
+    return hashlib.sha256(key.encode("utf-8")).digest()[:DIGEST_BYTES]
 
 
 def document_terms(text: str, tags: Iterable[str], entities: Iterable[str]) -> dict[str, float]:

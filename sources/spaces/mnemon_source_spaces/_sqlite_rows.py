@@ -86,7 +86,7 @@ class NewMemory:
     tags: Sequence[str]
     entities: Sequence[str]
     created_at: str
-    idempotency: str | None
+    idempotency: bytes | None
 
 
 def insert_memory(
@@ -98,7 +98,7 @@ def insert_memory(
     tags_json: str,
     entities: Sequence[str],
     created_at: str,
-    idempotency: str | None,
+    idempotency: bytes | None,
 ) -> int:
     """Insert one memory with its entities and counts; return its rowid.
 

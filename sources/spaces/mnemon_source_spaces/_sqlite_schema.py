@@ -1,6 +1,10 @@
 """The SQLite store's schema, versioned with `PRAGMA user_version`, and its migrations.
 
-Version 4 (current) keeps the FTS5 index without positions or columns (`detail = none`:
+Version 5 (current) keeps an idempotency key as the first 16 bytes of its SHA-256, a blob
+(it was the whole digest in hex: four times the bytes, in the row and in its index).
+Opening a version 4 store converts every stored digest in place, in one transaction.
+
+Version 4 keeps the FTS5 index without positions or columns (`detail = none`:
 recall matches single terms and scores candidates from their stored counts, so it never
 needs them) and no index of entity rows by memory (a memory's entities are deleted by
 their keys). Opening a version 3 store drops that index and rebuilds the FTS5 index from
@@ -29,12 +33,18 @@ import json
 import sqlite3
 from collections.abc import Callable
 
-from ._sqlite_layout import COUNTER_SPAN, document_terms, encode_terms, idempotency_digest
+from ._sqlite_layout import (
+    COUNTER_SPAN,
+    DIGEST_BYTES,
+    document_terms,
+    encode_terms,
+    idempotency_digest,
+)
 from ._sqlite_rows import insert_memory  # one writer of rows for new and migrated data
 
 __all__ = ["CURRENT_VERSION", "SchemaMismatch", "ensure_schema"]
 
-CURRENT_VERSION = 4
+CURRENT_VERSION = 5
 MIGRATION_BATCH = 2_000
 
 SCHEMA = """
@@ -54,7 +64,7 @@ CREATE TABLE memories (
     tags TEXT NOT NULL DEFAULT '[]',
     entities TEXT NOT NULL DEFAULT '[]',
     created_at TEXT NOT NULL,
-    idempotency_key TEXT,
+    idempotency_key BLOB,
     tokens INTEGER NOT NULL DEFAULT 0,
     terms TEXT
 );
@@ -213,6 +223,21 @@ def _migrate_2_to_3(connection: sqlite3.Connection) -> int:
         last = rows[-1][0]
 
 
+def _migrate_4_to_5(connection: sqlite3.Connection) -> int:
+    """Version 4 -> 5: idempotency digests from 64 hex characters to 16 bytes."""
+    rows = connection.execute(
+        "SELECT seq, idempotency_key FROM memories WHERE typeof(idempotency_key) = 'text'"
+    ).fetchall()
+    converted = []
+    for seq, digest in rows:
+        try:
+            converted.append((bytes.fromhex(digest)[:DIGEST_BYTES], seq))
+        except ValueError:  # not a digest this store wrote: it is kept as it is
+            continue
+    connection.executemany("UPDATE memories SET idempotency_key = ? WHERE seq = ?", converted)
+    return 5
+
+
 def _migrate_3_to_4(connection: sqlite3.Connection) -> int:
     """Version 3 -> 4: an FTS5 index without positions, no entity index by memory."""
     connection.execute("DROP INDEX IF EXISTS entities_memory")
@@ -245,4 +270,5 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], int]] = {
     1: _migrate_1,
     2: _migrate_2_to_3,
     3: _migrate_3_to_4,
+    4: _migrate_4_to_5,
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -80,7 +81,7 @@ async def test_the_store_uses_wal_and_records_its_schema_version(
     await store.remember(RememberRequest(parent=PARENT, text="hello"))
     path = tmp_path / "store.sqlite3"
     assert query(path, "PRAGMA journal_mode") == [("wal",)]
-    assert query(path, "PRAGMA user_version") == [(4,)]
+    assert query(path, "PRAGMA user_version") == [(5,)]
 
 
 async def test_a_version_1_store_is_migrated_in_place_keeping_its_data(tmp_path: Path) -> None:
@@ -130,7 +131,7 @@ async def test_a_version_1_store_is_migrated_in_place_keeping_its_data(tmp_path:
         assert again.memory.id == "old-1"
     finally:
         await adapter.dispose()
-    assert query(path, "PRAGMA user_version") == [(4,)]
+    assert query(path, "PRAGMA user_version") == [(5,)]
     assert query(path, "PRAGMA integrity_check") == [("ok",)]
     assert not query(path, "SELECT name FROM sqlite_master WHERE name = 'memories_v1'")
 
@@ -437,13 +438,17 @@ async def test_a_version_2_store_is_renumbered_and_counted_keeping_everything(
         assert [m.id for m in page.memories] == [newer.memory.id]
     finally:
         await adapter.dispose()
-    assert query(path, "PRAGMA user_version") == [(4,)]
+    assert query(path, "PRAGMA user_version") == [(5,)]
     assert query(path, "SELECT id, seq - ? FROM memories ORDER BY seq", span) == [
         ("old-1", 0),
         ("old-2", 1),
         (newer.memory.id, 2),
     ]
     assert query(path, "SELECT seq - ? FROM entities", span) == [(0,)]
+    assert query(
+        path, "SELECT typeof(idempotency_key), length(idempotency_key) FROM memories "
+        "WHERE id = 'old-1'"
+    ) == [("blob", 16)]  # fmt: skip
     assert query(path, "SELECT terms FROM memories WHERE id = 'old-1'") == [
         ("cafe:2 visits twice lisbon:0.5 ada:0.75 lovelace:0.75",)
     ]
@@ -502,10 +507,38 @@ async def test_a_version_3_store_gets_the_compact_index_keeping_everything(
         assert forgotten.forgotten
     finally:
         await adapter.dispose()
-    assert query(path, "PRAGMA user_version") == [(4,)]
+    assert query(path, "PRAGMA user_version") == [(5,)]
     assert before[:1] == query(path, "SELECT * FROM memories ORDER BY seq")
     assert query(path, "SELECT name FROM sqlite_master WHERE name = 'entities_memory'") == []
     [(sql,)] = query(path, "SELECT sql FROM sqlite_master WHERE name = 'memories_fts'")
     assert "detail = none" in sql
     assert query(path, "SELECT name FROM entities") == [("Ada",)]
     assert query(path, "INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')") == []
+
+
+async def test_a_version_4_store_keeps_its_idempotency_keys_in_16_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "v4.sqlite3"
+    adapter = await open_store(path)
+    try:
+        first = await adapter.remember(
+            RememberRequest(parent=PARENT, text="Ada keeps bees", idempotency_key="key-bees")
+        )
+    finally:
+        await adapter.dispose()
+    # version 4 as it was: the whole SHA-256 of the key, in hex
+    whole = hashlib.sha256(b"key-bees").hexdigest()
+    connection = sqlite3.connect(path, isolation_level=None)
+    connection.execute("UPDATE memories SET idempotency_key = ?", (whole,))
+    connection.execute("PRAGMA user_version = 4")
+    connection.close()
+    adapter = await open_store(path)
+    try:
+        again = await adapter.remember(
+            RememberRequest(parent=PARENT, text="Ada keeps bees", idempotency_key="key-bees")
+        )
+    finally:
+        await adapter.dispose()
+    assert not again.created
+    assert again.memory.id == first.memory.id
+    assert query(path, "PRAGMA user_version") == [(5,)]
+    assert query(path, "SELECT idempotency_key FROM memories") == [(bytes.fromhex(whole)[:16],)]
