@@ -141,3 +141,27 @@ async def test_a_failed_batch_reports_no_result_and_keeps_earlier_batches(
             await _import(runner, [{"text": "second batch"}, {"text": "disk full"}])
         assert "results" not in str(failed.value)
         assert await _texts(runner) == ["first batch"]
+
+
+async def test_a_key_another_space_holds_is_refused_there(tmp_path: Path) -> None:
+    spaces = [{"name": "home", "writable": True}, {"name": "work", "writable": True}]
+    async with await open_spaces(tmp_path, spaces=spaces) as runner:
+        home = await _import(
+            runner, [{"text": f"note {i}", "idempotency_key": f"k{i}"} for i in range(40)], "home"
+        )
+        assert home["stored"] == 40
+        work = await _import(
+            runner,
+            [
+                {"text": "note 3", "idempotency_key": "k3"},
+                {"text": "fresh", "idempotency_key": "k-new"},
+                {"text": "note 39", "idempotency_key": "k39"},
+            ],
+            "work",
+        )
+    outcomes = [(r["completion"], r.get("code")) for r in work["results"]]
+    assert outcomes == [
+        ("refused", "idempotency-conflict"),
+        ("committed", None),
+        ("refused", "idempotency-conflict"),
+    ]
