@@ -327,3 +327,31 @@ def test_import_shows_progress_on_a_terminal_only(project: Path, tmp_path: Path)
     assert json.loads(result.stdout)["written"] > 0  # stdout stays clean JSON
     assert b"import" in drawn
     assert b"100%" in drawn
+
+
+def test_import_writes_memories_in_batches_and_refuses_bad_ones_alone(
+    project: Path, tmp_path: Path
+) -> None:
+    def memory(text: str) -> dict[str, object]:
+        return {"kind": "memory", "source": "source:spaces", "type": "spaces", "space": "personal",
+                "text": text}  # fmt: skip
+
+    records = [memory(f"bulk memory {index}") for index in range(1_500)]
+    records.insert(10, memory("secret 4412 " + "x" * 9_000))
+    records.insert(20, memory("secret 4412 with a \x00 byte"))
+    header = {"format": "mnemon-export", "version": 1, "scope": {"user_id": "bulk"}}
+    lines = [header, *records, {"kind": "end", "records": len(records)}]
+    export = tmp_path / "bulk.jsonl"
+    export.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    first = mnemon(project, "import", str(export), "--yes", "--json")
+    assert first.returncode == 1  # some records were refused: the others are in
+    summary = json.loads(first.stdout)
+    assert (summary["written"], summary["unchanged"], summary["refused"]) == (1_500, 0, 2)
+    refusals = [(item["record"], item["code"]) for item in summary["refusals"]]
+    assert refusals == [(11, "too-large"), (21, "invalid-item")]
+    assert "4412" not in first.stdout + first.stderr
+    again = json.loads(mnemon(project, "import", str(export), "--yes", "--json").stdout)
+    assert (again["written"], again["unchanged"], again["refused"]) == (0, 1_500, 2)
+    shown = mnemon(project, "import", str(export), "--yes")
+    assert "2 refused" in shown.stdout + shown.stderr
+    assert "record 11 refused (too-large)" in shown.stdout + shown.stderr

@@ -4,10 +4,12 @@ The first line is a header (`{"format": "mnemon-export", "version": 1, ...}`), t
 per line (a long-term memory, a user fact, an agent note, a document), then a trailer
 (`{"kind": "end", "records": N}`) so a file cut short is refused rather than half imported.
 
-Import never duplicates: long-term memories and working-memory entries are written through
-the Source's own action with an idempotency key derived from the record's content (so a
-second import replays instead of writing), and an entry or document already present with the
-same content is left as it is.
+Import never duplicates: long-term memories and working-memory entries are written with an
+idempotency key derived from the record's content (so a second import replays instead of
+writing), and an entry or document already present with the same content is left as it is.
+Long-term memories go in batches through the spaces Source's management `import` (one durable
+transaction and one result per memory) when it has one, else one by one through its
+`remember` action.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import functools
 import hashlib
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -62,6 +64,9 @@ _PROBES: dict[str, tuple[str, dict[str, Any]]] = {
     "documents": ("list", {"limit": 1}),
 }
 _KINDS = {"memory": "spaces", "fact": "runtime", "note": "runtime", "document": "documents"}
+_SHOWN_REFUSALS = 10
+IMPORT_BATCH = 1_000  # the most memories the spaces Source's `import` takes in one call
+_ENVELOPE = 1_024  # room for the batch's own JSON around its memories
 
 
 def _key(*parts: Any) -> str:
@@ -282,7 +287,8 @@ async def _write_action(
 
 
 async def _import(path: Path, scope: Scope, records: list[dict[str, Any]]) -> dict[str, Any]:
-    counts = {"written": 0, "unchanged": 0}
+    counts = {"written": 0, "unchanged": 0, "refused": 0}
+    refusals: list[dict[str, Any]] = []
     async with (
         open_memory(path, operator=True) as (profile, host),
         operator_turn(host, scope) as turn,
@@ -303,34 +309,167 @@ async def _import(path: Path, scope: Scope, records: list[dict[str, Any]]) -> di
                     f"({visible_text(str(exc), keep_newlines=False)}{add})",
                     code="missing-scope" if missing_scope(exc) else exc.code,
                 ) from None
-            if _type_of(host, key) == "spaces" and f"{key}/remember" not in offers:
+            if (
+                _type_of(host, key) == "spaces"
+                and not _bulk(host, key)
+                and f"{key}/remember" not in offers
+            ):
                 raise CommandError(
                     f"nothing was imported: {key} offers no remember action in this scope "
                     "(see `mnemon inspect` with the same flags)",
                     code="no-action",
                 )
         # memories are listed newest first: written oldest first, they keep their order
-        memories = [record for record in records if record["kind"] == "memory"]
-        ordered = [record for record in records if record["kind"] != "memory"] + memories[::-1]
+        numbered = list(enumerate(records, start=1))
+        memories = [item for item in numbered if item[1]["kind"] == "memory"][::-1]
         with progress("import", total=len(records)) as advance:
-            for record in ordered:
-                key = _target(host, record, mapping)
+            for _, record in numbered:
                 kind = record["kind"]
                 if kind == "memory":
-                    payload = {
-                        "text": record["text"],
-                        "space": record["space"],
-                        "tags": list(record.get("tags") or []),
-                        "entities": list(record.get("entities") or []),
-                    }
-                    outcome = await _import_memory(host, turn, key, scope, payload, present)
-                elif kind in ("fact", "note"):
+                    continue
+                key = _target(host, record, mapping)
+                if kind in ("fact", "note"):
                     outcome = await _import_entry(host, key, scope, record, present)
                 else:
                     outcome = await _import_document(host, key, scope, record, present)
                 counts[outcome["status"]] += 1
                 advance(1)
-    return counts
+            budget = profile.max_input_bytes - _ENVELOPE
+            for key, space, batch in _memory_batches(host, mapping, memories, budget):
+                if _bulk(host, key):
+                    await _import_batch(
+                        host, key, scope, space, batch, present, counts, refusals, budget
+                    )
+                else:
+                    for _, record in batch:
+                        payload = _memory_payload(record)
+                        outcome = await _import_memory(host, turn, key, scope, payload, present)
+                        counts[outcome["status"]] += 1
+                advance(len(batch))
+    return {**counts, "refusals": sorted(refusals, key=lambda refusal: refusal["record"])}
+
+
+def _bulk(host: MemoryHost, key: str) -> bool:
+    """Whether the Source's management plane takes many memories at once (`import`)."""
+    entry = next((e for e in host.management_catalog() if e.source_key == key), None)
+    return entry is not None and any(op.id == "import" for op in entry.operations)
+
+
+def _memory_payload(record: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "text": record["text"],
+        "space": record["space"],
+        "tags": list(record.get("tags") or []),
+        "entities": list(record.get("entities") or []),
+    }
+
+
+def _memory_batches(
+    host: MemoryHost,
+    mapping: dict[str, str],
+    memories: list[tuple[int, dict[str, Any]]],
+    budget: int,
+) -> Iterator[tuple[str, str, list[tuple[int, dict[str, Any]]]]]:
+    """Runs of memories for one Source and space, at most `IMPORT_BATCH` and `budget` bytes."""
+    batch: list[tuple[int, dict[str, Any]]] = []
+    where: tuple[str, str] | None = None
+    size = 0
+    for number, record in memories:
+        here = (_target(host, record, mapping), str(record["space"]))
+        item = len(json.dumps(_memory_payload(record), ensure_ascii=False).encode("utf-8")) + 64
+        if batch and (here != where or len(batch) >= IMPORT_BATCH or size + item > budget):
+            assert where is not None
+            yield where[0], where[1], batch
+            batch, size = [], 0
+        where = here
+        batch.append((number, record))
+        size += item
+    if batch and where is not None:
+        yield where[0], where[1], batch
+
+
+async def _import_batch(
+    host: MemoryHost,
+    key: str,
+    scope: Scope,
+    space: str,
+    batch: list[tuple[int, dict[str, Any]]],
+    present: dict[str, set[tuple[str, ...]]],
+    counts: dict[str, int],
+    refusals: list[dict[str, Any]],
+    budget: int,
+) -> None:
+    """Write one batch through the Source's `import`; count and keep each memory's result.
+
+    Raises:
+        CommandError: the batch failed as a whole, or was stored but not confirmed durable.
+    """
+    if key not in present:
+        # memories written before without a key (by `remember`) are recognised by content
+        client = host.management_client(key, scope)
+        present[key] = {_memory_content(item) for item in await memory_records(client, key)}
+    sent: list[tuple[int, tuple[str, ...]]] = []
+    items: list[dict[str, Any]] = []
+    for number, record in batch:
+        payload = _memory_payload(record)
+        content = _memory_content(payload)
+        if content in present[key]:
+            counts["unchanged"] += 1
+            continue
+        item = {k: v for k, v in payload.items() if k != "space"}
+        item["idempotency_key"] = _key("memory", *content)
+        if len(json.dumps(item, ensure_ascii=False).encode("utf-8")) > budget:
+            # the host would refuse the whole call: this one memory alone is refused
+            counts["refused"] += 1
+            refusals.append(
+                {"record": number, "code": "too-large", "message": "larger than max_input_bytes"}
+            )
+            continue
+        sent.append((number, content))
+        items.append(item)
+    if not items:
+        return
+    written = counts["written"]
+    try:
+        result = await mutate(host, key, scope, "import", {"space": space, "memories": items})
+    except ManagementError as exc:
+        raise CommandError(
+            f"{key}/import: {exc.code}: a batch of {len(items)} memories failed and may or may "
+            f"not have been stored; the {written} written before it are kept. Run the same "
+            "import again to finish: it never duplicates",
+            code=exc.code,
+        ) from None
+    output = result.output if isinstance(result.output, Mapping) else {}
+    results = output.get("results")
+    if not isinstance(results, Sequence) or len(results) != len(items):
+        raise CommandError(
+            f"{key}/import: the Source answered with "
+            f"{len(results) if isinstance(results, Sequence) else 0} results for "
+            f"{len(items)} memories: stopped here; run the same import again to finish",
+            code="provider_error",
+        )
+    accepted = 0
+    for (number, content), outcome in zip(sent, results, strict=True):
+        completion = outcome.get("completion") if isinstance(outcome, Mapping) else None
+        if completion == "refused":
+            counts["refused"] += 1
+            refusals.append(
+                {
+                    "record": number,
+                    "code": str(outcome.get("code", "refused")),
+                    "message": visible_text(str(outcome.get("message", "")), keep_newlines=False),
+                }
+            )
+            continue
+        present[key].add(content)
+        counts["unchanged" if outcome.get("replayed") is True else "written"] += 1
+        accepted += completion != "committed"
+    if accepted:
+        raise CommandError(
+            f"{key}/import: {accepted} memories were accepted, not committed (the store does "
+            "not confirm durability): stopped here",
+            code="not-committed",
+        )
 
 
 async def _import_memory(
@@ -437,15 +576,30 @@ def import_(ctx: click.Context, /, file: Path, yes: bool, as_json: bool, **optio
         scope = scope_of_header(header)
     if not yes and not confirm(f"Import {len(records)} record(s)?", err=as_json):
         raise CommandError("nothing was imported: you did not confirm", code="not-confirmed")
-    counts = run(functools.partial(_import, profile_path(ctx), scope, records))
-    summary = {"records": len(records), **counts, "scope": scope.model_dump(exclude_none=True)}
+    outcome = run(functools.partial(_import, profile_path(ctx), scope, records))
+    refusals = outcome.pop("refusals")
+    summary = {
+        "records": len(records),
+        **outcome,
+        "refusals": refusals,
+        "scope": scope.model_dump(exclude_none=True),
+    }
     if as_json:
         echo_json(summary)
-        return
-    printer_of(ctx).ok(
-        f"imported {len(records)} record(s): {counts['written']} written, "
-        f"{counts['unchanged']} already there"
-    )
+    else:
+        refused = f", {outcome['refused']} refused" if outcome["refused"] else ""
+        printer_of(ctx).ok(
+            f"imported {len(records)} record(s): {outcome['written']} written, "
+            f"{outcome['unchanged']} already there{refused}"
+        )
+        for refusal in refusals[:_SHOWN_REFUSALS]:
+            printer_of(ctx).warn(
+                f"record {refusal['record']} refused ({refusal['code']}): {refusal['message']}"
+            )
+        if len(refusals) > _SHOWN_REFUSALS:
+            printer_of(ctx).warn(f"... and {len(refusals) - _SHOWN_REFUSALS} more refused")
+    if refusals:
+        ctx.exit(1)  # the others were imported: the summary above says what was refused
 
 
 def scope_of_header(header: dict[str, Any]) -> Scope:

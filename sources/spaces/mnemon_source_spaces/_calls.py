@@ -17,7 +17,16 @@ from pydantic import BaseModel, ValidationError
 from mnemon import SourceError, guarded_call
 
 from ._grants import PinnedSpace
-from ._provider import Memory, ProviderStatus, SpaceProvider, SpaceProviderDefinition, StatusRequest
+from ._provider import (
+    Memory,
+    ProviderStatus,
+    RememberRequest,
+    RememberResult,
+    SpaceProvider,
+    SpaceProviderDefinition,
+    StatusRequest,
+    remember_many,
+)
 
 __all__ = ["ProviderCalls", "check_parents"]
 
@@ -81,6 +90,36 @@ class ProviderCalls:
             return produced
         try:
             return result.model_validate(produced)
+        except ValidationError:
+            raise SourceError(
+                "provider_error", "the memory Provider returned malformed data"
+            ) from None
+
+    async def remember_many(self, requests: Sequence[RememberRequest]) -> list[RememberResult]:
+        """Store a batch through the Provider SDK's `remember_many`, under the timeout.
+
+        Raises:
+            SourceError: as `call`; a result list of the wrong length or shape is not believed.
+        """
+        if self._disposed:
+            raise SourceError("unavailable", "the spaces Source is disposed", kind="transient")
+        try:
+            produced = await guarded_call(
+                remember_many,
+                self._adapter,
+                list(requests),
+                subject="the memory Provider",
+                timeout=self._timeout,
+            )
+        except SourceError as exc:
+            raise SourceError(
+                exc.code, f"the memory Provider refused or failed ({exc.code})", kind=exc.kind
+            ) from None
+        try:
+            return [
+                item if isinstance(item, RememberResult) else RememberResult.model_validate(item)
+                for item in produced
+            ]
         except ValidationError:
             raise SourceError(
                 "provider_error", "the memory Provider returned malformed data"

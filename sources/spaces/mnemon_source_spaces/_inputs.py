@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -11,7 +12,7 @@ from mnemon import SourceError, check_memory_text
 from ._manifest import MAX_ENTITY_CHARACTERS, MAX_TAG_CHARACTERS, MAX_TEXT_CHARACTERS
 from ._wire import MEMORY_ID_PATTERN
 
-__all__ = ["checked_labels", "checked_text", "is_memory_id"]
+__all__ = ["checked_labels", "checked_text", "is_memory_id", "keyed_memory_id"]
 
 _MEMORY_ID = re.compile(MEMORY_ID_PATTERN)
 _LABEL_CHARACTERS = {"tags": MAX_TAG_CHARACTERS, "entities": MAX_ENTITY_CHARACTERS}
@@ -52,3 +53,13 @@ def checked_labels(values: Iterable[Any], what: str) -> tuple[str, ...]:
         if label not in labels:
             labels.append(label)
     return tuple(labels)
+
+
+def keyed_memory_id(key: str) -> str:
+    """The memory id a write with idempotency key `key` stores under, in any space."""
+    return (
+        "k"
+        + hashlib.sha256(
+            b"mnemon-spaces/idempotency\x00" + key.encode("utf-8", "surrogatepass")
+        ).hexdigest()[:31]
+    )

@@ -18,10 +18,13 @@ from ._calls import ProviderCalls, check_parents
 from ._config import SpacesSettings
 from ._evidence import read_directory
 from ._grants import Namespaces, PinnedSpace, memory_id_of
-from ._inputs import checked_labels, checked_text, is_memory_id
+from ._inputs import checked_labels, checked_text, is_memory_id, keyed_memory_id
+from ._manifest import MAX_ENTITIES, MAX_TAGS, MAX_TEXT_CHARACTERS
 from ._provider import (
     ForgetRequest,
     ForgetResult,
+    GetRequest,
+    GetResult,
     ListRequest,
     ListResult,
     RememberRequest,
@@ -31,6 +34,7 @@ from ._provider import (
 __all__ = ["SpacesManagement"]
 
 DEFAULT_PAGE = 20
+MAX_KEY_CHARACTERS = 200
 
 
 class SpacesManagement:
@@ -113,6 +117,8 @@ class SpacesManagement:
         self, operation: str, pinned: Sequence[PinnedSpace], payload: Mapping[str, Any]
     ) -> Any:
         space = self._named(pinned, payload["space"])
+        if operation == "import":
+            return await self._import(space, pinned, payload["memories"])
         if operation == "remember":
             self._calls.require("remember")
             stored = await self._calls.call(
@@ -145,3 +151,130 @@ class SpacesManagement:
             "forgotten": result.forgotten,
             "durable": result.durable,
         }
+
+    async def _import(
+        self, space: PinnedSpace, pinned: Sequence[PinnedSpace], items: Sequence[Any]
+    ) -> Any:
+        """Store many memories in one Provider batch; one result per item, in order.
+
+        An item that is not a valid memory is refused alone (`invalid-item`, or `too-large`
+        for text over the limit) and the others are written. Every result of the batch is
+        given only after the Provider's batch returned, so `committed` means the whole batch
+        is durable; with a Provider that syncs less, each says `accepted`.
+        """
+        self._calls.require("remember")
+        results: list[dict[str, Any] | None] = [None] * len(items)
+        requests: list[RememberRequest] = []
+        positions: list[int] = []
+        checked: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = []
+        for index, item in enumerate(items):
+            try:
+                request, content = _import_request(space.parent, item)
+                if request.memory_id is not None:
+                    await self._refuse_key_in_other_space(request.memory_id, space, pinned)
+            except SourceError as exc:
+                results[index] = _refused(index, exc)
+                continue
+            requests.append(request)
+            positions.append(index)
+            checked.append(content)
+        if requests:
+            stored = await self._calls.remember_many(requests)
+            if len(stored) != len(requests):
+                raise SourceError("provider_error", "the memory Provider lost part of a batch")
+            check_parents((result.memory for result in stored), (space.parent,))
+            for index, content, result in zip(positions, checked, stored, strict=True):
+                memory = result.memory
+                if not result.created and (memory.text, memory.tags, memory.entities) != content:
+                    results[index] = _refused(index, _key_conflict())
+                    continue
+                results[index] = {
+                    "index": index,
+                    "completion": "committed" if result.durable else "accepted",
+                    "id": memory.id,
+                    "replayed": not result.created,
+                }
+        done = [result for result in results if result is not None]
+        return {
+            "space": space.name,
+            "results": done,
+            "stored": sum(1 for r in done if r["completion"] != "refused" and not r["replayed"]),
+            "replayed": sum(1 for r in done if r.get("replayed") is True),
+            "refused": sum(1 for r in done if r["completion"] == "refused"),
+        }
+
+    async def _refuse_key_in_other_space(
+        self, memory_id: str, space: PinnedSpace, pinned: Sequence[PinnedSpace]
+    ) -> None:
+        # as the remember action: a key another visible space stored under is not reused
+        if not self._calls.supports("get"):
+            return
+        for other in pinned:
+            if other.parent == space.parent:
+                continue
+            found = await self._calls.call(
+                "get", GetRequest(parent=other.parent, id=memory_id), GetResult
+            )
+            if found.memory is not None:
+                raise _key_conflict()
+
+
+_ITEM_KEYS = frozenset({"text", "tags", "entities", "idempotency_key"})
+
+
+def _import_request(
+    parent: str, item: Any
+) -> tuple[RememberRequest, tuple[str, tuple[str, ...], tuple[str, ...]]]:
+    """The Provider request for one imported item, and the content a replay must match.
+
+    Raises:
+        SourceError: `too-large` or `invalid-item`, with a message naming the field.
+    """
+    if not isinstance(item, Mapping):
+        raise SourceError("invalid-item", "a memory must be a JSON object")
+    unknown = sorted(set(item) - _ITEM_KEYS)
+    if unknown:
+        raise SourceError("invalid-item", f"{unknown[0]}: unknown key")
+    text = item.get("text")
+    if isinstance(text, str) and len(text) > MAX_TEXT_CHARACTERS:
+        raise SourceError("too-large", f"text: at most {MAX_TEXT_CHARACTERS} characters")
+    try:
+        checked_text_value = checked_text(text)
+        tags = _labels(item, "tags", MAX_TAGS)
+        entities = _labels(item, "entities", MAX_ENTITIES)
+    except SourceError as exc:
+        raise SourceError("invalid-item", str(exc)) from None
+    key = item.get("idempotency_key")
+    if key is not None and not (isinstance(key, str) and 1 <= len(key) <= MAX_KEY_CHARACTERS):
+        raise SourceError(
+            "invalid-item", f"idempotency_key: must be 1 to {MAX_KEY_CHARACTERS} characters"
+        )
+    request = RememberRequest.model_construct(
+        parent=parent,
+        text=checked_text_value,
+        tags=tags,
+        entities=entities,
+        idempotency_key=key,
+        memory_id=None if key is None else keyed_memory_id(key),
+    )
+    return request, (checked_text_value, tags, entities)
+
+
+def _labels(item: Mapping[str, Any], what: str, most: int) -> tuple[str, ...]:
+    values = item.get(what, ())
+    if not isinstance(values, list | tuple):
+        raise SourceError("invalid_payload", f"{what}: must be a list of strings")
+    if len(values) > most:
+        raise SourceError("invalid_payload", f"{what}: at most {most} items")
+    return checked_labels(values, what)
+
+
+def _refused(index: int, exc: SourceError) -> dict[str, Any]:
+    return {"index": index, "completion": "refused", "code": exc.code, "message": str(exc)}
+
+
+def _key_conflict() -> SourceError:
+    return SourceError(
+        "idempotency-conflict",
+        "this idempotency key was already used for a different memory: nothing was written",
+    )

@@ -10,6 +10,7 @@ __all__ = [
     "MANIFEST",
     "MAX_ENTITIES",
     "MAX_ENTITY_CHARACTERS",
+    "MAX_IMPORT_ITEMS",
     "MAX_TAGS",
     "MAX_TAG_CHARACTERS",
     "MAX_TEXT_CHARACTERS",
@@ -28,6 +29,7 @@ MAX_ENTITY_CHARACTERS = 128
 MAX_QUERY_CHARACTERS = 1_000
 MAX_HANDLE_CHARACTERS = 300
 MAX_RECALL_LIMIT = 50
+MAX_IMPORT_ITEMS = 1_000
 
 _SPACE_NAME = {"type": "string", "pattern": SPACE_PATTERN}
 _HANDLE = {"type": "string", "minLength": 1, "maxLength": MAX_HANDLE_CHARACTERS}
@@ -190,6 +192,28 @@ MANIFEST: dict[str, Any] = {
                         "entities": _ENTITIES,
                     },
                     ("text", "space"),
+                ),
+            },
+            {
+                "id": "import",
+                "kind": "mutate",
+                "description": (
+                    "Add many memories to a space in one durable transaction, with one result "
+                    "per memory; a repeated idempotency key stores nothing new, and an invalid "
+                    "or oversized memory is refused alone with its code."
+                ),
+                "input_schema": _object(
+                    {
+                        "space": _SPACE_NAME,
+                        # each memory is checked by the Source, so one bad item is refused alone
+                        "memories": {
+                            "type": "array",
+                            "items": {},
+                            "minItems": 1,
+                            "maxItems": MAX_IMPORT_ITEMS,
+                        },
+                    },
+                    ("space", "memories"),
                 ),
             },
             {

@@ -7,7 +7,6 @@ how a Provider is called, `_grants` for namespaces and handles).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -42,7 +41,7 @@ from ._grants import (
     grant_value,
     handle_binding,
 )
-from ._inputs import checked_labels, checked_text, is_memory_id
+from ._inputs import checked_labels, checked_text, is_memory_id, keyed_memory_id
 from ._management import SpacesManagement
 from ._manifest import MAX_RECALL_LIMIT, ROLE, TYPE_ID
 from ._provider import (
@@ -76,16 +75,6 @@ WRITES = (
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-def keyed_memory_id(key: str) -> str:
-    """The memory id a write with idempotency key `key` stores under, in any space."""
-    return (
-        "k"
-        + hashlib.sha256(
-            b"mnemon-spaces/idempotency\x00" + key.encode("utf-8", "surrogatepass")
-        ).hexdigest()[:31]
-    )
 
 
 def _conflict() -> SourceError:

@@ -8,9 +8,10 @@ transaction may be lost on power loss, so every write result then says `durable=
 
 from __future__ import annotations
 
-import json
+import builtins
 import secrets
 import sqlite3
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,10 +49,11 @@ from ._provider import (
 from ._sqlite_layout import COUNTER_SPAN, idempotency_digest, slot_range
 from ._sqlite_rows import (
     MEMORY_COLUMNS,
+    NewMemory,
     SlotsExhausted,
     delete_memory,
     entity_key,
-    insert_memory,
+    insert_memories,
     memory_from_row,
     namespace_slot,
 )
@@ -150,6 +152,69 @@ def _required(memory: Memory | None) -> Memory:
     return memory
 
 
+_READY = ProviderStatus(availability="ready")
+STATUS_MAX_AGE = 1.0  # seconds: bounds how late a change made outside this process is seen
+# refusals of one request, not failures of the store: they leave a cached health as it is
+_REQUEST_FAULTS = frozenset({"invalid_payload", "not_found"})
+_LOOKUP_CHUNK = 500  # under SQLite's limit on bound parameters
+
+
+def _stored_by_key(
+    connection: sqlite3.Connection, parent: str, digests: Sequence[bytes]
+) -> dict[bytes, Memory]:
+    """The memories of `parent` already stored under these idempotency digests."""
+    found: dict[bytes, Memory] = {}
+    for start in range(0, len(digests), _LOOKUP_CHUNK):
+        chunk = digests[start : start + _LOOKUP_CHUNK]
+        rows = connection.execute(
+            f"SELECT {MEMORY_COLUMNS}, m.idempotency_key FROM memories m WHERE m.parent = ? "
+            f"AND m.idempotency_key IN ({','.join('?' * len(chunk))})",
+            (parent, *chunk),
+        ).fetchall()
+        for row in rows:
+            found[row[8]] = _required(memory_from_row(row))
+    return found
+
+
+def _new_ids(connection: sqlite3.Connection, parent: str, count: int, taken: set[str]) -> list[str]:
+    """`count` random memory ids that `parent` does not hold and `taken` does not name."""
+    made: list[str] = []
+    while len(made) < count:
+        wanted = {secrets.token_hex(8) for _ in range(count - len(made))} - taken
+        wanted -= set(made)
+        candidates = sorted(wanted)
+        held: set[str] = set()
+        for start in range(0, len(candidates), _LOOKUP_CHUNK):
+            chunk = candidates[start : start + _LOOKUP_CHUNK]
+            held.update(
+                row[0]
+                for row in connection.execute(
+                    f"SELECT id FROM memories WHERE parent = ? "
+                    f"AND id IN ({','.join('?' * len(chunk))})",
+                    (parent, *chunk),
+                )
+            )
+        made += [candidate for candidate in candidates if candidate not in held]
+    return made
+
+
+def _stored_by_id(
+    connection: sqlite3.Connection, parent: str, ids: Sequence[str]
+) -> dict[str, Memory]:
+    """The memories of `parent` already stored under these ids."""
+    found: dict[str, Memory] = {}
+    for start in range(0, len(ids), _LOOKUP_CHUNK):
+        chunk = ids[start : start + _LOOKUP_CHUNK]
+        rows = connection.execute(
+            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.parent = ? "
+            f"AND m.id IN ({','.join('?' * len(chunk))})",
+            (parent, *chunk),
+        ).fetchall()
+        for row in rows:
+            found[row[2]] = _required(memory_from_row(row))
+    return found
+
+
 class SqliteProvider:
     """The SQLite adapter: every method runs its blocking work in a worker thread."""
 
@@ -161,6 +226,9 @@ class SqliteProvider:
             synchronous=settings.synchronous,
             own_folder=settings.own_folder,
         )
+        # bumped by every failure of the store: a cached "ready" never outlives one
+        self._failures = 0
+        self._ready: tuple[int, float] | None = None
 
     def __repr__(self) -> str:
         return "SqliteProvider()"
@@ -182,18 +250,37 @@ class SqliteProvider:
         try:
             with self._store.connection() as connection:
                 return work(connection)
-        except ProviderError:
+        except ProviderError as exc:
+            if exc.code not in _REQUEST_FAULTS:
+                self._failures += 1
             raise
         except SlotsExhausted:
+            self._failures += 1
             raise ProviderError("unavailable", "the store cannot number another space") from None
         except (sqlite3.Error, OSError, ValueError) as exc:
+            self._failures += 1
             raise store_error(exc) from None
 
     # ------------------------------------------------------------------ status
 
     async def status(self, request: StatusRequest) -> ProviderStatus:
-        """Open (and create or migrate) the store; report per-parent counts on request."""
-        return await run_blocking(self._status, request)
+        """Open (and create or migrate) the store; report per-parent counts on request.
+
+        The Source asks for health (no counts) once per turn. When the store was found ready
+        less than `STATUS_MAX_AGE` seconds ago and no call has failed on it since (its failure
+        generation has not moved), that answer is given again from memory instead of spending
+        a worker thread and a query on it.
+        """
+        if request.count and request.parents:
+            return await run_blocking(self._status, request)
+        now = time.monotonic()
+        ready = self._ready
+        if ready is not None and ready[0] == self._failures and now - ready[1] < STATUS_MAX_AGE:
+            return _READY
+        generation = self._failures  # taken first: a failure while checking is not hidden
+        status = await run_blocking(self._status, request)
+        self._ready = (generation, now) if status.availability == "ready" else None
+        return status
 
     def _status(self, request: StatusRequest) -> ProviderStatus:
         try:
@@ -230,19 +317,19 @@ class SqliteProvider:
         return await self._run(lambda connection: self._list(connection, request))
 
     def _list(self, connection: sqlite3.Connection, request: ListRequest) -> ListResult:
-        offset = 0
+        before = COUNTER_SPAN  # the cursor is the in-parent position of the last row shown
         if request.cursor is not None:
             if not request.cursor.isdigit() or int(request.cursor) >= COUNTER_SPAN:
                 raise ProviderError("invalid_payload", "the cursor is not one this store made")
-            offset = int(request.cursor) + 1
+            before = int(request.cursor)
         slot = namespace_slot(connection, request.parent, create=False)
         if slot is None:
             return ListResult()
-        low, high = slot_range(slot)
+        low, _ = slot_range(slot)
         rows = connection.execute(
             f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.seq BETWEEN ? AND ? "
-            "ORDER BY m.seq LIMIT ?",
-            (low + offset, high, request.limit + 1),
+            "ORDER BY m.seq DESC LIMIT ?",
+            (low, low + before - 1, request.limit + 1),
         ).fetchall()
         page = rows[: request.limit]
         memories = tuple(memory for memory in map(memory_from_row, page) if memory is not None)
@@ -326,27 +413,10 @@ class SqliteProvider:
             return []
         return await self._run(lambda connection: self._remember_batch(connection, requests))
 
-    def _existing(
-        self, connection: sqlite3.Connection, request: RememberRequest, digest: str | None
-    ) -> Memory | None:
-        row = None
-        if digest is not None:
-            row = connection.execute(
-                f"SELECT {MEMORY_COLUMNS} FROM memories m "
-                "WHERE m.parent = ? AND m.idempotency_key = ?",
-                (request.parent, digest),
-            ).fetchone()
-        if row is None and request.memory_id is not None:
-            row = connection.execute(
-                f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.parent = ? AND m.id = ?",
-                (request.parent, request.memory_id),
-            ).fetchone()
-        return None if row is None else _required(memory_from_row(row))
-
     def _remember(self, connection: sqlite3.Connection, request: RememberRequest) -> RememberResult:
         with self._store.writing():
             connection.execute("BEGIN IMMEDIATE")
-            result = self._write_one(connection, request)
+            [result] = self._write_many(connection, [request])
             connection.execute("COMMIT" if result.created else "ROLLBACK")
         return result
 
@@ -356,50 +426,81 @@ class SqliteProvider:
         with self._store.writing():
             # a failure leaves the transaction open: the pool rolls it back, so none is stored
             connection.execute("BEGIN IMMEDIATE")
-            results = [self._write_one(connection, request) for request in requests]
+            results = self._write_many(connection, requests)
             connection.execute("COMMIT")
         return results
 
-    def _write_one(
-        self, connection: sqlite3.Connection, request: RememberRequest
-    ) -> RememberResult:
-        """Insert one memory inside the caller's open transaction (or find it already there)."""
-        digest = idempotency_digest(request.idempotency_key) if request.idempotency_key else None
-        tags = tuple(dict.fromkeys(request.tags))
-        entities = tuple(dict.fromkeys(request.entities))
-        existing = self._existing(connection, request, digest)
-        if existing is not None:
-            return RememberResult(memory=existing, created=False, durable=self._durable)
-        memory_id = request.memory_id or self._new_id(connection, request.parent)
-        created_at = _now()
-        insert_memory(
-            connection,
-            parent=request.parent,
-            memory_id=memory_id,
-            text=request.text,
-            tags_json=json.dumps(list(tags), ensure_ascii=False),
-            entities=entities,
-            created_at=created_at,
-            idempotency=digest,
-        )
-        memory = Memory(
-            parent=request.parent,
-            id=memory_id,
-            text=request.text,
-            tags=tags,
-            entities=entities,
-            created_at=created_at,
-        )
-        return RememberResult(memory=memory, created=True, durable=self._durable)
+    def _write_many(
+        self, connection: sqlite3.Connection, requests: Sequence[RememberRequest]
+    ) -> builtins.list[RememberResult]:
+        """Insert memories inside the caller's open transaction; one result per request.
 
-    def _new_id(self, connection: sqlite3.Connection, parent: str) -> str:
-        while True:
-            candidate = secrets.token_hex(8)
-            taken = connection.execute(
-                "SELECT 1 FROM memories WHERE parent = ? AND id = ?", (parent, candidate)
-            ).fetchone()
-            if taken is None:
-                return candidate
+        A request whose idempotency key (or memory id) is in the store already, or earlier
+        in `requests`, stores nothing and gets the memory already there.
+        """
+        durable = self._durable
+        results: builtins.list[RememberResult | None] = [None] * len(requests)
+        by_parent: dict[str, builtins.list[int]] = {}
+        for index, request in enumerate(requests):
+            by_parent.setdefault(request.parent, []).append(index)
+        for parent, indexes in by_parent.items():
+            digests = {
+                index: idempotency_digest(key)
+                for index in indexes
+                if (key := requests[index].idempotency_key)
+            }
+            stored = _stored_by_key(connection, parent, list(digests.values()))
+            ids = [m_id for index in indexes if (m_id := requests[index].memory_id) is not None]
+            stored_ids = _stored_by_id(connection, parent, ids)
+            batch_keys: dict[bytes, Memory] = {}
+            batch_ids: dict[str, Memory] = {}
+            fresh: builtins.list[tuple[int, NewMemory]] = []
+            taken = set(ids)  # a made-up id never takes one that a later request names
+            unnamed = sum(1 for index in indexes if requests[index].memory_id is None)
+            made = iter(_new_ids(connection, parent, unnamed, taken))
+            for index in indexes:
+                request = requests[index]
+                digest = digests.get(index)
+                existing = None
+                if digest is not None:
+                    existing = stored.get(digest) or batch_keys.get(digest)
+                if existing is None and request.memory_id is not None:
+                    existing = stored_ids.get(request.memory_id) or batch_ids.get(request.memory_id)
+                if existing is not None:
+                    results[index] = RememberResult.model_construct(
+                        memory=existing, created=False, durable=durable
+                    )
+                    continue
+                memory_id = request.memory_id or next(made)
+                memory = Memory.model_construct(
+                    parent=parent,
+                    id=memory_id,
+                    text=request.text,
+                    tags=tuple(dict.fromkeys(request.tags)),
+                    entities=tuple(dict.fromkeys(request.entities)),
+                    created_at=_now(),
+                )
+                fresh.append(
+                    (
+                        index,
+                        NewMemory(
+                            memory_id,
+                            memory.text,
+                            memory.tags,
+                            memory.entities,
+                            memory.created_at,
+                            digest,
+                        ),
+                    )
+                )
+                if digest is not None:
+                    batch_keys[digest] = memory
+                batch_ids[memory_id] = memory
+                results[index] = RememberResult.model_construct(
+                    memory=memory, created=True, durable=durable
+                )
+            insert_memories(connection, parent, [new for _, new in fresh])
+        return [result for result in results if result is not None]
 
     async def forget(self, request: ForgetRequest) -> ForgetResult:
         """Delete one memory with its entities and links, in one transaction."""
@@ -439,6 +540,7 @@ class SqliteProvider:
 
     async def dispose(self) -> None:
         """Close every connection (lent ones close when they come back)."""
+        self._ready = None
         self._store.close()
 
 

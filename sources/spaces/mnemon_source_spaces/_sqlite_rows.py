@@ -1,8 +1,8 @@
 """Rows of the SQLite store: writing a memory with its index entries, reading rows back.
 
 Every function here runs inside a transaction the caller opened; a row is written with its
-FTS5 entry (by trigger), its entities, its term counts and its namespace counters, or not at
-all.
+FTS5 entry (inserted here; deleted and updated by trigger), its entities, its term counts
+and its namespace counters, or not at all.
 """
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -21,13 +23,18 @@ from ._sqlite_layout import (
     MAX_SLOT,
     STORE_SLOT,
     document_terms,
+    encode_terms,
+    record_term_counts,
     record_terms,
 )
 
 __all__ = [
     "MEMORY_COLUMNS",
+    "NewMemory",
     "delete_memory",
+    "insert_memories",
     "insert_memory",
+    "json_list",
     "memory_from_row",
     "namespace_slot",
 ]
@@ -59,7 +66,8 @@ def namespace_slot(connection: sqlite3.Connection, parent: str, *, create: bool)
     return slot
 
 
-def _json_list(raw: Any) -> list[str]:
+def json_list(raw: Any) -> list[str]:
+    """The strings of a stored JSON list; an empty list for anything else."""
     try:
         value = json.loads(raw) if isinstance(raw, str) else None
     except ValueError:
@@ -67,6 +75,18 @@ def _json_list(raw: Any) -> list[str]:
     if isinstance(value, list) and all(isinstance(item, str) for item in value):
         return value
     return []
+
+
+@dataclass(frozen=True, slots=True)
+class NewMemory:
+    """One memory to insert: what a write chose for it, before it has a rowid."""
+
+    memory_id: str
+    text: str
+    tags: Sequence[str]
+    entities: Sequence[str]
+    created_at: str
+    idempotency: bytes | None
 
 
 def insert_memory(
@@ -78,7 +98,7 @@ def insert_memory(
     tags_json: str,
     entities: Sequence[str],
     created_at: str,
-    idempotency: str | None,
+    idempotency: bytes | None,
 ) -> int:
     """Insert one memory with its entities and counts; return its rowid.
 
@@ -86,48 +106,86 @@ def insert_memory(
         SlotsExhausted: no slot is left for a new parent.
         sqlite3.IntegrityError: the id or idempotency digest exists in `parent` already.
     """
+    new = NewMemory(memory_id, text, json_list(tags_json), entities, created_at, idempotency)
+    return insert_memories(connection, parent, [new])[0]
+
+
+def insert_memories(
+    connection: sqlite3.Connection, parent: str, memories: Sequence[NewMemory]
+) -> list[int]:
+    """Insert memories of one parent, in order (the last is the newest); return their rowids.
+
+    The rows, entities and FTS entries go in with one prepared statement each; term counts
+    and namespace counters are summed over the batch and written once.
+
+    Raises:
+        SlotsExhausted: no slot (or no rowid in the parent's range) is left.
+        sqlite3.IntegrityError: an id or idempotency digest exists in `parent` already.
+    """
+    if not memories:
+        return []
     slot = namespace_slot(connection, parent, create=True)
     assert slot is not None
     counter = connection.execute(
         "SELECT next_counter FROM namespaces WHERE slot = ?", (slot,)
     ).fetchone()[0]
-    if counter >= COUNTER_SPAN:
+    if counter + len(memories) > COUNTER_SPAN:
         raise SlotsExhausted
-    seq = slot * COUNTER_SPAN + (COUNTER_SPAN - 1 - counter)
-    tags = _json_list(tags_json)
-    counts = document_terms(text, tags, entities)
-    length = round(sum(counts.values()))
-    connection.execute(
+    first = slot * COUNTER_SPAN + counter
+    rows = []
+    entity_rows = []
+    seqs = []
+    documents: Counter[str] = Counter()
+    total = 0
+    for offset, memory in enumerate(memories):
+        seq = first + offset
+        seqs.append(seq)
+        counts = document_terms(memory.text, memory.tags, memory.entities)
+        documents.update(counts.keys())
+        length = round(sum(counts.values()))
+        total += length
+        rows.append(
+            (
+                seq,
+                parent,
+                memory.memory_id,
+                memory.text,
+                json.dumps(list(memory.tags), ensure_ascii=False),
+                json.dumps(list(memory.entities), ensure_ascii=False),
+                memory.created_at,
+                memory.idempotency,
+                length,
+                encode_terms(counts),
+            )
+        )
+        keys: dict[str, str] = {}
+        for name in memory.entities:
+            keys.setdefault(entity_key(name), name)
+        entity_rows += [(parent, key, seq, name) for key, name in keys.items()]
+    connection.executemany(
         "INSERT INTO memories (seq, parent, id, text, tags, entities, created_at, "
-        "idempotency_key, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            seq,
-            parent,
-            memory_id,
-            text,
-            json.dumps(tags, ensure_ascii=False),
-            json.dumps(list(entities), ensure_ascii=False),
-            created_at,
-            idempotency,
-            length,
-        ),
+        "idempotency_key, tokens, terms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        rows,
     )
-    keys: dict[str, str] = {}
-    for name in entities:
-        keys.setdefault(entity_key(name), name)
+    # not by trigger: a trigger's statement savepoint makes FTS5 flush its buffer every row
     connection.executemany(
-        "INSERT INTO entities (parent, key, seq, name) VALUES (?, ?, ?, ?)",
-        [(parent, key, seq, name) for key, name in keys.items()],
+        "INSERT INTO memories_fts (rowid, text, tags, entities) VALUES (?, ?, ?, ?)",
+        [(row[0], row[3], row[4], row[5]) for row in rows],
     )
-    record_terms(connection, slot, counts, +1)
+    if entity_rows:
+        connection.executemany(
+            "INSERT INTO entities (parent, key, seq, name) VALUES (?, ?, ?, ?)", entity_rows
+        )
+    record_term_counts(connection, slot, documents)
     connection.executemany(
-        "UPDATE namespaces SET documents = documents + 1, tokens = tokens + ? WHERE slot = ?",
-        [(length, slot), (length, STORE_SLOT)],
+        "UPDATE namespaces SET documents = documents + ?, tokens = tokens + ? WHERE slot = ?",
+        [(len(memories), total, slot), (len(memories), total, STORE_SLOT)],
     )
     connection.execute(
-        "UPDATE namespaces SET next_counter = next_counter + 1 WHERE slot = ?", (slot,)
+        "UPDATE namespaces SET next_counter = next_counter + ? WHERE slot = ?",
+        (len(memories), slot),
     )
-    return int(seq)
+    return seqs
 
 
 def delete_memory(connection: sqlite3.Connection, parent: str, memory_id: str) -> bool:
@@ -141,12 +199,16 @@ def delete_memory(connection: sqlite3.Connection, parent: str, memory_id: str) -
     seq, text, tags, entities, length = row
     slot = seq // COUNTER_SPAN
     connection.execute("DELETE FROM memories WHERE seq = ?", (seq,))
-    connection.execute("DELETE FROM entities WHERE seq = ?", (seq,))
+    names = json_list(entities)
+    connection.executemany(
+        "DELETE FROM entities WHERE parent = ? AND key = ? AND seq = ?",
+        [(parent, key, seq) for key in {entity_key(name) for name in names}],
+    )
     connection.execute(
         "DELETE FROM links WHERE parent = ? AND (source = ? OR target = ?)",
         (parent, memory_id, memory_id),
     )
-    counts = document_terms(text, _json_list(tags), _json_list(entities))
+    counts = document_terms(text, json_list(tags), names)
     record_terms(connection, slot, counts, -1)
     connection.executemany(
         "UPDATE namespaces SET documents = max(documents - 1, 0), "

@@ -1,28 +1,53 @@
 """The SQLite store's schema, versioned with `PRAGMA user_version`, and its migrations.
 
-Version 2 (current) lays memories out so one parent's rows are one rowid range (see
+Version 5 (current) keeps an idempotency key as the first 16 bytes of its SHA-256, a blob
+(it was the whole digest in hex: four times the bytes, in the row and in its index).
+Opening a version 4 store converts every stored digest in place, in one transaction.
+
+Version 4 keeps the FTS5 index without positions or columns (`detail = none`:
+recall matches single terms and scores candidates from their stored counts, so it never
+needs them) and no index of entity rows by memory (a memory's entities are deleted by
+their keys). Opening a version 3 store drops that index and rebuilds the FTS5 index from
+the rows, in one transaction.
+
+Version 3 numbers a parent's memories oldest first (new rows are appended, see
+`_sqlite_layout`), keeps each memory's weighted term counts beside it (`memories.terms`, see
+`_sqlite_layout.encode_terms`) so recall scores a candidate without tokenising it again, and
+writes FTS5 entries itself rather than by an insert trigger. Opening a version 2 store
+renumbers its rows in place (ids, texts and every other column are kept), fills the counts
+from each memory's text, tags and entities and rebuilds the FTS5 index, in one transaction.
+
+Version 2 lays memories out so one parent's rows are one rowid range (see
 `_sqlite_layout`): FTS5 filters a parent by that range without touching other parents, and
 `terms` keeps exact document frequencies so ranking never scans a posting list.
 
 Version 1 was the first layout: memories keyed by (parent, id) and an FTS5 index over their
 text only (the migration test writes it out by hand). Opening a version 1 store migrates it
-in place, in one transaction, keeping every memory, its id, tags, creation time and
-idempotency key.
+in place (straight to the current version), in one transaction, keeping every memory, its
+id, tags, creation time and idempotency key.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable
 
-from ._sqlite_layout import idempotency_digest
+from ._sqlite_layout import (
+    COUNTER_SPAN,
+    DIGEST_BYTES,
+    document_terms,
+    encode_terms,
+    idempotency_digest,
+)
 from ._sqlite_rows import insert_memory  # one writer of rows for new and migrated data
 
 __all__ = ["CURRENT_VERSION", "SchemaMismatch", "ensure_schema"]
 
-CURRENT_VERSION = 2
+CURRENT_VERSION = 5
+MIGRATION_BATCH = 2_000
 
-SCHEMA_V2 = """
+SCHEMA = """
 CREATE TABLE namespaces (
     slot INTEGER PRIMARY KEY,
     parent TEXT NOT NULL UNIQUE,
@@ -39,8 +64,9 @@ CREATE TABLE memories (
     tags TEXT NOT NULL DEFAULT '[]',
     entities TEXT NOT NULL DEFAULT '[]',
     created_at TEXT NOT NULL,
-    idempotency_key TEXT,
-    tokens INTEGER NOT NULL DEFAULT 0
+    idempotency_key BLOB,
+    tokens INTEGER NOT NULL DEFAULT 0,
+    terms TEXT
 );
 CREATE UNIQUE INDEX memories_id ON memories (parent, id);
 CREATE UNIQUE INDEX memories_idempotency ON memories (parent, idempotency_key)
@@ -48,17 +74,14 @@ CREATE UNIQUE INDEX memories_idempotency ON memories (parent, idempotency_key)
 CREATE VIRTUAL TABLE memories_fts USING fts5 (
     text, tags, entities,
     content = 'memories', content_rowid = 'seq',
-    tokenize = 'unicode61 remove_diacritics 2'
+    tokenize = 'unicode61 remove_diacritics 2',
+    detail = none
 );
-CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
-    INSERT INTO memories_fts (rowid, text, tags, entities)
-    VALUES (new.seq, new.text, new.tags, new.entities);
-END;
 CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
     INSERT INTO memories_fts (memories_fts, rowid, text, tags, entities)
     VALUES ('delete', old.seq, old.text, old.tags, old.entities);
 END;
-CREATE TRIGGER memories_au AFTER UPDATE ON memories BEGIN
+CREATE TRIGGER memories_au AFTER UPDATE OF text, tags, entities ON memories BEGIN
     INSERT INTO memories_fts (memories_fts, rowid, text, tags, entities)
     VALUES ('delete', old.seq, old.text, old.tags, old.entities);
     INSERT INTO memories_fts (rowid, text, tags, entities)
@@ -77,7 +100,6 @@ CREATE TABLE entities (
     name TEXT NOT NULL,
     PRIMARY KEY (parent, key, seq)
 ) WITHOUT ROWID;
-CREATE INDEX entities_memory ON entities (seq);
 CREATE TABLE links (
     parent TEXT NOT NULL,
     source TEXT NOT NULL,
@@ -114,13 +136,12 @@ def ensure_schema(connection: sqlite3.Connection) -> None:
             tables = connection.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
             if tables:
                 raise SchemaMismatch("the file holds tables that are not a spaces store")
-            _run_script(connection, SCHEMA_V2)
+            _run_script(connection, SCHEMA)
         elif version > CURRENT_VERSION:
             raise SchemaMismatch(f"the store has schema version {version}")
         else:
             while version < CURRENT_VERSION:
-                MIGRATIONS[version](connection)
-                version += 1
+                version = MIGRATIONS[version](connection)
         connection.execute(f"PRAGMA user_version = {CURRENT_VERSION}")
         connection.execute("COMMIT")
     except BaseException:
@@ -138,8 +159,8 @@ def _run_script(connection: sqlite3.Connection, script: str) -> None:
             statement = ""
 
 
-def _migrate_1_to_2(connection: sqlite3.Connection) -> None:
-    """Version 1 -> 2: slots and rowid ranges, tags and entities indexed, terms, links."""
+def _migrate_1(connection: sqlite3.Connection) -> int:
+    """Version 1 -> 3: slots and rowid ranges, tags and entities indexed, terms, links."""
     for statement in (
         "DROP TRIGGER IF EXISTS memories_ai",
         "DROP TRIGGER IF EXISTS memories_ad",
@@ -148,7 +169,7 @@ def _migrate_1_to_2(connection: sqlite3.Connection) -> None:
         "ALTER TABLE memories RENAME TO memories_v1",
     ):
         connection.execute(statement)
-    _run_script(connection, SCHEMA_V2)
+    _run_script(connection, SCHEMA)
     rows = connection.execute(
         "SELECT parent, id, text, tags, created_at, idempotency_key FROM memories_v1 "
         "ORDER BY parent, created_at, id"
@@ -165,6 +186,89 @@ def _migrate_1_to_2(connection: sqlite3.Connection) -> None:
             idempotency=idempotency_digest(key) if key else None,
         )
     connection.execute("DROP TABLE memories_v1")
+    return CURRENT_VERSION
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1_to_2}
+def _migrate_2_to_3(connection: sqlite3.Connection) -> int:
+    """Version 2 -> 3: rowids ascending with age reversed, term counts, FTS5 rebuilt."""
+    # the old trigger re-indexes a row on any update; the new one only when indexed text changes
+    connection.execute("DROP TRIGGER IF EXISTS memories_au")
+    connection.execute("DROP TRIGGER IF EXISTS memories_ai")
+    connection.execute("ALTER TABLE memories ADD COLUMN terms TEXT")
+    _run_script(connection, _UPDATE_TRIGGER)
+    # position p from the top of a slot's range becomes position p from its bottom; an old
+    # position is near 2**40 and a new one near 0, so no row takes a rowid still in use
+    span = COUNTER_SPAN
+    renumbered = f"(seq / {span}) * {span} + ({span - 1} - seq % {span})"
+    connection.execute(f"UPDATE memories SET seq = {renumbered}")
+    connection.execute(f"UPDATE entities SET seq = {renumbered}")
+    last = -1
+    while True:
+        rows = connection.execute(
+            "SELECT seq, text, tags, entities FROM memories WHERE seq > ? ORDER BY seq LIMIT ?",
+            (last, MIGRATION_BATCH),
+        ).fetchall()
+        if not rows:
+            # version 4's index is built straight from the renumbered rows
+            _rebuild_fts(connection)
+            connection.execute("DROP INDEX IF EXISTS entities_memory")
+            return 4
+        connection.executemany(
+            "UPDATE memories SET terms = ? WHERE seq = ?",
+            [
+                (encode_terms(document_terms(text, _labels(tags), _labels(entities))), seq)
+                for seq, text, tags, entities in rows
+            ],
+        )
+        last = rows[-1][0]
+
+
+def _migrate_4_to_5(connection: sqlite3.Connection) -> int:
+    """Version 4 -> 5: idempotency digests from 64 hex characters to 16 bytes."""
+    rows = connection.execute(
+        "SELECT seq, idempotency_key FROM memories WHERE typeof(idempotency_key) = 'text'"
+    ).fetchall()
+    converted = []
+    for seq, digest in rows:
+        try:
+            converted.append((bytes.fromhex(digest)[:DIGEST_BYTES], seq))
+        except ValueError:  # not a digest this store wrote: it is kept as it is
+            continue
+    connection.executemany("UPDATE memories SET idempotency_key = ? WHERE seq = ?", converted)
+    return 5
+
+
+def _migrate_3_to_4(connection: sqlite3.Connection) -> int:
+    """Version 3 -> 4: an FTS5 index without positions, no entity index by memory."""
+    connection.execute("DROP INDEX IF EXISTS entities_memory")
+    _rebuild_fts(connection)
+    return 4
+
+
+def _rebuild_fts(connection: sqlite3.Connection) -> None:
+    """Recreate the FTS5 table (and its triggers) as the current schema has it, from the rows."""
+    for trigger in ("memories_ai", "memories_ad", "memories_au"):
+        connection.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+    connection.execute("DROP TABLE IF EXISTS memories_fts")
+    start = SCHEMA.index("CREATE VIRTUAL TABLE memories_fts")
+    end = SCHEMA.index("CREATE TABLE terms")
+    _run_script(connection, SCHEMA[start:end])
+    connection.execute("INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')")
+
+
+def _labels(raw: object) -> list[str]:
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return []
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
+
+
+_UPDATE_TRIGGER = SCHEMA[SCHEMA.index("CREATE TRIGGER memories_au") :].split("END;")[0] + "END;\n"
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], int]] = {
+    1: _migrate_1,
+    2: _migrate_2_to_3,
+    3: _migrate_3_to_4,
+    4: _migrate_4_to_5,
+}

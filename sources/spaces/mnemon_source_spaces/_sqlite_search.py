@@ -12,16 +12,19 @@ would make every search cost time in proportion to the store. Recall avoids that
    and every common term join the candidates (no `bm25()`, so no full posting count).
 3. When every term is common, or the candidates are still fewer than `limit`, the newest
    `WINDOW` memories containing all common terms (then any of them) are added.
-4. Every candidate is scored with BM25 (k1 1.2, b 0.75, IDF `ln(1 + (N - n + 0.5) /
-   (n + 0.5))`) over all query terms, using its own parent's statistics (documents, average
-   length, document frequencies), so scores in one parent never depend on another parent's
-   data. Tags count half a word and entities three quarters. Ties go to the newer memory.
+4. Every candidate is scored from the term counts stored with it at write time (only its
+   rowid, length and counts are read for this), with BM25 (k1 1.2, b 0.75, IDF
+   `ln(1 + (N - n + 0.5) / (n + 0.5))`) over all query terms, using its own parent's
+   statistics (documents, average length, document frequencies), so scores in one parent
+   never depend on another parent's data. Tags count half a word and entities three
+   quarters. Ties go to the newer memory.
 5. The reported `score` is `coverage x (0.5 + 0.5 x bm25 / best bm25 of this search)`.
    Coverage is the IDF-weighted share of the query terms occurring in the memory's parent
    that the memory contains (terms the parent never mentions cannot tell memories apart):
    1.0 for the best-scoring memory holding every such term. Hits are ordered by this score,
    then by BM25, then newest first, so a memory holding every term outranks a shorter one
    holding only the rarest.
+6. Only the memories returned are read in full and validated.
 """
 
 from __future__ import annotations
@@ -31,9 +34,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._provider import SearchHit, SearchRequest, SearchResult
-from ._sqlite_layout import COUNTER_SPAN, STORE_SLOT, document_terms, slot_range
-from ._sqlite_rows import MEMORY_COLUMNS, memory_from_row
+from ._provider import Memory, SearchHit, SearchRequest, SearchResult
+from ._sqlite_layout import (
+    COUNTER_SPAN,
+    STORE_SLOT,
+    document_terms,
+    encode_terms,
+    slot_range,
+    term_counts,
+    term_needles,
+)
+from ._sqlite_rows import MEMORY_COLUMNS, json_list, memory_from_row
 from ._text import bm25_term, fts_phrase, inverse_document_frequency, query_terms
 
 __all__ = ["SELECTIVE", "WINDOW", "search_store"]
@@ -42,12 +53,14 @@ SELECTIVE = 1_000
 WINDOW = 64
 MIN_CANDIDATES = 32
 
+# a candidate is its rowid, length and stored counts: its text is read only if it is returned
 _FTS_FROM = (
-    f"SELECT {MEMORY_COLUMNS} FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid "
+    "SELECT m.seq, m.tokens, m.terms FROM memories_fts JOIN memories m "
+    "ON m.seq = memories_fts.rowid "
     "WHERE memories_fts MATCH ? AND memories_fts.rowid BETWEEN ? AND ? "
 )
 _BY_BM25 = _FTS_FROM + "ORDER BY bm25(memories_fts, 1.0, 0.5, 0.75) LIMIT ?"
-_NEWEST = _FTS_FROM + "ORDER BY memories_fts.rowid LIMIT ?"
+_NEWEST = _FTS_FROM + "ORDER BY memories_fts.rowid DESC LIMIT ?"
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +146,8 @@ def search_store(connection: sqlite3.Connection, request: SearchRequest) -> Sear
     if not present:
         return SearchResult()
     selective = [term for term in present if in_store[term] < SELECTIVE]
-    scored: list[tuple[float, float, int, Any]] = []
+    needles = term_needles(present)
+    scored: list[tuple[float, float, int, int]] = []
     for namespace in namespaces:
         rows = _candidates(connection, namespace, present, selective, request.limit)
         if not rows:
@@ -146,26 +160,55 @@ def search_store(connection: sqlite3.Connection, request: SearchRequest) -> Sear
         }
         known = [term for term in present if frequencies.get(term, 0) > 0]
         weight = sum(idf[term] for term in known)
-        for row in rows:
-            memory = memory_from_row(row)
-            if memory is None:
-                continue
-            counts = document_terms(memory.text, memory.tags, memory.entities)
-            length = int(row[7])
+        for seq, length, encoded in rows:
+            if not isinstance(encoded, str):  # a row written without counts: made here once
+                encoded = _counted(connection, seq)
+            counts = term_counts(encoded, needles)
             score = sum(
-                bm25_term(counts.get(term, 0.0), length, average, idf[term]) for term in present
+                bm25_term(counts.get(term, 0.0), int(length), average, idf[term])
+                for term in present
             )
             held = sum(idf[term] for term in known if counts.get(term, 0.0) > 0)
             coverage = held / weight if weight > 0 else 0.0
-            # the newer memory first on equal scores: a smaller in-parent position is newer
-            scored.append((score, coverage, -(row[0] % COUNTER_SPAN), memory))
+            # the newer memory first on equal scores: a higher in-parent position is newer
+            scored.append((score, coverage, seq % COUNTER_SPAN, seq))
     best = max((item[0] for item in scored), default=0.0)
     ranked = []
-    for bm25, coverage, newness, memory in scored:
+    for bm25, coverage, newness, seq in scored:
         relative = min(bm25 / best, 1.0) if best > 0 else 1.0
-        ranked.append((round(coverage * (0.5 + 0.5 * relative), 4), bm25, newness, memory))
-    ranked.sort(key=lambda item: item[:3], reverse=True)
-    hits = tuple(
-        SearchHit(memory=memory, score=score) for score, _, _, memory in ranked[: request.limit]
-    )
-    return SearchResult(hits=hits)
+        ranked.append((round(coverage * (0.5 + 0.5 * relative), 4), bm25, newness, seq))
+    ranked.sort(reverse=True)
+    hits: list[SearchHit] = []
+    start = 0
+    # malformed rows are skipped: read the next few ranked until `limit` memories are found
+    while len(hits) < request.limit and start < len(ranked):
+        chunk = ranked[start : start + request.limit - len(hits)]
+        start += len(chunk)
+        memories = _memories(connection, [seq for _, _, _, seq in chunk])
+        for score, _, _, seq in chunk:
+            memory = memories.get(seq)
+            if memory is not None:
+                hits.append(SearchHit.model_construct(memory=memory, score=score))
+    return SearchResult(hits=tuple(hits))
+
+
+def _memories(connection: sqlite3.Connection, seqs: Sequence[int]) -> dict[int, Memory]:
+    rows = connection.execute(
+        f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.seq IN ({_placeholders(len(seqs))})",
+        seqs,
+    ).fetchall()
+    found = {}
+    for row in rows:
+        memory = memory_from_row(row)
+        if memory is not None:
+            found[int(row[0])] = memory
+    return found
+
+
+def _counted(connection: sqlite3.Connection, seq: int) -> str:
+    row = connection.execute(
+        "SELECT text, tags, entities FROM memories WHERE seq = ?", (seq,)
+    ).fetchone()
+    if row is None or not isinstance(row[0], str):
+        return ""
+    return encode_terms(document_terms(row[0], json_list(row[1]), json_list(row[2])))

@@ -76,20 +76,16 @@ async def test_idempotency_keys_hold_within_a_batch_and_across_batches(adapter: 
 async def test_a_batch_that_fails_part_way_stores_none_of_it(adapter: Any) -> None:
     await adapter.remember(RememberRequest(parent=PARENT, text="kept"))
     batch = [RememberRequest(parent=PARENT, text=f"m{index}") for index in range(3)]
-    original = adapter._write_one
-    calls = 0
+    original = adapter._write_many
 
-    def failing(connection: Any, request: RememberRequest) -> RememberResult:
-        nonlocal calls
-        calls += 1
-        if calls == 3:
-            raise ProviderError("provider_error", "the disk went away")
-        return original(connection, request)  # type: ignore[no-any-return]
+    def failing(connection: Any, requests: list[RememberRequest]) -> list[RememberResult]:
+        original(connection, requests)  # every row of the batch is written, then the disk fails
+        raise ProviderError("provider_error", "the disk went away")
 
-    adapter._write_one = failing
+    adapter._write_many = failing
     with pytest.raises(ProviderError):
         await remember_many(adapter, batch)
-    adapter._write_one = original
+    adapter._write_many = original
     assert await _stored(adapter) == ["kept"]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -80,7 +81,7 @@ async def test_the_store_uses_wal_and_records_its_schema_version(
     await store.remember(RememberRequest(parent=PARENT, text="hello"))
     path = tmp_path / "store.sqlite3"
     assert query(path, "PRAGMA journal_mode") == [("wal",)]
-    assert query(path, "PRAGMA user_version") == [(2,)]
+    assert query(path, "PRAGMA user_version") == [(5,)]
 
 
 async def test_a_version_1_store_is_migrated_in_place_keeping_its_data(tmp_path: Path) -> None:
@@ -130,7 +131,7 @@ async def test_a_version_1_store_is_migrated_in_place_keeping_its_data(tmp_path:
         assert again.memory.id == "old-1"
     finally:
         await adapter.dispose()
-    assert query(path, "PRAGMA user_version") == [(2,)]
+    assert query(path, "PRAGMA user_version") == [(5,)]
     assert query(path, "PRAGMA integrity_check") == [("ok",)]
     assert not query(path, "SELECT name FROM sqlite_master WHERE name = 'memories_v1'")
 
@@ -291,3 +292,253 @@ async def test_a_memory_holding_every_term_is_found_even_when_bm25_alone_would_m
         await store.remember(RememberRequest(parent=PARENT, text=f"unrelated filler {index}"))
     found = await store.search(SearchRequest(parents=(PARENT,), query="zeppelin milk", limit=1))
     assert [hit.memory.text for hit in found.hits] == [target]
+
+
+# version 2, as the second release laid it out (newest first within a parent's rowid range)
+SCHEMA_V2 = """
+CREATE TABLE namespaces (
+    slot INTEGER PRIMARY KEY,
+    parent TEXT NOT NULL UNIQUE,
+    next_counter INTEGER NOT NULL DEFAULT 0,
+    documents INTEGER NOT NULL DEFAULT 0,
+    tokens INTEGER NOT NULL DEFAULT 0
+);
+INSERT INTO namespaces (slot, parent) VALUES (0, '*');
+CREATE TABLE memories (
+    seq INTEGER PRIMARY KEY,
+    parent TEXT NOT NULL,
+    id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    tags TEXT NOT NULL DEFAULT '[]',
+    entities TEXT NOT NULL DEFAULT '[]',
+    created_at TEXT NOT NULL,
+    idempotency_key TEXT,
+    tokens INTEGER NOT NULL DEFAULT 0
+);
+CREATE UNIQUE INDEX memories_id ON memories (parent, id);
+CREATE UNIQUE INDEX memories_idempotency ON memories (parent, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+CREATE VIRTUAL TABLE memories_fts USING fts5 (
+    text, tags, entities,
+    content = 'memories', content_rowid = 'seq',
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts (rowid, text, tags, entities)
+    VALUES (new.seq, new.text, new.tags, new.entities);
+END;
+CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, text, tags, entities)
+    VALUES ('delete', old.seq, old.text, old.tags, old.entities);
+END;
+CREATE TRIGGER memories_au AFTER UPDATE ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, text, tags, entities)
+    VALUES ('delete', old.seq, old.text, old.tags, old.entities);
+    INSERT INTO memories_fts (rowid, text, tags, entities)
+    VALUES (new.seq, new.text, new.tags, new.entities);
+END;
+CREATE TABLE terms (
+    slot INTEGER NOT NULL,
+    term TEXT NOT NULL,
+    documents INTEGER NOT NULL,
+    PRIMARY KEY (slot, term)
+) WITHOUT ROWID;
+CREATE TABLE entities (
+    parent TEXT NOT NULL,
+    key TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    PRIMARY KEY (parent, key, seq)
+) WITHOUT ROWID;
+CREATE INDEX entities_memory ON entities (seq);
+CREATE TABLE links (
+    parent TEXT NOT NULL,
+    source TEXT NOT NULL,
+    target TEXT NOT NULL,
+    relation TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (parent, source, target, relation)
+) WITHOUT ROWID;
+CREATE INDEX links_target ON links (parent, target);
+"""
+
+
+async def test_a_version_2_store_is_renumbered_and_counted_keeping_everything(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v2.sqlite3"
+    span = 1 << 40
+    connection = sqlite3.connect(path, isolation_level=None)
+    connection.executescript(SCHEMA_V2 + "PRAGMA user_version = 2;")
+    connection.execute(
+        "INSERT INTO namespaces (slot, parent, next_counter) VALUES (1, ?, 2)", (PARENT,)
+    )
+    rows = [
+        # (counter, id, text, tags, entities, created_at, idempotency digest, tokens)
+        (
+            0,
+            "old-1",
+            "Café visits: café twice",
+            '["Lisbon"]',
+            '["Ada Lovelace"]',
+            "2024-01-01T00:00:00+00:00",
+            "d" * 64,
+            7,
+        ),
+        (1, "old-2", "The office is in Lisbon", "[]", "[]", "2024-01-02T00:00:00+00:00", None, 5),
+    ]
+    for counter, memory_id, text, tags, entities, created, digest, tokens in rows:
+        seq = span + (span - 1 - counter)
+        connection.execute(
+            "INSERT INTO memories (seq, parent, id, text, tags, entities, created_at, "
+            "idempotency_key, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (seq, PARENT, memory_id, text, tags, entities, created, digest, tokens),
+        )
+    connection.execute(
+        "INSERT INTO entities VALUES (?, 'ada lovelace', ?, 'Ada Lovelace')", (PARENT, 2 * span - 1)
+    )
+    connection.execute("UPDATE namespaces SET documents = 2, tokens = 12 WHERE slot IN (0, 1)")
+    connection.executemany(
+        "INSERT INTO terms VALUES (?, ?, 1)",
+        [
+            (slot, term)
+            for slot in (0, 1)
+            for term in (
+                "cafe",
+                "visits",
+                "twice",
+                "lisbon",
+                "ada",
+                "lovelace",
+                "the",
+                "office",
+                "is",
+                "in",
+            )
+        ],
+    )
+    connection.close()
+    adapter = await open_store(path)
+    try:
+        page = await adapter.list(ListRequest(parent=PARENT))
+        assert [(m.id, m.text, m.tags, m.entities, m.created_at) for m in page.memories] == [
+            ("old-2", "The office is in Lisbon", (), (), "2024-01-02T00:00:00+00:00"),
+            (
+                "old-1",
+                "Café visits: café twice",
+                ("Lisbon",),
+                ("Ada Lovelace",),
+                "2024-01-01T00:00:00+00:00",
+            ),
+        ]
+        found = await adapter.search(SearchRequest(parents=(PARENT,), query="cafe lovelace"))
+        assert [hit.memory.id for hit in found.hits] == ["old-1"]
+        newer = await adapter.remember(RememberRequest(parent=PARENT, text="Lisbon again"))
+        page = await adapter.list(ListRequest(parent=PARENT, limit=1))
+        assert [m.id for m in page.memories] == [newer.memory.id]
+    finally:
+        await adapter.dispose()
+    assert query(path, "PRAGMA user_version") == [(5,)]
+    assert query(path, "SELECT id, seq - ? FROM memories ORDER BY seq", span) == [
+        ("old-1", 0),
+        ("old-2", 1),
+        (newer.memory.id, 2),
+    ]
+    assert query(path, "SELECT seq - ? FROM entities", span) == [(0,)]
+    assert query(
+        path, "SELECT typeof(idempotency_key), length(idempotency_key) FROM memories "
+        "WHERE id = 'old-1'"
+    ) == [("blob", 16)]  # fmt: skip
+    assert query(path, "SELECT terms FROM memories WHERE id = 'old-1'") == [
+        ("cafe:2 visits twice lisbon:0.5 ada:0.75 lovelace:0.75",)
+    ]
+    assert query(path, "INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')") == []
+    assert query(path, "PRAGMA integrity_check") == [("ok",)]
+
+
+async def test_recall_scores_candidates_from_stored_counts_not_their_text(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for index in range(40):
+        await store.remember(RememberRequest(parent=PARENT, text=f"tea note {index} with milk"))
+    await store.remember(RememberRequest(parent=PARENT, text="green tea, then more tea"))
+    tokenised: list[str] = []
+    original = search_module.document_terms
+
+    def counting(text: str, *args: Any) -> dict[str, float]:
+        tokenised.append(text)
+        return original(text, *args)
+
+    monkeypatch.setattr(search_module, "document_terms", counting)
+    found = await store.search(SearchRequest(parents=(PARENT,), query="tea", limit=3))
+    assert found.hits[0].memory.text == "green tea, then more tea"
+    assert len(found.hits) == 3
+    assert tokenised == []
+
+
+async def test_a_version_3_store_gets_the_compact_index_keeping_everything(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v3.sqlite3"
+    adapter = await open_store(path)
+    try:
+        for text, entities in (("Ada keeps bees", ("Ada",)), ("Bob sells honey", ("Bob",))):
+            await adapter.remember(RememberRequest(parent=PARENT, text=text, entities=entities))
+    finally:
+        await adapter.dispose()
+    # version 3 as it was: FTS5 with positions, an index of entity rows by memory
+    connection = sqlite3.connect(path, isolation_level=None)
+    connection.execute("DROP TABLE memories_fts")
+    connection.execute(
+        "CREATE VIRTUAL TABLE memories_fts USING fts5 (text, tags, entities, "
+        "content = 'memories', content_rowid = 'seq', tokenize = 'unicode61 remove_diacritics 2')"
+    )
+    connection.execute("INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')")
+    connection.execute("CREATE INDEX entities_memory ON entities (seq)")
+    connection.execute("PRAGMA user_version = 3")
+    connection.close()
+    before = query(path, "SELECT * FROM memories ORDER BY seq")
+    adapter = await open_store(path)
+    try:
+        found = await adapter.search(SearchRequest(parents=(PARENT,), query="bees"))
+        assert [hit.memory.text for hit in found.hits] == ["Ada keeps bees"]
+        page = await adapter.list(ListRequest(parent=PARENT))
+        forgotten = await adapter.forget(ForgetRequest(parent=PARENT, id=page.memories[0].id))
+        assert forgotten.forgotten
+    finally:
+        await adapter.dispose()
+    assert query(path, "PRAGMA user_version") == [(5,)]
+    assert before[:1] == query(path, "SELECT * FROM memories ORDER BY seq")
+    assert query(path, "SELECT name FROM sqlite_master WHERE name = 'entities_memory'") == []
+    [(sql,)] = query(path, "SELECT sql FROM sqlite_master WHERE name = 'memories_fts'")
+    assert "detail = none" in sql
+    assert query(path, "SELECT name FROM entities") == [("Ada",)]
+    assert query(path, "INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')") == []
+
+
+async def test_a_version_4_store_keeps_its_idempotency_keys_in_16_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "v4.sqlite3"
+    adapter = await open_store(path)
+    try:
+        first = await adapter.remember(
+            RememberRequest(parent=PARENT, text="Ada keeps bees", idempotency_key="key-bees")
+        )
+    finally:
+        await adapter.dispose()
+    # version 4 as it was: the whole SHA-256 of the key, in hex
+    whole = hashlib.sha256(b"key-bees").hexdigest()
+    connection = sqlite3.connect(path, isolation_level=None)
+    connection.execute("UPDATE memories SET idempotency_key = ?", (whole,))
+    connection.execute("PRAGMA user_version = 4")
+    connection.close()
+    adapter = await open_store(path)
+    try:
+        again = await adapter.remember(
+            RememberRequest(parent=PARENT, text="Ada keeps bees", idempotency_key="key-bees")
+        )
+    finally:
+        await adapter.dispose()
+    assert not again.created
+    assert again.memory.id == first.memory.id
+    assert query(path, "PRAGMA user_version") == [(5,)]
+    assert query(path, "SELECT idempotency_key FROM memories") == [(bytes.fromhex(whole)[:16],)]
