@@ -6,6 +6,7 @@ Run from the repository root (it starts its own private server, or uses `--dsn`)
     .venv/bin/python benchmarks/postgres.py --quick          # 10,000 and 100,000, fewer writes
     .venv/bin/python benchmarks/postgres.py --rounds 1       # one round per figure (default 3)
     .venv/bin/python benchmarks/postgres.py --check          # exit 1 when a target fails
+    .venv/bin/python benchmarks/postgres.py --sizes 100000 --recall-only   # one size, no writers
 
 What is measured, on the asyncio backend, in one schema that grows from the small size to
 the large one (one user's parent holds a tenth of the corpus, other parents the rest). The
@@ -224,7 +225,9 @@ def load() -> str:
     return f"{os.getloadavg()[0]:.1f}"
 
 
-async def run(dsn: str, sizes: Sequence[int], writes: int, rounds: int, check: bool) -> int:
+async def run(
+    dsn: str, sizes: Sequence[int], writes: int, rounds: int, check: bool, remember: bool
+) -> int:
     failed = False
     runner = MemoryCompositionRunner()
     await runner.mount(
@@ -281,6 +284,8 @@ async def run(dsn: str, sizes: Sequence[int], writes: int, rounds: int, check: b
             )
     finally:
         await runner.dispose()
+    if not remember:
+        return 1 if check and failed else 0
     rates: dict[int, list[float]] = {1: [], 4: [], 16: []}
     for number in range(rounds):
         for count, measured in rates.items():
@@ -303,14 +308,27 @@ async def run(dsn: str, sizes: Sequence[int], writes: int, rounds: int, check: b
     return 1 if check and failed else 0
 
 
+def _sizes(text: str) -> tuple[int, ...]:
+    sizes = tuple(int(part.replace("_", "")) for part in text.split(","))
+    if not sizes or any(size <= 0 for size in sizes) or list(sizes) != sorted(set(sizes)):
+        raise argparse.ArgumentTypeError("sizes must be ascending positive numbers")
+    return sizes
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10,000 and 100,000 memories")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target fails")
     parser.add_argument("--dsn", help="an existing server (its schema 'bench' is replaced)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per figure (the median)")
+    parser.add_argument(
+        "--sizes", type=_sizes, help="memories to measure recall at, comma-separated, ascending"
+    )
+    parser.add_argument("--recall-only", action="store_true", help="no remember throughput")
     options = parser.parse_args(argv)
     sizes = (10_000, 100_000) if options.quick else (100_000, 1_000_000)
+    if options.sizes:
+        sizes = options.sizes
     writes = 50 if options.quick else 200
     server: PostgresServer | None = None
     dsn: Any = options.dsn
@@ -321,7 +339,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with psycopg.connect(dsn, autocommit=True) as connection:
             connection.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
-        return anyio.run(run, dsn, sizes, writes, options.rounds, options.check, backend="asyncio")
+        return anyio.run(
+            run,
+            dsn,
+            sizes,
+            writes,
+            options.rounds,
+            options.check,
+            not options.recall_only,
+            backend="asyncio",
+        )
     finally:
         if server is not None:
             server.stop()

@@ -43,7 +43,7 @@ from psycopg import AsyncConnection, sql
 from pydantic import ValidationError
 
 from ._rows import MEMORY_COLUMNS, entity_key, idempotency_digest, memory_from_row
-from ._search import WordFrequencies, search_memories
+from ._search import RecallStatements, WordFrequencies, search_memories
 from ._settings import PostgresSettings
 from ._store import STATUS_WAIT, SchemaPool, status_reason
 
@@ -106,6 +106,7 @@ class PostgresProvider:
         self._memories = sql.SQL("{}.memories").format(schema)
         self._entities = sql.SQL("{}.entities").format(schema)
         self._links = sql.SQL("{}.links").format(schema)
+        self._recall = RecallStatements(self._memories)
 
     def __repr__(self) -> str:
         return f"PostgresProvider(schema={self._settings.schema!r})"
@@ -149,7 +150,7 @@ class PostgresProvider:
         async with self._store.connection() as connection:
             return await search_memories(
                 connection,
-                self._memories,
+                self._recall,
                 self._settings.text_search_config,
                 request,
                 self._frequencies,
