@@ -295,7 +295,9 @@ class RuntimeSource:
         """Report the exact revision of the scope's partition, or why it is unavailable.
 
         A scope without the ids of `scope_keys` is `unavailable` (`missing-scope`); so is a
-        partition whose file is damaged (`damaged-file`) until a human repairs or removes it.
+        partition whose file is damaged (`damaged-file`) until a human repairs or removes it,
+        and, on PostgreSQL, a database that cannot answer (`store-unreachable`) or whose
+        tables a newer mnemon wrote (`schema-newer`).
         The core turns either reason into a diagnostic.
         """
         partition = self._partition(request.scope)
@@ -306,9 +308,13 @@ class RuntimeSource:
         try:
             snapshot = await self._read(partition)
         except SourceError as exc:
-            # a database that cannot answer is this turn's coded unavailability, as a damaged
-            # file is; the file store's errors stay what they were
-            if self._postgres is None or exc.code not in ("unavailable", "timeout"):
+            # a database that cannot answer, or whose tables a newer mnemon wrote, is this
+            # turn's coded unavailability, as a damaged file is; the file store's errors stay
+            if self._postgres is None:
+                raise
+            if exc.code == "schema_mismatch":
+                return self._unavailable("schema-newer")
+            if exc.code not in ("unavailable", "timeout"):
                 raise
             return self._unavailable("store-unreachable")
         if isinstance(snapshot, Damaged):

@@ -289,8 +289,8 @@ async def test_a_newer_schema_is_refused_and_left_alone(
     finally:
         await runner.dispose()
     # the Source does not serve (no fragments, no offer) rather than misread the tables
-    assert [(d.key, d.code) for d in turn.view.diagnostics] == [
-        (RUNTIME_KEY, "source-facts-failed")
+    assert [d.message for d in turn.view.diagnostics] == [
+        "Memory Source source:runtime is unavailable (schema-newer)"
     ]
     assert turn.view.offers == ()
     assert "schema" in str(caught.value)
