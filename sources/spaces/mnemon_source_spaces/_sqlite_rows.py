@@ -150,8 +150,8 @@ def insert_memories(
                 parent,
                 memory.memory_id,
                 memory.text,
-                json.dumps(list(memory.tags), ensure_ascii=False),
-                json.dumps(list(memory.entities), ensure_ascii=False),
+                _labels_json(memory.tags),
+                _labels_json(memory.entities),
                 memory.created_at,
                 memory.idempotency,
                 length,
@@ -216,6 +216,11 @@ def delete_memory(connection: sqlite3.Connection, parent: str, memory_id: str) -
         [(length, slot), (length, STORE_SLOT)],
     )
     return True
+
+
+def _labels_json(labels: Sequence[str]) -> str:
+    # most memories have no tags or entities: skip the encoder for them
+    return json.dumps(list(labels), ensure_ascii=False) if labels else "[]"
 
 
 def entity_key(name: str) -> str:
