@@ -187,3 +187,32 @@ async def test_batches_keep_exact_term_counts_per_parent_and_store_wide(
         }
     assert found == expected
     assert found[(0, "tea")] == found[(slots[PARENT], "tea")] + found[(slots[other], "tea")]
+
+
+async def test_made_up_ids_ascend_across_batches_and_never_repeat(
+    adapter: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # newer ids sort after older ones: a batch goes in at the end of the store's id index
+    # (a few pages per commit) instead of on one random page per memory
+    batches = [
+        [
+            result.memory.id
+            for result in await remember_many(
+                adapter, [RememberRequest(parent=PARENT, text=f"m{i}") for i in range(200)]
+            )
+        ]
+        for _ in range(2)
+    ]
+    ids = batches[0] + batches[1]
+    assert ids == sorted(ids)
+    assert len(set(ids)) == 400
+    assert all(len(made) == 16 and int(made, 16) >= 0 for made in ids)
+    # with no randomness left, every id of one millisecond collides: each is drawn again
+    monkeypatch.setattr("secrets.randbits", lambda bits: 0)
+    more = await remember_many(
+        adapter, [RememberRequest(parent=PARENT, text=f"n{index}") for index in range(4)]
+    )
+    later = [result.memory.id for result in more]
+    assert len(set(later) | set(ids)) == 404
+    assert later == sorted(later)
+    assert min(later) > max(ids)
