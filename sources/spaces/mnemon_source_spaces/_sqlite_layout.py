@@ -21,6 +21,7 @@ from ._text import words
 __all__ = [
     "COUNTER_SPAN",
     "DIGEST_BYTES",
+    "IN_SLOT",
     "MAX_SLOT",
     "STORE_SLOT",
     "document_terms",
@@ -37,6 +38,9 @@ COUNTER_SPAN = 1 << 40
 DIGEST_BYTES = 16
 MAX_SLOT = (1 << 22) - 1
 STORE_SLOT = 0  # the row of `namespaces` and `terms` that counts the whole store
+# a memory's slot from its rowid, as the id and idempotency indexes key it (schema 6): the
+# expression must be written exactly so for SQLite to use them; `?` is the slot
+IN_SLOT = f"(m.seq >> {COUNTER_SPAN.bit_length() - 1}) = ?"
 TAG_WEIGHT = 0.5
 ENTITY_WEIGHT = 0.75
 

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from ._provider import Memory
 from ._sqlite_layout import (
     COUNTER_SPAN,
+    IN_SLOT,
     MAX_SLOT,
     STORE_SLOT,
     document_terms,
@@ -191,8 +192,9 @@ def insert_memories(
 def delete_memory(connection: sqlite3.Connection, parent: str, memory_id: str) -> bool:
     """Delete one memory with its entities, links and counts; False when there is none."""
     row = connection.execute(
-        "SELECT seq, text, tags, entities, tokens FROM memories WHERE parent = ? AND id = ?",
-        (parent, memory_id),
+        f"SELECT m.seq, m.text, m.tags, m.entities, m.tokens FROM memories m "
+        f"WHERE {IN_SLOT} AND m.id = ?",
+        (namespace_slot(connection, parent, create=False), memory_id),
     ).fetchone()
     if row is None:
         return False

@@ -81,7 +81,7 @@ async def test_the_store_uses_wal_and_records_its_schema_version(
     await store.remember(RememberRequest(parent=PARENT, text="hello"))
     path = tmp_path / "store.sqlite3"
     assert query(path, "PRAGMA journal_mode") == [("wal",)]
-    assert query(path, "PRAGMA user_version") == [(5,)]
+    assert query(path, "PRAGMA user_version") == [(6,)]
 
 
 async def test_a_version_1_store_is_migrated_in_place_keeping_its_data(tmp_path: Path) -> None:
@@ -131,7 +131,7 @@ async def test_a_version_1_store_is_migrated_in_place_keeping_its_data(tmp_path:
         assert again.memory.id == "old-1"
     finally:
         await adapter.dispose()
-    assert query(path, "PRAGMA user_version") == [(5,)]
+    assert query(path, "PRAGMA user_version") == [(6,)]
     assert query(path, "PRAGMA integrity_check") == [("ok",)]
     assert not query(path, "SELECT name FROM sqlite_master WHERE name = 'memories_v1'")
 
@@ -438,7 +438,7 @@ async def test_a_version_2_store_is_renumbered_and_counted_keeping_everything(
         assert [m.id for m in page.memories] == [newer.memory.id]
     finally:
         await adapter.dispose()
-    assert query(path, "PRAGMA user_version") == [(5,)]
+    assert query(path, "PRAGMA user_version") == [(6,)]
     assert query(path, "SELECT id, seq - ? FROM memories ORDER BY seq", span) == [
         ("old-1", 0),
         ("old-2", 1),
@@ -507,7 +507,7 @@ async def test_a_version_3_store_gets_the_compact_index_keeping_everything(
         assert forgotten.forgotten
     finally:
         await adapter.dispose()
-    assert query(path, "PRAGMA user_version") == [(5,)]
+    assert query(path, "PRAGMA user_version") == [(6,)]
     assert before[:1] == query(path, "SELECT * FROM memories ORDER BY seq")
     assert query(path, "SELECT name FROM sqlite_master WHERE name = 'entities_memory'") == []
     [(sql,)] = query(path, "SELECT sql FROM sqlite_master WHERE name = 'memories_fts'")
@@ -540,5 +540,47 @@ async def test_a_version_4_store_keeps_its_idempotency_keys_in_16_bytes(tmp_path
         await adapter.dispose()
     assert not again.created
     assert again.memory.id == first.memory.id
-    assert query(path, "PRAGMA user_version") == [(5,)]
+    assert query(path, "PRAGMA user_version") == [(6,)]
     assert query(path, "SELECT idempotency_key FROM memories") == [(bytes.fromhex(whole)[:16],)]
+
+
+async def test_a_version_5_store_gets_its_indexes_keyed_by_slot_keeping_everything(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v5.sqlite3"
+    adapter = await open_store(path)
+    try:
+        first = await adapter.remember(
+            RememberRequest(parent=PARENT, text="Ada keeps bees", idempotency_key="key-bees")
+        )
+        other = await adapter.remember(RememberRequest(parent=OTHER, text="Bob keeps goats"))
+    finally:
+        await adapter.dispose()
+    # version 5 as it was: both indexes keyed by the parent's name
+    connection = sqlite3.connect(path, isolation_level=None)
+    connection.executescript(
+        "DROP INDEX memories_id; DROP INDEX memories_idempotency;"
+        "CREATE UNIQUE INDEX memories_id ON memories (parent, id);"
+        "CREATE UNIQUE INDEX memories_idempotency ON memories (parent, idempotency_key)"
+        " WHERE idempotency_key IS NOT NULL;"
+        "PRAGMA user_version = 5;"
+    )
+    connection.close()
+    adapter = await open_store(path)
+    try:
+        again = await adapter.remember(
+            RememberRequest(parent=PARENT, text="Ada keeps bees", idempotency_key="key-bees")
+        )
+        found = await adapter.get(GetRequest(parent=OTHER, id=other.memory.id))
+        crossed = await adapter.get(GetRequest(parent=PARENT, id=other.memory.id))
+    finally:
+        await adapter.dispose()
+    assert not again.created
+    assert again.memory.id == first.memory.id
+    assert found.memory == other.memory
+    assert crossed.memory is None
+    assert query(path, "PRAGMA user_version") == [(6,)]
+    indexes = dict(query(path, "SELECT name, sql FROM sqlite_master WHERE type = 'index'"))
+    assert "seq >> 40" in indexes["memories_id"]
+    assert "seq >> 40" in indexes["memories_idempotency"]
+    assert query(path, "SELECT count(*) FROM memories") == [(2,)]
