@@ -400,11 +400,12 @@ class SqliteProvider:
         self, connection: sqlite3.Connection, request: EntityIndexRequest
     ) -> EntityIndexResult:
         prefix = entity_key(request.prefix or "")
+        slot = namespace_slot(connection, request.parent, create=False)
         rows = connection.execute(
             "SELECT min(name), count(*) AS mentions FROM entities "
-            "WHERE parent = ? AND key >= ? AND key < ? "
+            "WHERE slot = ? AND key >= ? AND key < ? "
             "GROUP BY key ORDER BY mentions DESC, key LIMIT ?",
-            (request.parent, prefix, prefix + "\U0010ffff", request.limit),
+            (slot, prefix, prefix + "\U0010ffff", request.limit),
         ).fetchall()
         entities = []
         for name, mentions in rows:

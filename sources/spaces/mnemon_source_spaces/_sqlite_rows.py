@@ -162,7 +162,7 @@ def insert_memories(
         keys: dict[str, str] = {}
         for name in memory.entities:
             keys.setdefault(entity_key(name), name)
-        entity_rows += [(parent, key, seq, name) for key, name in keys.items()]
+        entity_rows += [(slot, key, seq, name) for key, name in keys.items()]
     connection.executemany(
         "INSERT INTO memories (seq, parent, id, text, tags, entities, created_at, "
         "idempotency_key, tokens, terms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -175,7 +175,7 @@ def insert_memories(
     )
     if entity_rows:
         connection.executemany(
-            "INSERT INTO entities (parent, key, seq, name) VALUES (?, ?, ?, ?)", entity_rows
+            "INSERT INTO entities (slot, key, seq, name) VALUES (?, ?, ?, ?)", entity_rows
         )
     record_term_counts(connection, slot, documents)
     connection.executemany(
@@ -203,8 +203,8 @@ def delete_memory(connection: sqlite3.Connection, parent: str, memory_id: str) -
     connection.execute("DELETE FROM memories WHERE seq = ?", (seq,))
     names = json_list(entities)
     connection.executemany(
-        "DELETE FROM entities WHERE parent = ? AND key = ? AND seq = ?",
-        [(parent, key, seq) for key in {entity_key(name) for name in names}],
+        "DELETE FROM entities WHERE slot = ? AND key = ? AND seq = ?",
+        [(slot, key, seq) for key in {entity_key(name) for name in names}],
     )
     connection.execute(
         "DELETE FROM links WHERE parent = ? AND (source = ? OR target = ?)",

@@ -1,6 +1,10 @@
 """The SQLite store's schema, versioned with `PRAGMA user_version`, and its migrations.
 
-Version 6 (current) keys the id and idempotency indexes by the parent's slot (`seq >> 40`,
+Version 7 (current) keys entity rows by the parent's slot instead of its name (the same
+saving for the largest random-keyed table). Opening a version 6 store copies the entity rows
+into the new table, in one transaction.
+
+Version 6 keys the id and idempotency indexes by the parent's slot (`seq >> 40`,
 see `_sqlite_layout`) instead of repeating the parent's name in every entry: the indexes are
 less than half the size, and a batch's random idempotency digests change half as many
 pages. Opening a version 5 store rebuilds the two indexes, in one transaction; no row changes.
@@ -49,7 +53,7 @@ from ._sqlite_rows import insert_memory  # one writer of rows for new and migrat
 
 __all__ = ["CURRENT_VERSION", "SchemaMismatch", "ensure_schema"]
 
-CURRENT_VERSION = 6
+CURRENT_VERSION = 7
 MIGRATION_BATCH = 2_000
 
 SCHEMA = """
@@ -99,11 +103,11 @@ CREATE TABLE terms (
     PRIMARY KEY (slot, term)
 ) WITHOUT ROWID;
 CREATE TABLE entities (
-    parent TEXT NOT NULL,
+    slot INTEGER NOT NULL,
     key TEXT NOT NULL,
     seq INTEGER NOT NULL,
     name TEXT NOT NULL,
-    PRIMARY KEY (parent, key, seq)
+    PRIMARY KEY (slot, key, seq)
 ) WITHOUT ROWID;
 CREATE TABLE links (
     parent TEXT NOT NULL,
@@ -253,6 +257,21 @@ def _migrate_5_to_6(connection: sqlite3.Connection) -> int:
     return 6
 
 
+def _migrate_6_to_7(connection: sqlite3.Connection) -> int:
+    """Version 6 -> 7: entity rows keyed by slot, not by parent name (every row kept)."""
+    connection.execute("ALTER TABLE entities RENAME TO entities_v6")
+    start = SCHEMA.index("CREATE TABLE entities")
+    end = SCHEMA.index("CREATE TABLE links")
+    _run_script(connection, SCHEMA[start:end])
+    connection.execute(
+        # a memory's slot is in its rowid; (key, seq) is unique already, so nothing collides
+        f"INSERT INTO entities (slot, key, seq, name) SELECT seq / {COUNTER_SPAN}, key, seq, "
+        "name FROM entities_v6 ORDER BY 1, 2, 3"
+    )
+    connection.execute("DROP TABLE entities_v6")
+    return 7
+
+
 def _migrate_3_to_4(connection: sqlite3.Connection) -> int:
     """Version 3 -> 4: an FTS5 index without positions, no entity index by memory."""
     connection.execute("DROP INDEX IF EXISTS entities_memory")
@@ -287,4 +306,5 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], int]] = {
     3: _migrate_3_to_4,
     4: _migrate_4_to_5,
     5: _migrate_5_to_6,
+    6: _migrate_6_to_7,
 }
