@@ -46,7 +46,7 @@ from ._provider import (
     StatusRequest,
     define_space_provider,
 )
-from ._sqlite_layout import COUNTER_SPAN, idempotency_digest, slot_range
+from ._sqlite_layout import COUNTER_SPAN, IN_SLOT, idempotency_digest, slot_range
 from ._sqlite_rows import (
     MEMORY_COLUMNS,
     NewMemory,
@@ -164,34 +164,49 @@ def _stored_by_key(
 ) -> dict[bytes, Memory]:
     """The memories of `parent` already stored under these idempotency digests."""
     found: dict[bytes, Memory] = {}
+    slot = namespace_slot(connection, parent, create=False)
+    if slot is None:
+        return found
     for start in range(0, len(digests), _LOOKUP_CHUNK):
         chunk = digests[start : start + _LOOKUP_CHUNK]
         rows = connection.execute(
-            f"SELECT {MEMORY_COLUMNS}, m.idempotency_key FROM memories m WHERE m.parent = ? "
+            f"SELECT {MEMORY_COLUMNS}, m.idempotency_key FROM memories m WHERE {IN_SLOT} "
             f"AND m.idempotency_key IN ({','.join('?' * len(chunk))})",
-            (parent, *chunk),
+            (slot, *chunk),
         ).fetchall()
         for row in rows:
             found[row[8]] = _required(memory_from_row(row))
     return found
 
 
+def _made_id() -> str:
+    """A new memory id: 11 hex digits of the current millisecond, then 5 random ones.
+
+    Ids made close together share their start, so a batch's ids go in at the end of the
+    (parent, id) index instead of on as many random pages as it has memories: each page a
+    transaction changes is written to the WAL at commit, then again at the checkpoint. A
+    repeated id is drawn again (`_new_ids` checks every one under the write lock).
+    """
+    return f"{time.time_ns() // 1_000_000 & 0xFFFFFFFFFFF:011x}{secrets.randbits(20):05x}"
+
+
 def _new_ids(connection: sqlite3.Connection, parent: str, count: int, taken: set[str]) -> list[str]:
-    """`count` random memory ids that `parent` does not hold and `taken` does not name."""
+    """`count` new memory ids that `parent` does not hold and `taken` does not name."""
     made: list[str] = []
+    slot = namespace_slot(connection, parent, create=False)
     while len(made) < count:
-        wanted = {secrets.token_hex(8) for _ in range(count - len(made))} - taken
+        wanted = {_made_id() for _ in range(count - len(made))} - taken
         wanted -= set(made)
         candidates = sorted(wanted)
         held: set[str] = set()
-        for start in range(0, len(candidates), _LOOKUP_CHUNK):
+        for start in range(0, len(candidates) if slot is not None else 0, _LOOKUP_CHUNK):
             chunk = candidates[start : start + _LOOKUP_CHUNK]
             held.update(
                 row[0]
                 for row in connection.execute(
-                    f"SELECT id FROM memories WHERE parent = ? "
-                    f"AND id IN ({','.join('?' * len(chunk))})",
-                    (parent, *chunk),
+                    f"SELECT id FROM memories m WHERE {IN_SLOT} "
+                    f"AND m.id IN ({','.join('?' * len(chunk))})",
+                    (slot, *chunk),
                 )
             )
         made += [candidate for candidate in candidates if candidate not in held]
@@ -203,12 +218,13 @@ def _stored_by_id(
 ) -> dict[str, Memory]:
     """The memories of `parent` already stored under these ids."""
     found: dict[str, Memory] = {}
-    for start in range(0, len(ids), _LOOKUP_CHUNK):
+    slot = namespace_slot(connection, parent, create=False)
+    for start in range(0, len(ids) if slot is not None else 0, _LOOKUP_CHUNK):
         chunk = ids[start : start + _LOOKUP_CHUNK]
         rows = connection.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.parent = ? "
+            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {IN_SLOT} "
             f"AND m.id IN ({','.join('?' * len(chunk))})",
-            (parent, *chunk),
+            (slot, *chunk),
         ).fetchall()
         for row in rows:
             found[row[2]] = _required(memory_from_row(row))
@@ -341,9 +357,10 @@ class SqliteProvider:
         return await self._run(lambda connection: self._get(connection, request))
 
     def _get(self, connection: sqlite3.Connection, request: GetRequest) -> GetResult:
+        slot = namespace_slot(connection, request.parent, create=False)
         row = connection.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.parent = ? AND m.id = ?",
-            (request.parent, request.id),
+            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {IN_SLOT} AND m.id = ?",
+            (slot, request.id),
         ).fetchone()
         return GetResult(memory=None if row is None else memory_from_row(row))
 
@@ -352,20 +369,21 @@ class SqliteProvider:
         return await self._run(lambda connection: self._related(connection, request))
 
     def _related(self, connection: sqlite3.Connection, request: RelatedRequest) -> RelatedResult:
+        slot = namespace_slot(connection, request.parent, create=False)
         exists = connection.execute(
-            "SELECT 1 FROM memories WHERE parent = ? AND id = ?", (request.parent, request.id)
+            f"SELECT 1 FROM memories m WHERE {IN_SLOT} AND m.id = ?", (slot, request.id)
         ).fetchone()
         if exists is None:
             raise ProviderError("not_found", "no such memory")
         rows = connection.execute(
             f"SELECT {MEMORY_COLUMNS}, l.relation, 'outgoing', l.created_at FROM links l "
-            "JOIN memories m ON m.parent = l.parent AND m.id = l.target "
+            f"JOIN memories m ON {IN_SLOT} AND m.id = l.target "
             "WHERE l.parent = ? AND l.source = ? "
             f"UNION ALL SELECT {MEMORY_COLUMNS}, l.relation, 'incoming', l.created_at FROM links l "
-            "JOIN memories m ON m.parent = l.parent AND m.id = l.source "
+            f"JOIN memories m ON {IN_SLOT} AND m.id = l.source "
             "WHERE l.parent = ? AND l.target = ? "
             "ORDER BY 11 DESC LIMIT ?",
-            (request.parent, request.id, request.parent, request.id, request.limit),
+            (slot, request.parent, request.id, slot, request.parent, request.id, request.limit),
         ).fetchall()
         related = []
         for row in rows:
@@ -382,11 +400,12 @@ class SqliteProvider:
         self, connection: sqlite3.Connection, request: EntityIndexRequest
     ) -> EntityIndexResult:
         prefix = entity_key(request.prefix or "")
+        slot = namespace_slot(connection, request.parent, create=False)
         rows = connection.execute(
             "SELECT min(name), count(*) AS mentions FROM entities "
-            "WHERE parent = ? AND key >= ? AND key < ? "
+            "WHERE slot = ? AND key >= ? AND key < ? "
             "GROUP BY key ORDER BY mentions DESC, key LIMIT ?",
-            (request.parent, prefix, prefix + "\U0010ffff", request.limit),
+            (slot, prefix, prefix + "\U0010ffff", request.limit),
         ).fetchall()
         entities = []
         for name, mentions in rows:
@@ -522,9 +541,10 @@ class SqliteProvider:
             raise ProviderError("invalid_payload", "a memory cannot be linked to itself")
         with self._store.writing():
             connection.execute("BEGIN IMMEDIATE")
+            slot = namespace_slot(connection, request.parent, create=False)
             found = connection.execute(
-                "SELECT count(*) FROM memories WHERE parent = ? AND id IN (?, ?)",
-                (request.parent, request.source_id, request.target_id),
+                f"SELECT count(*) FROM memories m WHERE {IN_SLOT} AND m.id IN (?, ?)",
+                (slot, request.source_id, request.target_id),
             ).fetchone()[0]
             if found != 2:
                 connection.execute("ROLLBACK")

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from ._provider import Memory
 from ._sqlite_layout import (
     COUNTER_SPAN,
+    IN_SLOT,
     MAX_SLOT,
     STORE_SLOT,
     document_terms,
@@ -150,8 +151,8 @@ def insert_memories(
                 parent,
                 memory.memory_id,
                 memory.text,
-                json.dumps(list(memory.tags), ensure_ascii=False),
-                json.dumps(list(memory.entities), ensure_ascii=False),
+                _labels_json(memory.tags),
+                _labels_json(memory.entities),
                 memory.created_at,
                 memory.idempotency,
                 length,
@@ -161,7 +162,7 @@ def insert_memories(
         keys: dict[str, str] = {}
         for name in memory.entities:
             keys.setdefault(entity_key(name), name)
-        entity_rows += [(parent, key, seq, name) for key, name in keys.items()]
+        entity_rows += [(slot, key, seq, name) for key, name in keys.items()]
     connection.executemany(
         "INSERT INTO memories (seq, parent, id, text, tags, entities, created_at, "
         "idempotency_key, tokens, terms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -174,7 +175,7 @@ def insert_memories(
     )
     if entity_rows:
         connection.executemany(
-            "INSERT INTO entities (parent, key, seq, name) VALUES (?, ?, ?, ?)", entity_rows
+            "INSERT INTO entities (slot, key, seq, name) VALUES (?, ?, ?, ?)", entity_rows
         )
     record_term_counts(connection, slot, documents)
     connection.executemany(
@@ -191,8 +192,9 @@ def insert_memories(
 def delete_memory(connection: sqlite3.Connection, parent: str, memory_id: str) -> bool:
     """Delete one memory with its entities, links and counts; False when there is none."""
     row = connection.execute(
-        "SELECT seq, text, tags, entities, tokens FROM memories WHERE parent = ? AND id = ?",
-        (parent, memory_id),
+        f"SELECT m.seq, m.text, m.tags, m.entities, m.tokens FROM memories m "
+        f"WHERE {IN_SLOT} AND m.id = ?",
+        (namespace_slot(connection, parent, create=False), memory_id),
     ).fetchone()
     if row is None:
         return False
@@ -201,8 +203,8 @@ def delete_memory(connection: sqlite3.Connection, parent: str, memory_id: str) -
     connection.execute("DELETE FROM memories WHERE seq = ?", (seq,))
     names = json_list(entities)
     connection.executemany(
-        "DELETE FROM entities WHERE parent = ? AND key = ? AND seq = ?",
-        [(parent, key, seq) for key in {entity_key(name) for name in names}],
+        "DELETE FROM entities WHERE slot = ? AND key = ? AND seq = ?",
+        [(slot, key, seq) for key in {entity_key(name) for name in names}],
     )
     connection.execute(
         "DELETE FROM links WHERE parent = ? AND (source = ? OR target = ?)",
@@ -216,6 +218,11 @@ def delete_memory(connection: sqlite3.Connection, parent: str, memory_id: str) -
         [(length, slot), (length, STORE_SLOT)],
     )
     return True
+
+
+def _labels_json(labels: Sequence[str]) -> str:
+    # most memories have no tags or entities: skip the encoder for them
+    return json.dumps(list(labels), ensure_ascii=False) if labels else "[]"
 
 
 def entity_key(name: str) -> str:

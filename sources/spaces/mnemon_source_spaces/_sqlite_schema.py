@@ -1,6 +1,15 @@
 """The SQLite store's schema, versioned with `PRAGMA user_version`, and its migrations.
 
-Version 5 (current) keeps an idempotency key as the first 16 bytes of its SHA-256, a blob
+Version 7 (current) keys entity rows by the parent's slot instead of its name (the same
+saving for the largest random-keyed table). Opening a version 6 store copies the entity rows
+into the new table, in one transaction.
+
+Version 6 keys the id and idempotency indexes by the parent's slot (`seq >> 40`,
+see `_sqlite_layout`) instead of repeating the parent's name in every entry: the indexes are
+less than half the size, and a batch's random idempotency digests change half as many
+pages. Opening a version 5 store rebuilds the two indexes, in one transaction; no row changes.
+
+Version 5 keeps an idempotency key as the first 16 bytes of its SHA-256, a blob
 (it was the whole digest in hex: four times the bytes, in the row and in its index).
 Opening a version 4 store converts every stored digest in place, in one transaction.
 
@@ -44,7 +53,7 @@ from ._sqlite_rows import insert_memory  # one writer of rows for new and migrat
 
 __all__ = ["CURRENT_VERSION", "SchemaMismatch", "ensure_schema"]
 
-CURRENT_VERSION = 5
+CURRENT_VERSION = 7
 MIGRATION_BATCH = 2_000
 
 SCHEMA = """
@@ -68,8 +77,8 @@ CREATE TABLE memories (
     tokens INTEGER NOT NULL DEFAULT 0,
     terms TEXT
 );
-CREATE UNIQUE INDEX memories_id ON memories (parent, id);
-CREATE UNIQUE INDEX memories_idempotency ON memories (parent, idempotency_key)
+CREATE UNIQUE INDEX memories_id ON memories (seq >> 40, id);
+CREATE UNIQUE INDEX memories_idempotency ON memories (seq >> 40, idempotency_key)
     WHERE idempotency_key IS NOT NULL;
 CREATE VIRTUAL TABLE memories_fts USING fts5 (
     text, tags, entities,
@@ -94,11 +103,11 @@ CREATE TABLE terms (
     PRIMARY KEY (slot, term)
 ) WITHOUT ROWID;
 CREATE TABLE entities (
-    parent TEXT NOT NULL,
+    slot INTEGER NOT NULL,
     key TEXT NOT NULL,
     seq INTEGER NOT NULL,
     name TEXT NOT NULL,
-    PRIMARY KEY (parent, key, seq)
+    PRIMARY KEY (slot, key, seq)
 ) WITHOUT ROWID;
 CREATE TABLE links (
     parent TEXT NOT NULL,
@@ -238,6 +247,31 @@ def _migrate_4_to_5(connection: sqlite3.Connection) -> int:
     return 5
 
 
+def _migrate_5_to_6(connection: sqlite3.Connection) -> int:
+    """Version 5 -> 6: the id and idempotency indexes keyed by slot, not by parent name."""
+    connection.execute("DROP INDEX IF EXISTS memories_id")
+    connection.execute("DROP INDEX IF EXISTS memories_idempotency")
+    start = SCHEMA.index("CREATE UNIQUE INDEX memories_id")
+    end = SCHEMA.index("CREATE VIRTUAL TABLE memories_fts")
+    _run_script(connection, SCHEMA[start:end])
+    return 6
+
+
+def _migrate_6_to_7(connection: sqlite3.Connection) -> int:
+    """Version 6 -> 7: entity rows keyed by slot, not by parent name (every row kept)."""
+    connection.execute("ALTER TABLE entities RENAME TO entities_v6")
+    start = SCHEMA.index("CREATE TABLE entities")
+    end = SCHEMA.index("CREATE TABLE links")
+    _run_script(connection, SCHEMA[start:end])
+    connection.execute(
+        # a memory's slot is in its rowid; (key, seq) is unique already, so nothing collides
+        f"INSERT INTO entities (slot, key, seq, name) SELECT seq / {COUNTER_SPAN}, key, seq, "
+        "name FROM entities_v6 ORDER BY 1, 2, 3"
+    )
+    connection.execute("DROP TABLE entities_v6")
+    return 7
+
+
 def _migrate_3_to_4(connection: sqlite3.Connection) -> int:
     """Version 3 -> 4: an FTS5 index without positions, no entity index by memory."""
     connection.execute("DROP INDEX IF EXISTS entities_memory")
@@ -271,4 +305,6 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], int]] = {
     2: _migrate_2_to_3,
     3: _migrate_3_to_4,
     4: _migrate_4_to_5,
+    5: _migrate_5_to_6,
+    6: _migrate_6_to_7,
 }

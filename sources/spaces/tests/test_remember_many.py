@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,6 +12,7 @@ from typing import Any
 import pytest
 from mnemon_source_spaces import (
     SQLITE_PROVIDER,
+    ForgetRequest,
     ListRequest,
     ProviderError,
     ProviderInit,
@@ -17,6 +20,7 @@ from mnemon_source_spaces import (
     RememberResult,
     remember_many,
 )
+from mnemon_source_spaces._sqlite_layout import document_terms
 
 PARENT = "s1-" + "a" * 40
 
@@ -140,3 +144,75 @@ async def test_a_batch_is_one_durable_transaction_not_one_per_memory(adapter: An
     await remember_many(adapter, [RememberRequest(parent=PARENT, text=f"x{i}") for i in range(40)])
     store.connection = original
     assert commits == 1
+
+
+async def test_batches_keep_exact_term_counts_per_parent_and_store_wide(
+    adapter: Any, tmp_path: Path
+) -> None:
+    # recall ranks by these counts: after batches over two parents, with terms repeated
+    # within a batch, across batches and in tags and entities, each must equal a recount
+    other = "s1-" + "b" * 40
+    texts = ["Tea and tea again", "Café crème", "tea: green", "Ünïcode wörds café"]
+    for round_ in range(3):
+        await remember_many(
+            adapter,
+            [
+                RememberRequest(
+                    parent=parent,
+                    text=f"{text} round{round_}",
+                    tags=("Tea",) if index % 2 else (),
+                    entities=("Ada Lovelace",) if index == 1 else (),
+                )
+                for parent in (PARENT, other)
+                for index, text in enumerate(texts[: 2 + round_])
+            ],
+        )
+    page = await adapter.list(ListRequest(parent=other, limit=1))
+    await adapter.forget(ForgetRequest(parent=other, id=page.memories[0].id))
+    with sqlite3.connect(tmp_path / "store.sqlite3") as connection:
+        slots = dict(connection.execute("SELECT parent, slot FROM namespaces").fetchall())
+        expected: dict[tuple[int, str], int] = {}
+        for parent, text, tags, entities in connection.execute(
+            "SELECT parent, text, tags, entities FROM memories"
+        ):
+            counted = document_terms(text, json.loads(tags), json.loads(entities))
+            for slot in (0, slots[parent]):
+                for term in counted:
+                    expected[(slot, term)] = expected.get((slot, term), 0) + 1
+        found = {
+            (slot, term): documents
+            for slot, term, documents in connection.execute(
+                "SELECT slot, term, documents FROM terms"
+            )
+        }
+    assert found == expected
+    assert found[(0, "tea")] == found[(slots[PARENT], "tea")] + found[(slots[other], "tea")]
+
+
+async def test_made_up_ids_ascend_across_batches_and_never_repeat(
+    adapter: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # newer ids sort after older ones: a batch goes in at the end of the store's id index
+    # (a few pages per commit) instead of on one random page per memory
+    batches = [
+        [
+            result.memory.id
+            for result in await remember_many(
+                adapter, [RememberRequest(parent=PARENT, text=f"m{i}") for i in range(200)]
+            )
+        ]
+        for _ in range(2)
+    ]
+    ids = batches[0] + batches[1]
+    assert ids == sorted(ids)
+    assert len(set(ids)) == 400
+    assert all(len(made) == 16 and int(made, 16) >= 0 for made in ids)
+    # with no randomness left, every id of one millisecond collides: each is drawn again
+    monkeypatch.setattr("secrets.randbits", lambda bits: 0)
+    more = await remember_many(
+        adapter, [RememberRequest(parent=PARENT, text=f"n{index}") for index in range(4)]
+    )
+    later = [result.memory.id for result in more]
+    assert len(set(later) | set(ids)) == 404
+    assert later == sorted(later)
+    assert min(later) > max(ids)

@@ -66,8 +66,8 @@ class TestSqliteProvider(ProviderConformance):
                 ],
             )
             connection.execute(
-                "INSERT INTO entities (parent, key, seq, name) VALUES (?, 'bad\x01', ?, 'bad\x01name')",
-                (parent, base + 10),
+                "INSERT INTO entities (slot, key, seq, name) VALUES (?, 'bad\x01', ?, 'bad\x01name')",
+                (base >> 40, base + 10),
             )
             connection.execute(
                 "INSERT INTO links (parent, source, target, relation, created_at) "

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from mnemon_source_spaces import (
     SQLITE_PROVIDER,
+    EntityIndexRequest,
     ForgetRequest,
     GetRequest,
     ListRequest,
@@ -81,7 +82,7 @@ async def test_the_store_uses_wal_and_records_its_schema_version(
     await store.remember(RememberRequest(parent=PARENT, text="hello"))
     path = tmp_path / "store.sqlite3"
     assert query(path, "PRAGMA journal_mode") == [("wal",)]
-    assert query(path, "PRAGMA user_version") == [(5,)]
+    assert query(path, "PRAGMA user_version") == [(7,)]
 
 
 async def test_a_version_1_store_is_migrated_in_place_keeping_its_data(tmp_path: Path) -> None:
@@ -131,7 +132,7 @@ async def test_a_version_1_store_is_migrated_in_place_keeping_its_data(tmp_path:
         assert again.memory.id == "old-1"
     finally:
         await adapter.dispose()
-    assert query(path, "PRAGMA user_version") == [(5,)]
+    assert query(path, "PRAGMA user_version") == [(7,)]
     assert query(path, "PRAGMA integrity_check") == [("ok",)]
     assert not query(path, "SELECT name FROM sqlite_master WHERE name = 'memories_v1'")
 
@@ -438,7 +439,7 @@ async def test_a_version_2_store_is_renumbered_and_counted_keeping_everything(
         assert [m.id for m in page.memories] == [newer.memory.id]
     finally:
         await adapter.dispose()
-    assert query(path, "PRAGMA user_version") == [(5,)]
+    assert query(path, "PRAGMA user_version") == [(7,)]
     assert query(path, "SELECT id, seq - ? FROM memories ORDER BY seq", span) == [
         ("old-1", 0),
         ("old-2", 1),
@@ -507,7 +508,7 @@ async def test_a_version_3_store_gets_the_compact_index_keeping_everything(
         assert forgotten.forgotten
     finally:
         await adapter.dispose()
-    assert query(path, "PRAGMA user_version") == [(5,)]
+    assert query(path, "PRAGMA user_version") == [(7,)]
     assert before[:1] == query(path, "SELECT * FROM memories ORDER BY seq")
     assert query(path, "SELECT name FROM sqlite_master WHERE name = 'entities_memory'") == []
     [(sql,)] = query(path, "SELECT sql FROM sqlite_master WHERE name = 'memories_fts'")
@@ -540,5 +541,89 @@ async def test_a_version_4_store_keeps_its_idempotency_keys_in_16_bytes(tmp_path
         await adapter.dispose()
     assert not again.created
     assert again.memory.id == first.memory.id
-    assert query(path, "PRAGMA user_version") == [(5,)]
+    assert query(path, "PRAGMA user_version") == [(7,)]
     assert query(path, "SELECT idempotency_key FROM memories") == [(bytes.fromhex(whole)[:16],)]
+
+
+async def test_a_version_5_store_gets_its_indexes_keyed_by_slot_keeping_everything(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v5.sqlite3"
+    adapter = await open_store(path)
+    try:
+        first = await adapter.remember(
+            RememberRequest(parent=PARENT, text="Ada keeps bees", idempotency_key="key-bees")
+        )
+        other = await adapter.remember(RememberRequest(parent=OTHER, text="Bob keeps goats"))
+    finally:
+        await adapter.dispose()
+    # version 5 as it was: both indexes keyed by the parent's name
+    connection = sqlite3.connect(path, isolation_level=None)
+    connection.executescript(
+        "DROP INDEX memories_id; DROP INDEX memories_idempotency;"
+        "CREATE UNIQUE INDEX memories_id ON memories (parent, id);"
+        "CREATE UNIQUE INDEX memories_idempotency ON memories (parent, idempotency_key)"
+        " WHERE idempotency_key IS NOT NULL;"
+        "PRAGMA user_version = 5;"
+    )
+    connection.close()
+    adapter = await open_store(path)
+    try:
+        again = await adapter.remember(
+            RememberRequest(parent=PARENT, text="Ada keeps bees", idempotency_key="key-bees")
+        )
+        found = await adapter.get(GetRequest(parent=OTHER, id=other.memory.id))
+        crossed = await adapter.get(GetRequest(parent=PARENT, id=other.memory.id))
+    finally:
+        await adapter.dispose()
+    assert not again.created
+    assert again.memory.id == first.memory.id
+    assert found.memory == other.memory
+    assert crossed.memory is None
+    assert query(path, "PRAGMA user_version") == [(7,)]
+    indexes = dict(query(path, "SELECT name, sql FROM sqlite_master WHERE type = 'index'"))
+    assert "seq >> 40" in indexes["memories_id"]
+    assert "seq >> 40" in indexes["memories_idempotency"]
+    assert query(path, "SELECT count(*) FROM memories") == [(2,)]
+
+
+async def test_a_version_6_store_gets_entity_rows_keyed_by_slot_keeping_every_one(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v6.sqlite3"
+    adapter = await open_store(path)
+    try:
+        for parent, text, names in (
+            (PARENT, "Ada met Bob", ("Ada", "Bob")),
+            (PARENT, "Ada again", ("Ada",)),
+            (OTHER, "Ada elsewhere", ("Ada",)),
+        ):
+            await adapter.remember(RememberRequest(parent=parent, text=text, entities=names))
+        before = await adapter.entity_index(EntityIndexRequest(parent=PARENT))
+    finally:
+        await adapter.dispose()
+    # version 6 as it was: entity rows keyed by the parent's name
+    connection = sqlite3.connect(path, isolation_level=None)
+    connection.executescript(
+        "CREATE TABLE old (parent TEXT NOT NULL, key TEXT NOT NULL, seq INTEGER NOT NULL,"
+        " name TEXT NOT NULL, PRIMARY KEY (parent, key, seq)) WITHOUT ROWID;"
+        "INSERT INTO old SELECT n.parent, e.key, e.seq, e.name FROM entities e"
+        " JOIN namespaces n ON n.slot = e.slot;"
+        "DROP TABLE entities; ALTER TABLE old RENAME TO entities;"
+        "PRAGMA user_version = 6;"
+    )
+    connection.close()
+    adapter = await open_store(path)
+    try:
+        after = await adapter.entity_index(EntityIndexRequest(parent=PARENT))
+        elsewhere = await adapter.entity_index(EntityIndexRequest(parent=OTHER))
+        page = await adapter.list(ListRequest(parent=PARENT, limit=10))
+        for memory in page.memories:
+            await adapter.forget(ForgetRequest(parent=PARENT, id=memory.id))
+    finally:
+        await adapter.dispose()
+    assert [(e.name, e.memories) for e in after.entities] == [("Ada", 2), ("Bob", 1)]
+    assert after == before
+    assert [(e.name, e.memories) for e in elsewhere.entities] == [("Ada", 1)]
+    assert query(path, "PRAGMA user_version") == [(7,)]
+    assert query(path, "SELECT slot, name FROM entities") == [(2, "Ada")]
