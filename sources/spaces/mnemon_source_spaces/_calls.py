@@ -18,6 +18,8 @@ from mnemon import SourceError, guarded_call
 
 from ._grants import PinnedSpace
 from ._provider import (
+    GetRequest,
+    GetResult,
     Memory,
     ProviderStatus,
     RememberRequest,
@@ -94,6 +96,24 @@ class ProviderCalls:
             raise SourceError(
                 "provider_error", "the memory Provider returned malformed data"
             ) from None
+
+    async def held_elsewhere(
+        self, memory_id: str, space: PinnedSpace, pinned: Sequence[PinnedSpace]
+    ) -> bool:
+        """Whether a space of `pinned` other than `space` holds a memory `memory_id`.
+
+        A Provider keeps idempotency keys per parent; a keyed memory's id is derived from the
+        key, so the other spaces of a View are asked for that id. False without `get`.
+        """
+        if not self.supports("get"):
+            return False
+        for other in pinned:
+            if other.parent == space.parent:
+                continue
+            found = await self.call("get", GetRequest(parent=other.parent, id=memory_id), GetResult)
+            if found.memory is not None:
+                return True
+        return False
 
     async def remember_many(self, requests: Sequence[RememberRequest]) -> list[RememberResult]:
         """Store a batch through the Provider SDK's `remember_many`, under the timeout.

@@ -23,8 +23,6 @@ from ._manifest import MAX_ENTITIES, MAX_TAGS, MAX_TEXT_CHARACTERS
 from ._provider import (
     ForgetRequest,
     ForgetResult,
-    GetRequest,
-    GetResult,
     ListRequest,
     ListResult,
     RememberRequest,
@@ -170,8 +168,10 @@ class SpacesManagement:
         for index, item in enumerate(items):
             try:
                 request, content = _import_request(space.parent, item)
-                if request.memory_id is not None:
-                    await self._refuse_key_in_other_space(request.memory_id, space, pinned)
+                # as the remember action: a key another visible space stored under is not reused
+                key_id = request.memory_id
+                if key_id is not None and await self._calls.held_elsewhere(key_id, space, pinned):
+                    raise _key_conflict()
             except SourceError as exc:
                 results[index] = _refused(index, exc)
                 continue
@@ -202,21 +202,6 @@ class SpacesManagement:
             "replayed": sum(1 for r in done if r.get("replayed") is True),
             "refused": sum(1 for r in done if r["completion"] == "refused"),
         }
-
-    async def _refuse_key_in_other_space(
-        self, memory_id: str, space: PinnedSpace, pinned: Sequence[PinnedSpace]
-    ) -> None:
-        # as the remember action: a key another visible space stored under is not reused
-        if not self._calls.supports("get"):
-            return
-        for other in pinned:
-            if other.parent == space.parent:
-                continue
-            found = await self._calls.call(
-                "get", GetRequest(parent=other.parent, id=memory_id), GetResult
-            )
-            if found.memory is not None:
-                raise _key_conflict()
 
 
 _ITEM_KEYS = frozenset({"text", "tags", "entities", "idempotency_key"})

@@ -420,8 +420,9 @@ class SpacesSource:
             )
         key = given or request.idempotency_key
         memory_id = None if key is None else keyed_memory_id(key)
-        if memory_id is not None:
-            await self._refuse_key_used_elsewhere(memory_id, space, pinned)
+        # a key another visible space already stored a memory under is not reused
+        if memory_id is not None and await self._calls.held_elsewhere(memory_id, space, pinned):
+            raise _conflict()
         stored = await self._calls.call(
             "remember",
             RememberRequest(
@@ -458,28 +459,6 @@ class SpacesSource:
             # a replay was committed when the memory it points at was
             committed_at=memory.created_at if replayed else None,
         )
-
-    async def _refuse_key_used_elsewhere(
-        self, memory_id: str, space: PinnedSpace, pinned: Sequence[PinnedSpace]
-    ) -> None:
-        """Refuse a key another visible space already stored a memory under.
-
-        A Provider keeps idempotency keys per parent; a keyed memory's id is derived from the
-        key, so with `get` the other spaces of the View can be asked for it.
-
-        Raises:
-            SourceError: `idempotency-conflict`.
-        """
-        if not self._calls.supports("get"):
-            return
-        for other in pinned:
-            if other.parent == space.parent:
-                continue
-            found = await self._calls.call(
-                "get", GetRequest(parent=other.parent, id=memory_id), GetResult
-            )
-            if found.memory is not None:
-                raise _conflict()
 
     async def _link(
         self, request: MutationRequest, pinned: Sequence[PinnedSpace]
