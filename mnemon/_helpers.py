@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, TypeVar, overload
 
 import anyio
-import anyio.to_thread
 
+from ._blocking import run_in_thread
 from ._errors import DefinitionError, RevisionConflict, SourceError
 from ._models import (
     Completion,
@@ -177,9 +177,14 @@ async def run_blocking(func: Callable[..., _T], *args: Any) -> _T:
     """Run a blocking call in a worker thread so deadlines and cancellation stay effective.
 
     On timeout or cancellation the awaiting task stops at once; the thread itself cannot be
-    interrupted, so it finishes in the background and its result is discarded.
+    interrupted, so it finishes in the background and its result is discarded (a call whose
+    caller stopped waiting before a thread took it is not run at all). On asyncio the calls
+    of all turns share one queue and a few threads (at most anyio's default thread limit),
+    which cost the event loop less than a trip through anyio's pool each; `func` runs in a
+    copy of the caller's context, and must not call back into the event loop
+    (`anyio.from_thread`).
     """
-    return await anyio.to_thread.run_sync(func, *args, abandon_on_cancel=True)
+    return await run_in_thread(partial(func, *args))
 
 
 @overload
@@ -237,9 +242,7 @@ async def guarded_call(
             if inspect.iscoroutinefunction(function):
                 result = await function(*args)
             else:
-                result = await anyio.to_thread.run_sync(
-                    partial(function, *args), abandon_on_cancel=True
-                )
+                result = await run_in_thread(partial(function, *args))
         finished = True
         return result
     except (SourceError, RevisionConflict):

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from mnemon import run_blocking
+
 KEY = "source:docs"
 Harness = Any  # the `harness` fixture of conftest.py
 
@@ -271,7 +273,10 @@ def states(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 @pytest.fixture
 async def one_worker() -> Any:
-    """The default worker pool cut to one thread, and a way to keep that thread busy."""
+    """Blocking calls cut to one worker thread, and a way to keep that thread busy.
+
+    `run_blocking` and `guarded_call` take their thread limit from anyio's default limiter.
+    """
     import threading
 
     import anyio.to_thread
@@ -299,7 +304,7 @@ async def test_turns_asking_at_once_share_one_state_check(
         results.append(await source.facts(facts_request()))
 
     async with anyio.create_task_group() as group:
-        group.start_soon(anyio.to_thread.run_sync, one_worker.wait)  # the only worker is busy
+        group.start_soon(run_blocking, one_worker.wait)  # the only worker is busy
         await anyio.sleep(0.01)
         states.clear()
         for _ in range(8):
@@ -371,7 +376,7 @@ async def test_when_the_turn_that_started_a_check_stops_waiting_the_others_check
 
     first = anyio.CancelScope()
     async with anyio.create_task_group() as group:
-        group.start_soon(anyio.to_thread.run_sync, one_worker.wait)  # the only worker is busy
+        group.start_soon(run_blocking, one_worker.wait)  # the only worker is busy
         await anyio.sleep(0.01)
         states.clear()
         group.start_soon(_cancellable, first, ask)  # it starts the check, queued

@@ -1,0 +1,199 @@
+"""The worker threads behind `run_blocking` and `guarded_call`: one queue drained by few threads.
+
+Every blocking call a Source makes (a `stat`, a SQLite query, a file read) used to be one trip
+through anyio's thread pool: a checkpoint, a limiter, a cancel scope, a wake-up of one idle
+thread and a wake-up of the event loop, for a call that itself takes tens of microseconds. With
+many turns in flight those trips cost the loop more than the calls. Here the calls of one event
+loop go into one queue that a few threads drain in turn: a thread that finishes a call takes
+the next one without being woken, and the results finished while the loop was busy reach it in
+one wake-up. A thread that stays on one call (a lock held by another process, a slow disk) does
+not hold up the others: when no thread has started a call for a couple of milliseconds while
+calls wait, another thread is started, up to the size of anyio's default thread limiter (40
+unless the host changed it), which these threads stand in for.
+
+Only the asyncio backend is served this way; on any other, calls go through anyio's pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import anyio.lowlevel
+import anyio.to_thread
+
+_T = TypeVar("_T")
+
+# a thread that has run one call this long is taken as blocked, not as busy with short calls
+_STALL_SECONDS = 0.002
+# threads still starting calls that are enough for a queue of short calls; more only add
+# contention for the GIL
+_ENOUGH_PROGRESSING = 2
+# an idle thread exits after this long, as anyio's workers do
+_IDLE_SECONDS = 10.0
+
+
+class _Call:
+    """One blocking call waiting in, or taken from, the queue."""
+
+    __slots__ = ("context", "function", "future")
+
+    def __init__(
+        self,
+        function: Callable[[], Any],
+        context: contextvars.Context,
+        future: asyncio.Future[Any],
+    ) -> None:
+        self.function = function
+        self.context = context
+        self.future = future
+
+
+class _Lane:
+    """The queue and threads of one event loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._calls: deque[_Call] = deque()
+        self._ready = threading.Condition(threading.Lock())
+        self._idle = 0
+        # per thread: when it began its current call (None while it waits for one)
+        self._began: dict[int, float | None] = {}
+        self._finished: list[tuple[_Call, bool, Any]] = []
+        self._finished_lock = threading.Lock()
+        self._delivery_scheduled = False
+        self._watch: asyncio.TimerHandle | None = None
+        self._limit = 1
+
+    def set_limit(self, limit: int) -> None:
+        """How many threads may run calls at once (anyio's default limiter, read per call)."""
+        self._limit = max(1, limit)
+
+    def submit(self, function: Callable[[], Any]) -> asyncio.Future[Any]:
+        """Queue `function` (run in a copy of the caller's context); its future has the result."""
+        future: asyncio.Future[Any] = self._loop.create_future()
+        call = _Call(function, contextvars.copy_context(), future)
+        with self._ready:
+            self._calls.append(call)
+            if self._idle:
+                self._ready.notify()
+                return future
+            start = self._needs_thread()
+        if start:
+            self._start_thread()
+        elif self._watch is None:
+            self._watch = self._loop.call_later(_STALL_SECONDS, self._check_progress)
+        return future
+
+    def _needs_thread(self) -> bool:
+        """Whether a new thread should take calls: too few threads are starting calls."""
+        if len(self._began) >= self._limit:
+            return False
+        stalled_before = time.monotonic() - _STALL_SECONDS
+        progressing = sum(
+            1 for began in self._began.values() if began is None or began > stalled_before
+        )
+        return progressing < _ENOUGH_PROGRESSING
+
+    def _check_progress(self) -> None:
+        """On the loop: start a thread when calls still wait behind threads that are stuck."""
+        self._watch = None
+        with self._ready:
+            if not self._calls or self._idle:
+                return
+            start = self._needs_thread()
+        if start:
+            self._start_thread()
+        self._watch = self._loop.call_later(_STALL_SECONDS, self._check_progress)
+
+    def _start_thread(self) -> None:
+        thread = threading.Thread(target=self._drain, name="mnemon-blocking", daemon=True)
+        with self._ready:
+            if len(self._began) >= self._limit:
+                return
+            # counted before it runs, so two submits do not both start one
+            self._began[id(thread)] = None
+        thread.start()
+
+    def _drain(self) -> None:
+        """In a worker thread: run queued calls until none arrives for a while."""
+        me = id(threading.current_thread())
+        while True:
+            with self._ready:
+                self._began[me] = None
+                while not self._calls:
+                    self._idle += 1
+                    woken = self._ready.wait(_IDLE_SECONDS)
+                    self._idle -= 1
+                    if not woken and not self._calls:
+                        del self._began[me]
+                        return
+                call = self._calls.popleft()
+                if call.future.done():
+                    continue  # the caller stopped waiting (cancelled) before the call began
+                self._began[me] = time.monotonic()
+            try:
+                outcome: tuple[_Call, bool, Any] = (call, True, call.context.run(call.function))
+            except BaseException as error:  # handed to the awaiting task as it is
+                outcome = (call, False, error)
+            self._finish(outcome)
+
+    def _finish(self, outcome: tuple[_Call, bool, Any]) -> None:
+        """In a worker thread: hand a result to the loop, one wake-up for all finished so far."""
+        with self._finished_lock:
+            self._finished.append(outcome)
+            if self._delivery_scheduled:
+                return
+            self._delivery_scheduled = True
+        try:
+            self._loop.call_soon_threadsafe(self._deliver)
+        except RuntimeError:
+            # the loop is closed: nobody waits for these results any more
+            with self._finished_lock:
+                self._finished.clear()
+                self._delivery_scheduled = False
+
+    def _deliver(self) -> None:
+        """On the loop: resolve the futures of every call finished since the last delivery."""
+        with self._finished_lock:
+            finished, self._finished = self._finished, []
+            self._delivery_scheduled = False
+        for call, succeeded, value in finished:
+            if call.future.done():
+                continue
+            if succeeded:
+                call.future.set_result(value)
+            else:
+                call.future.set_exception(value)
+
+
+_lanes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Lane] = weakref.WeakKeyDictionary()
+
+
+async def run_in_thread(function: Callable[[], _T]) -> _T:
+    """Run `function` in a worker thread; the caller stops waiting at once when cancelled.
+
+    On asyncio the call goes through the loop's shared queue (see the module's docstring); on
+    any other backend through anyio's thread pool, abandoned on cancellation.
+    """
+    import os
+
+    if os.environ.get("AB_OLD"):
+        return await anyio.to_thread.run_sync(function, abandon_on_cancel=True)
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return await anyio.to_thread.run_sync(function, abandon_on_cancel=True)
+    await anyio.lowlevel.checkpoint_if_cancelled()
+    lane = _lanes.get(loop)
+    if lane is None:
+        lane = _lanes[loop] = _Lane(loop)
+    lane.set_limit(int(anyio.to_thread.current_default_thread_limiter().total_tokens))
+    result: _T = await lane.submit(function)
+    return result

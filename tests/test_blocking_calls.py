@@ -1,0 +1,150 @@
+"""Blocking calls that many turns make at once: `run_blocking` and `guarded_call` share threads.
+
+The calls of one event loop go through one queue drained by a few threads; these tests hold
+that sharing to what each caller was promised: its own result, its own context, its own
+cancellation, and no wait behind another caller's call that blocks.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from collections.abc import Callable
+from functools import partial
+
+import anyio
+import anyio.to_thread
+import pytest
+
+import mnemon
+
+caller: contextvars.ContextVar[str] = contextvars.ContextVar("caller")
+
+
+async def test_calls_made_at_once_each_get_their_own_result_and_context() -> None:
+    results: dict[int, tuple[int, str, str]] = {}
+
+    def work(number: int) -> tuple[int, str, str]:
+        return number * number, caller.get(), threading.current_thread().name
+
+    async def one(number: int) -> None:
+        caller.set(f"turn-{number}")
+        results[number] = await mnemon.run_blocking(work, number)
+
+    async with anyio.create_task_group() as group:
+        for number in range(300):
+            group.start_soon(one, number)
+
+    assert {number: result[:2] for number, result in results.items()} == {
+        number: (number * number, f"turn-{number}") for number in range(300)
+    }
+    # the calls ran off the event loop, in fewer threads than calls
+    assert threading.current_thread().name not in {result[2] for result in results.values()}
+    assert len({result[2] for result in results.values()}) < 300
+
+
+async def test_an_error_reaches_only_the_caller_whose_call_raised() -> None:
+    def work(number: int) -> int:
+        if number % 3 == 0:
+            raise LookupError(f"no {number}")
+        return number
+
+    outcomes: dict[int, object] = {}
+
+    async def one(number: int) -> None:
+        try:
+            outcomes[number] = await mnemon.run_blocking(work, number)
+        except LookupError as error:
+            outcomes[number] = str(error)
+
+    async with anyio.create_task_group() as group:
+        for number in range(60):
+            group.start_soon(one, number)
+
+    assert outcomes == {n: (f"no {n}" if n % 3 == 0 else n) for n in range(60)}
+
+
+async def test_a_call_that_blocks_does_not_hold_up_the_calls_behind_it() -> None:
+    # the first call waits for an event only a later call sets: with one thread per queue
+    # the two would wait for each other until the first gives up
+    released = threading.Event()
+
+    async with anyio.create_task_group() as group:
+
+        async def blocked() -> None:
+            assert await mnemon.run_blocking(released.wait, 5.0) is True
+
+        group.start_soon(blocked)
+        await anyio.sleep(0.01)
+        for _ in range(20):
+            await mnemon.run_blocking(lambda: None)
+        await mnemon.run_blocking(released.set)
+
+
+async def test_a_cancelled_caller_does_not_cancel_another_callers_call() -> None:
+    gate = threading.Event()
+    kept: list[str] = []
+
+    def work(name: str) -> str:
+        gate.wait(5.0)
+        return name
+
+    async def waiting() -> None:
+        kept.append(await mnemon.run_blocking(work, "kept"))
+
+    cancelled = anyio.CancelScope()
+    async with anyio.create_task_group() as group:
+        group.start_soon(_within, cancelled, partial(work, "abandoned"))
+        group.start_soon(waiting)
+        await anyio.sleep(0.01)
+        cancelled.cancel()  # its caller stops waiting at once, though the call cannot stop
+        await anyio.sleep(0.01)
+        gate.set()
+
+    assert cancelled.cancelled_caught
+    assert kept == ["kept"]
+
+
+async def test_a_deadline_stops_the_wait_and_guarded_call_says_timeout() -> None:
+    gate = threading.Event()
+    try:
+        with pytest.raises(mnemon.SourceError) as raised:
+            await mnemon.guarded_call(gate.wait, 5.0, subject="the slow read", timeout=0.02)
+    finally:
+        gate.set()
+    assert raised.value.code == "timeout"
+
+
+def test_calls_work_on_each_new_event_loop() -> None:
+    # a host may run several loops one after another in one process (tests, a CLI)
+    for number in range(3):
+        assert anyio.run(mnemon.run_blocking, abs, -number, backend="asyncio") == number
+
+
+async def test_a_call_whose_caller_stopped_waiting_before_it_began_never_runs() -> None:
+    limiter = anyio.to_thread.current_default_thread_limiter()
+    tokens = limiter.total_tokens
+    limiter.total_tokens = 1  # the limit the calls take: one thread, kept busy below
+    gate = threading.Event()
+    ran: list[str] = []
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(mnemon.run_blocking, gate.wait, 5.0)
+            await anyio.sleep(0.01)
+            scope = anyio.CancelScope()
+            group.start_soon(_within, scope, partial(ran.append, "abandoned"))
+            await anyio.sleep(0.01)
+            scope.cancel()
+            await anyio.sleep(0.01)
+            gate.set()
+        assert await mnemon.run_blocking(partial(ran.append, "later")) is None
+    finally:
+        gate.set()
+        limiter.total_tokens = tokens
+    assert ran == ["later"]
+
+
+async def _within(scope: anyio.CancelScope, call: Callable[[], object]) -> None:
+    with scope:
+        await mnemon.run_blocking(call)
+        pytest.fail("a cancelled caller got its call's result")
