@@ -69,11 +69,12 @@ class _Lane:
         self._finished_lock = threading.Lock()
         self._delivery_scheduled = False
         self._watch: asyncio.TimerHandle | None = None
-        self._limit = 1
+        # read on every call: a host (or a test) may change the limiter's size at any time
+        self._limiter = anyio.to_thread.current_default_thread_limiter()
 
-    def set_limit(self, limit: int) -> None:
-        """How many threads may run calls at once (anyio's default limiter, read per call)."""
-        self._limit = max(1, limit)
+    @property
+    def _limit(self) -> int:
+        return max(1, int(self._limiter.total_tokens))
 
     def submit(self, function: Callable[[], Any]) -> asyncio.Future[Any]:
         """Queue `function` (run in a copy of the caller's context); its future has the result."""
@@ -194,6 +195,5 @@ async def run_in_thread(function: Callable[[], _T]) -> _T:
     lane = _lanes.get(loop)
     if lane is None:
         lane = _lanes[loop] = _Lane(loop)
-    lane.set_limit(int(anyio.to_thread.current_default_thread_limiter().total_tokens))
     result: _T = await lane.submit(function)
     return result

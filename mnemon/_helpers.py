@@ -238,11 +238,14 @@ async def guarded_call(
     """
     finished = False
     try:
-        with anyio.fail_after(timeout) if timeout is not None else nullcontext():
+        # a bare cancel scope: anyio's fail_after is two generator context managers around one
+        with anyio.move_on_after(timeout) if timeout is not None else nullcontext() as scope:
             if inspect.iscoroutinefunction(function):
                 result = await function(*args)
             else:
                 result = await run_in_thread(partial(function, *args))
+        if scope is not None and scope.cancelled_caught:
+            raise TimeoutError
         finished = True
         return result
     except (SourceError, RevisionConflict):

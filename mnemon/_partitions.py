@@ -15,6 +15,10 @@ from ._models import Scope
 __all__ = ["SCOPE_IDS", "ScopePartition", "scope_partition"]
 
 SCOPE_IDS = ("tenant_id", "user_id", "agent_id", "session_id", "workspace")
+# partitions already derived, by (keys, when_present, the scope's ids): every Source derives
+# its partitions on every turn, and a partition is a pure, immutable function of these
+_KNOWN: dict[tuple[object, ...], ScopePartition | None] = {}
+_KNOWN_LIMIT = 16_384  # about 10 MB at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +55,29 @@ def scope_partition(
     """
     required = tuple(keys)
     optional = ("tenant_id", *when_present)
+    known = (
+        required,
+        optional,
+        scope.tenant_id,
+        scope.user_id,
+        scope.agent_id,
+        scope.session_id,
+        scope.workspace,
+    )
+    try:
+        return _KNOWN[known]
+    except KeyError:
+        pass
+    partition = _derive(scope, required, optional)
+    if len(_KNOWN) >= _KNOWN_LIMIT:
+        _KNOWN.clear()  # hosts with more scopes than this in use derive again, never wrongly
+    _KNOWN[known] = partition
+    return partition
+
+
+def _derive(
+    scope: Scope, required: tuple[str, ...], optional: tuple[str, ...]
+) -> ScopePartition | None:
     unknown = sorted(set(required + optional) - set(SCOPE_IDS))
     if unknown:
         raise DefinitionError(f"scope partition: {unknown[0]!r} is not one of {SCOPE_IDS}")

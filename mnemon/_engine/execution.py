@@ -205,7 +205,8 @@ class TurnExecution:
     @property
     def _policy_lock(self) -> anyio.Lock:
         if self._lock is None:
-            self._lock = anyio.Lock()
+            # uncontended (one read at a time is the usual turn): no checkpoint to take it
+            self._lock = anyio.Lock(fast_acquire=True)
         return self._lock
 
     def close(self) -> None:
@@ -321,6 +322,8 @@ class TurnExecution:
 
     async def _turn_policy(self) -> Any:
         # one policy per turn, made on the first read; concurrent reads wait for the same one
+        if self._policy is not None:
+            return self._policy
         async with self._policy_lock:
             if self._policy is None:
                 create_turn = self._pinned.strategy.create_turn

@@ -16,7 +16,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from mnemon import Scope, SourceError, scope_partition
+from mnemon import Scope, ScopePartition, SourceError, scope_partition
 from mnemon.storage import open_regular
 
 __all__ = [
@@ -69,6 +69,20 @@ def partition_name(scope: Scope) -> str | None:
     partition = scope_partition(scope, ["workspace"])
     if partition is None:
         return None
+    name = _NAMES.get(partition.key)
+    if name is None:
+        if len(_NAMES) >= _NAMES_KEPT:
+            _NAMES.clear()
+        name = _NAMES[partition.key] = _folder_name(partition)
+    return name
+
+
+# folder names already derived, by partition key: every turn asks for one
+_NAMES: dict[str, str] = {}
+_NAMES_KEPT = 4_096
+
+
+def _folder_name(partition: ScopePartition) -> str:
     # named as stores were named before `ScopePartition.key` existed, so they are still found
     identity = json.dumps(
         {

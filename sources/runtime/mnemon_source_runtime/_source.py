@@ -58,8 +58,10 @@ PACKAGE = "mnemon-source-runtime"
 TYPE_ID = "runtime"
 ROLE = "working-context"
 CAPABILITIES: tuple[Literal["project", "write", "status"], ...] = ("project", "write", "status")
-# exact snapshots facts() read, so project() shows the revision the View pins
-_SNAPSHOTS_KEPT = 64
+# exact snapshots facts() read, so project() shows the revision the View pins: one for each
+# turn a host admits at once by default (`max_concurrent_compositions`), so that many turns in
+# flight do not read their files again between facts() and project()
+_SNAPSHOTS_KEPT = 1_024
 # partition files whose last read is kept, per Source instance, and their documents' bytes
 _FILES_KEPT = 4_096
 _FILES_BYTES_KEPT = 32 * 1024 * 1024

@@ -102,3 +102,59 @@ async def test_a_file_changed_within_the_clock_tick_of_its_read_is_read_every_tu
         for _ in range(3):
             await revision(runner)
         assert len(loads) == 3
+
+
+async def test_many_turns_at_once_read_each_file_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settled: Any
+) -> None:
+    # a turn pins the snapshot facts() read; project() must find it again, not read the file
+    # again, even when hundreds of other turns read theirs in between
+    import anyio
+
+    users = [{"user_id": f"user-{number}"} for number in range(300)]
+    async with MemoryCompositionRunner() as runner:
+        await open_runtime(runner, {"data_dir": str(tmp_path)})
+        for scope in users:
+            turn = await runner.begin_turn({"scope": scope})
+            try:
+                value = {"target": "user", "operation": "add", "text": "Prefers tea."}
+                await turn.execute_action(OFFER, value, allow)
+            finally:
+                await turn.release()
+        reads: list[str] = []
+        original = store.ReadCache.read
+
+        def counting(self: store.ReadCache, partition: store.Partition) -> Any:
+            reads.append(partition.name)
+            return original(self, partition)
+
+        monkeypatch.setattr(store.ReadCache, "read", counting)
+        # every turn's facts() answers before any turn's project() begins
+        from mnemon_source_runtime import _source
+
+        answered = anyio.Event()
+        facts_given: list[object] = []
+        original_facts = _source.RuntimeSource.facts
+
+        async def facts_then_wait(self: Any, request: Any) -> Any:
+            facts = await original_facts(self, request)
+            facts_given.append(facts)
+            if len(facts_given) == len(users):
+                answered.set()
+            await answered.wait()
+            return facts
+
+        monkeypatch.setattr(_source.RuntimeSource, "facts", facts_then_wait)
+        views: list[Any] = []
+
+        async def one(scope: dict[str, str]) -> None:
+            turn = await runner.begin_turn({"scope": scope})
+            views.append(turn.view)
+            await turn.release()
+
+        async with anyio.create_task_group() as group:
+            for scope in users:
+                group.start_soon(one, scope)
+    assert len(views) == len(users)
+    assert all("Prefers tea." in "".join(f.text for f in view.fragments) for view in views)
+    assert len(reads) == len(users)

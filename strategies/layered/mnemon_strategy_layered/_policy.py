@@ -49,7 +49,8 @@ class LayeredTurn:
     """One turn's read policy; made by `create_turn(view)` once per turn."""
 
     def __init__(self, view: View) -> None:
-        self._lock = anyio.Lock()
+        # taken without a checkpoint when free: the route read inside is the cancellation point
+        self._lock = anyio.Lock(fast_acquire=True)
         self._searched = False
         self._recalls: dict[str, Evidence] = {}
         self._recall_digests: set[str] = set()
