@@ -44,6 +44,8 @@ __all__ = [
 HANDLE_SEPARATOR = "~"
 MAC_CHARACTERS = 20
 GRANT_VERSION = 1
+# namespace sets kept per Source instance, by scope ids
+_KEPT = 16_384
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,16 +125,33 @@ def pinned_from_grant(value: Any) -> tuple[PinnedSpace, ...] | None:
 
 
 class Namespaces:
-    """The namespace sets of one Source instance, derived per scope (never cached)."""
+    """The namespace sets of one Source instance, derived from each request's own scope.
 
-    __slots__ = ("_provider_type", "_settings")
+    A set is a function of the scope's ids and the instance's settings only, so the sets of
+    the scopes in use are kept (by those ids, up to `_KEPT`) instead of digested every turn.
+    """
+
+    __slots__ = ("_known", "_provider_type", "_settings")
 
     def __init__(self, settings: SpacesSettings, provider_type: str) -> None:
         self._settings = settings
         self._provider_type = provider_type
+        self._known: dict[tuple[str | None, ...], tuple[PinnedSpace, ...] | None] = {}
 
     def pinned(self, scope: Scope) -> tuple[PinnedSpace, ...] | None:
         """The spaces `scope` sees, or None when it lacks an id of `scope_keys`."""
+        ids = (scope.tenant_id, scope.user_id, scope.agent_id, scope.session_id, scope.workspace)
+        try:
+            return self._known[ids]
+        except KeyError:
+            pass
+        pinned = self._derive(scope)
+        if len(self._known) >= _KEPT:
+            self._known.clear()  # more scopes in use than this: derived again, never wrongly
+        self._known[ids] = pinned
+        return pinned
+
+    def _derive(self, scope: Scope) -> tuple[PinnedSpace, ...] | None:
         pinned = []
         for space in self._settings.spaces:
             partition = scope_partition(

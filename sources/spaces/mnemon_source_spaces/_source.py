@@ -7,6 +7,7 @@ how a Provider is called, `_grants` for namespaces and handles).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -52,6 +53,7 @@ from ._provider import (
     LinkRequest,
     LinkResult,
     Memory,
+    ProviderStatus,
     RelatedRequest,
     RelatedResult,
     RememberRequest,
@@ -64,6 +66,9 @@ from ._text import query_terms
 __all__ = ["SpacesSource"]
 
 DEFAULT_RECALL_LIMIT = 8
+# namespace sets whose last facts and contributions are kept: one per turn a host admits at
+# once by default (`max_concurrent_compositions`)
+_GIVEN_KEPT = 1_024
 # (Source capability, route or action id, the Provider capability it needs)
 READS = (("recall", "recall", "search"), ("related", "related", "related"))
 WRITES = (
@@ -86,6 +91,13 @@ def _conflict() -> SourceError:
     )
 
 
+def _keep(kept: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+    kept[key] = value
+    kept.move_to_end(key)
+    while len(kept) > _GIVEN_KEPT:
+        kept.popitem(last=False)
+
+
 class SpacesSource:
     """One mounted `spaces` Source with its private Provider adapter."""
 
@@ -97,6 +109,15 @@ class SpacesSource:
         self._calls = calls
         self._handles = handles
         self._namespaces = Namespaces(settings, calls.type_id)
+        # namespace set -> the status and the facts given for it: the same frozen facts while
+        # the Provider says the same, so the core need not check them again
+        self._given: OrderedDict[tuple[PinnedSpace, ...], tuple[object, SourceFacts]] = (
+            OrderedDict()
+        )
+        # (namespace set, mode, characters) -> the revision and fragments project() gives
+        self._projected: OrderedDict[
+            tuple[tuple[PinnedSpace, ...], str, int], tuple[str, tuple[Fragment, ...]]
+        ] = OrderedDict()
         self._management = SpacesManagement(key, settings, self._namespaces, calls)
 
     def __repr__(self) -> str:
@@ -119,6 +140,16 @@ class SpacesSource:
         if pinned is None:
             return self._facts("unavailable", reason="missing-scope")
         status = await self._calls.status(pinned, count=False)
+        given = self._given.get(pinned)
+        if given is not None and (given[0] is status or given[0] == status):
+            self._given.move_to_end(pinned)
+            return given[1]
+        facts = self._status_facts(pinned, status)
+        _keep(self._given, pinned, (status, facts))
+        return facts
+
+    def _status_facts(self, pinned: tuple[PinnedSpace, ...], status: ProviderStatus) -> SourceFacts:
+        # a function of the namespace set and the Provider's status only: facts() keeps it
         if status.availability == "unavailable":
             return self._facts("unavailable", reason=status.reason or "provider-unavailable")
         live = self._calls.live(status)
@@ -164,11 +195,18 @@ class SpacesSource:
     async def project(self, request: ProjectionRequest) -> ViewContribution:
         """Pin this scope's namespaces in the grant; project a short cover of the spaces."""
         pinned = self._namespaces.required(request.scope)
-        revision = self._namespaces.revision(pinned)
-        fragments: tuple[Fragment, ...] = ()
-        text = truncate_text(self._cover(pinned), request.max_characters)
-        if text:
-            fragments = (Fragment(source_key=self._key, mode=request.mode, text=text),)
+        key = (pinned, request.mode, request.max_characters)
+        known = self._projected.get(key)
+        if known is None:
+            revision = self._namespaces.revision(pinned)
+            fragments: tuple[Fragment, ...] = ()
+            text = truncate_text(self._cover(pinned), request.max_characters)
+            if text:
+                fragments = (Fragment(source_key=self._key, mode=request.mode, text=text),)
+            known = (revision, fragments)
+        _keep(self._projected, key, known)
+        revision, fragments = known
+        # the grant is new every time: its nonce binds the handles it mints to this View only
         return ViewContribution(
             fragments=fragments,
             grant=ReadGrant(source_key=self._key, value=grant_value(revision, pinned)),
