@@ -178,6 +178,34 @@ async def connections_per_turn(host: mnemon.MemoryHost) -> int:
     return opened
 
 
+class CollectorClock:
+    """Time spent in Python's cyclic garbage collector while it is entered (`gc.callbacks`).
+
+    Turns at once keep hundreds of objects alive each, so the collector runs (and scans a
+    larger heap) far more often than for the same turns one after another, whose objects are
+    freed by reference counting as each turn ends.
+    """
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.full = 0  # collections of the oldest generation, which scan every tracked object
+        self._started = 0.0
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._started
+            self.full += info["generation"] == 2
+
+    def __enter__(self) -> CollectorClock:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+
 @dataclass(frozen=True)
 class Load:
     """The outcome of many turns at once."""
@@ -264,9 +292,11 @@ async def run(plan: Plan) -> bool:
             await settle(host)
             gc.collect()
             started = time.perf_counter()
-            sequential = [(await one_turn(host, user))[0] for user in range(users)]
+            with CollectorClock() as sequential_gc:
+                sequential = [(await one_turn(host, user))[0] for user in range(users)]
             sequential_rate = users / (time.perf_counter() - started)
-            concurrent = await load(host, users)
+            with CollectorClock() as concurrent_gc:
+                concurrent = await load(host, users)
             overload = await load(host, users * 2)
         rate = len(concurrent.samples) / concurrent.seconds
         p50 = percentile(concurrent.samples, 0.5) if concurrent.samples else float("nan")
@@ -281,6 +311,11 @@ async def run(plan: Plan) -> bool:
             f"  all at once        {rate:8,.0f} turns/s  p50 {p50 * 1000:7.2f} ms  "
             f"p99 {p99 * 1000:7.2f} ms  errors {concurrent.errors}  refused "
             f"{concurrent.refused}  Sources dropped {concurrent.dropped}"
+        )
+        print(
+            f"  cyclic GC          one after another {sequential_gc.seconds / users * 1e3:.3f} "
+            f"ms per turn ({sequential_gc.full} full), at once "
+            f"{concurrent_gc.seconds / users * 1e3:.3f} ms per turn ({concurrent_gc.full} full)"
         )
         print(
             f"  {users * 2:,} at once       {len(overload.samples):,} composed, "
