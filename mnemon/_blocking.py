@@ -183,10 +183,6 @@ async def run_in_thread(function: Callable[[], _T]) -> _T:
     On asyncio the call goes through the loop's shared queue (see the module's docstring); on
     any other backend through anyio's thread pool, abandoned on cancellation.
     """
-    import os
-
-    if os.environ.get("AB_OLD"):
-        return await anyio.to_thread.run_sync(function, abandon_on_cancel=True)
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
