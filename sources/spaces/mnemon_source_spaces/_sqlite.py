@@ -402,9 +402,8 @@ class SqliteProvider:
         prefix = entity_key(request.prefix or "")
         slot = namespace_slot(connection, request.parent, create=False)
         rows = connection.execute(
-            "SELECT min(name), count(*) AS mentions FROM entities "
-            "WHERE slot = ? AND key >= ? AND key < ? "
-            "GROUP BY key ORDER BY mentions DESC, key LIMIT ?",
+            "SELECT name, memories FROM entities WHERE slot = ? AND key >= ? AND key < ? "
+            "ORDER BY memories DESC, key LIMIT ?",
             (slot, prefix, prefix + "\U0010ffff", request.limit),
         ).fetchall()
         entities = []

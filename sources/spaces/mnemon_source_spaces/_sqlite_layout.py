@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from ._text import words
+from ._text import STOPWORDS, words
 
 __all__ = [
     "COUNTER_SPAN",
@@ -24,14 +27,22 @@ __all__ = [
     "IN_SLOT",
     "MAX_SLOT",
     "STORE_SLOT",
+    "PackedNeedle",
+    "created_at_text",
+    "created_at_value",
     "document_terms",
     "encode_terms",
     "idempotency_digest",
+    "number_terms",
+    "pack_terms",
+    "packed_counts",
+    "packed_needles",
     "record_term_counts",
     "record_terms",
     "slot_range",
     "term_counts",
     "term_needles",
+    "term_numbers",
 ]
 
 COUNTER_SPAN = 1 << 40
@@ -43,6 +54,13 @@ STORE_SLOT = 0  # the row of `namespaces` and `terms` that counts the whole stor
 IN_SLOT = f"(m.seq >> {COUNTER_SPAN.bit_length() - 1}) = ?"
 TAG_WEIGHT = 0.5
 ENTITY_WEIGHT = 0.75
+NUMBER_BYTES = 3  # a term's number in a packed row: 16,777,216 terms, then rows fall back to text
+MAX_NUMBER = 1 << (8 * NUMBER_BYTES)
+MAX_QUARTERS = 255  # a weighted count is a whole number of quarters: tags 2, entities 3, text 4
+MAX_SINGLES = (1 << 16) - 1
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# exactly what `datetime.isoformat(timespec="microseconds")` writes for a UTC time
+_CREATED = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00")
 
 
 def slot_range(slot: int) -> tuple[int, int]:
@@ -75,6 +93,129 @@ def encode_terms(counts: dict[str, float]) -> str:
     Terms are runs of letters and digits (see `words`), so neither a space nor `:` is in one.
     """
     return " ".join(term if count == 1.0 else f"{term}:{count:g}" for term, count in counts.items())
+
+
+def created_at_value(created_at: str) -> int | str:
+    """What the store keeps of a creation time: microseconds since 1970 when that is exact.
+
+    Eight bytes instead of 32 for the times this store writes (UTC, microseconds). Any other
+    text (a time kept from an older layout or written by something else) is kept as it is.
+    """
+    if _CREATED.fullmatch(created_at):
+        moment = datetime.fromisoformat(created_at)
+        value = (moment - _EPOCH) // timedelta(microseconds=1)
+        if created_at_text(value) == created_at:  # only what reads back the same
+            return value
+    return created_at
+
+
+def created_at_text(value: Any) -> Any:
+    """A stored creation time as the text it was written as (see `created_at_value`)."""
+    if type(value) is int:
+        return (_EPOCH + timedelta(microseconds=value)).isoformat(timespec="microseconds")
+    return value
+
+
+def pack_terms(counts: Mapping[str, float], numbers: Mapping[str, bytes]) -> bytes | str:
+    """A memory's weighted term counts, packed by term number; text when they do not fit.
+
+    Layout: two bytes giving the number of *single* terms (count 1), then each of those as
+    its 3-byte number, then each other term as its 3-byte number and its count in quarters
+    (one byte). Stop words are left out: a query searches for them only when it holds
+    nothing else, and then recall counts them from the text. A memory with a term that has
+    no number (see `term_numbers`), a count above 63.75 or more than 65,535 single terms
+    is kept as `encode_terms` text instead, every term included.
+    """
+    singles = []
+    weighted = []
+    try:
+        for term, count in counts.items():
+            if term in STOPWORDS:
+                continue
+            if count == 1.0:
+                singles.append(numbers[term])
+                continue
+            quarters = int(count * 4)
+            if quarters != count * 4 or quarters > MAX_QUARTERS:
+                return encode_terms(dict(counts))
+            weighted.append(numbers[term] + bytes((quarters,)))
+    except KeyError:
+        return encode_terms(dict(counts))
+    if len(singles) > MAX_SINGLES:
+        return encode_terms(dict(counts))
+    return len(singles).to_bytes(2, "big") + b"".join(singles) + b"".join(weighted)
+
+
+PackedNeedle = tuple[str, bytes | None]
+
+
+def packed_needles(numbers: Mapping[str, int], terms: Iterable[str]) -> list[PackedNeedle]:
+    """What `term_counts` looks for in packed rows: (term, its 3-byte number or None)."""
+    return [
+        (term, numbers[term].to_bytes(NUMBER_BYTES, "big") if term in numbers else None)
+        for term in terms
+    ]
+
+
+def packed_counts(packed: bytes, needles: Iterable[PackedNeedle]) -> dict[str, float]:
+    """The counts of the needles' terms in one `pack_terms` value (absent terms: 0)."""
+    singles_end = 2 + NUMBER_BYTES * int.from_bytes(packed[:2], "big")
+    counts: dict[str, float] = {}
+    for term, needle in needles:
+        if needle is None:
+            continue
+        # an entry starts at its own stride: a match across two entries is looked past
+        at = packed.find(needle, 2, singles_end)
+        while at >= 0 and (at - 2) % NUMBER_BYTES:
+            at = packed.find(needle, at + 1, singles_end)
+        if at >= 0:
+            counts[term] = 1.0
+            continue
+        at = packed.find(needle, singles_end)
+        while at >= 0 and (at - singles_end) % (NUMBER_BYTES + 1):
+            at = packed.find(needle, at + 1)
+        if at >= 0:
+            counts[term] = packed[at + NUMBER_BYTES] / 4
+    return counts
+
+
+def term_numbers(connection: sqlite3.Connection, terms: Iterable[str]) -> dict[str, int]:
+    """The numbers of `terms` in the store's vocabulary (terms it has none for are left out)."""
+    wanted = sorted(terms)
+    if not wanted:
+        return {}
+    rows = connection.execute(
+        "SELECT term, number FROM vocabulary WHERE term IN (SELECT value FROM json_each(?))",
+        (json.dumps(wanted, ensure_ascii=False),),
+    ).fetchall()
+    return {term: int(number) for term, number in rows}
+
+
+def number_terms(connection: sqlite3.Connection, terms: Iterable[str]) -> dict[str, bytes]:
+    """Each of `terms` (no stop words) with its 3-byte number, numbering new ones.
+
+    Numbers are never reused or changed, so a packed row stays readable; the next one is
+    kept in the store's own `namespaces` row (slot 0, which numbers no memories). Once
+    `MAX_NUMBER` terms are numbered, new terms get none (see `pack_terms`).
+    """
+    wanted = [term for term in terms if term not in STOPWORDS]
+    known = term_numbers(connection, wanted)
+    new = sorted(term for term in wanted if term not in known)
+    if new:
+        first = connection.execute(
+            "SELECT next_counter FROM namespaces WHERE slot = ?", (STORE_SLOT,)
+        ).fetchone()[0]
+        new = new[: max(0, MAX_NUMBER - first)]
+        numbered = {term: first + offset for offset, term in enumerate(new)}
+        connection.execute(
+            "INSERT INTO vocabulary (term, number) SELECT key, value FROM json_each(?)",
+            (json.dumps(numbered, ensure_ascii=False),),
+        )
+        connection.execute(
+            "UPDATE namespaces SET next_counter = ? WHERE slot = ?", (first + len(new), STORE_SLOT)
+        )
+        known.update(numbered)
+    return {term: number.to_bytes(NUMBER_BYTES, "big") for term, number in known.items()}
 
 
 def term_needles(terms: Iterable[str]) -> list[tuple[str, str, str]]:
