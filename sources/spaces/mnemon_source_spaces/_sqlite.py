@@ -457,6 +457,7 @@ class SqliteProvider:
         in `requests`, stores nothing and gets the memory already there.
         """
         durable = self._durable
+        created_at = _now()  # one transaction, one time: the store keeps it in 8 bytes once
         results: builtins.list[RememberResult | None] = [None] * len(requests)
         by_parent: dict[str, builtins.list[int]] = {}
         for index, request in enumerate(requests):
@@ -496,7 +497,7 @@ class SqliteProvider:
                     text=request.text,
                     tags=tuple(dict.fromkeys(request.tags)),
                     entities=tuple(dict.fromkeys(request.entities)),
-                    created_at=_now(),
+                    created_at=created_at,
                 )
                 fresh.append(
                     (

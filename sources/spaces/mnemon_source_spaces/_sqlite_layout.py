@@ -10,6 +10,7 @@ posting list, so recall needs the store-wide count to know what a term costs.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -33,7 +34,6 @@ __all__ = [
     "document_terms",
     "encode_terms",
     "idempotency_digest",
-    "number_terms",
     "pack_terms",
     "packed_counts",
     "packed_needles",
@@ -95,6 +95,7 @@ def encode_terms(counts: dict[str, float]) -> str:
     return " ".join(term if count == 1.0 else f"{term}:{count:g}" for term, count in counts.items())
 
 
+@functools.lru_cache(maxsize=1)  # a batch writes one time over and over
 def created_at_value(created_at: str) -> int | str:
     """What the store keeps of a creation time: microseconds since 1970 when that is exact.
 
@@ -121,38 +122,37 @@ def pack_terms(counts: Mapping[str, float], numbers: Mapping[str, bytes]) -> byt
 
     Layout: two bytes giving the number of *single* terms (count 1), then each of those as
     its 3-byte number, then each other term as its 3-byte number and its count in quarters
-    (one byte). Stop words are left out: a query searches for them only when it holds
-    nothing else, and then recall counts them from the text. A memory with a term that has
-    no number (see `term_numbers`), a count above 63.75 or more than 65,535 single terms
-    is kept as `encode_terms` text instead, every term included.
+    (one byte; `document_terms` weighs by quarters only). Stop words are left out
+    (`numbers` maps them to no bytes, see `record_term_counts`): a query searches for them
+    only when it holds nothing else, and then recall counts them from the text. A memory
+    with a term that has no number, a count above 63.75 or more than 65,535 single terms is
+    kept as `encode_terms` text instead, every term included.
     """
-    singles = []
-    weighted = []
     try:
-        for term, count in counts.items():
-            if term in STOPWORDS:
-                continue
-            if count == 1.0:
-                singles.append(numbers[term])
-                continue
-            quarters = int(count * 4)
-            if quarters != count * 4 or quarters > MAX_QUARTERS:
-                return encode_terms(dict(counts))
-            weighted.append(numbers[term] + bytes((quarters,)))
-    except KeyError:
+        # one comprehension per part: this runs once per memory written
+        singles = b"".join([numbers[term] for term, count in counts.items() if count == 1.0])
+        weighted = [
+            numbers[term] + bytes((int(count * 4),)) if numbers[term] else b""
+            for term, count in counts.items()
+            if count != 1.0
+        ]
+    except (KeyError, ValueError):  # no number, or more quarters than a byte holds
         return encode_terms(dict(counts))
-    if len(singles) > MAX_SINGLES:
+    single_count = len(singles) // NUMBER_BYTES
+    if single_count > MAX_SINGLES:
         return encode_terms(dict(counts))
-    return len(singles).to_bytes(2, "big") + b"".join(singles) + b"".join(weighted)
+    return single_count.to_bytes(2, "big") + singles + b"".join(weighted)
 
 
 PackedNeedle = tuple[str, bytes | None]
 
 
 def packed_needles(numbers: Mapping[str, int], terms: Iterable[str]) -> list[PackedNeedle]:
-    """What `term_counts` looks for in packed rows: (term, its 3-byte number or None)."""
+    """What `packed_counts` looks for: (term, its 3-byte number, or None when it has none)."""
     return [
-        (term, numbers[term].to_bytes(NUMBER_BYTES, "big") if term in numbers else None)
+        (term, numbers[term].to_bytes(NUMBER_BYTES, "big"))
+        if numbers.get(term, MAX_NUMBER) < MAX_NUMBER
+        else (term, None)
         for term in terms
     ]
 
@@ -180,42 +180,17 @@ def packed_counts(packed: bytes, needles: Iterable[PackedNeedle]) -> dict[str, f
 
 
 def term_numbers(connection: sqlite3.Connection, terms: Iterable[str]) -> dict[str, int]:
-    """The numbers of `terms` in the store's vocabulary (terms it has none for are left out)."""
-    wanted = sorted(terms)
+    """The numbers the store gave `terms` (terms it never numbered are left out)."""
+    wanted = list(terms)
     if not wanted:
         return {}
+    # the terms lead (CROSS JOIN keeps that order): one seek each, not a scan of the table
     rows = connection.execute(
-        "SELECT term, number FROM vocabulary WHERE term IN (SELECT value FROM json_each(?))",
-        (json.dumps(wanted, ensure_ascii=False),),
+        "SELECT t.term, t.number FROM json_each(?) AS j CROSS JOIN terms AS t "
+        "ON t.slot = ? AND t.term = j.value WHERE t.number IS NOT NULL",
+        (json.dumps(wanted, ensure_ascii=False), STORE_SLOT),
     ).fetchall()
     return {term: int(number) for term, number in rows}
-
-
-def number_terms(connection: sqlite3.Connection, terms: Iterable[str]) -> dict[str, bytes]:
-    """Each of `terms` (no stop words) with its 3-byte number, numbering new ones.
-
-    Numbers are never reused or changed, so a packed row stays readable; the next one is
-    kept in the store's own `namespaces` row (slot 0, which numbers no memories). Once
-    `MAX_NUMBER` terms are numbered, new terms get none (see `pack_terms`).
-    """
-    wanted = [term for term in terms if term not in STOPWORDS]
-    known = term_numbers(connection, wanted)
-    new = sorted(term for term in wanted if term not in known)
-    if new:
-        first = connection.execute(
-            "SELECT next_counter FROM namespaces WHERE slot = ?", (STORE_SLOT,)
-        ).fetchone()[0]
-        new = new[: max(0, MAX_NUMBER - first)]
-        numbered = {term: first + offset for offset, term in enumerate(new)}
-        connection.execute(
-            "INSERT INTO vocabulary (term, number) SELECT key, value FROM json_each(?)",
-            (json.dumps(numbered, ensure_ascii=False),),
-        )
-        connection.execute(
-            "UPDATE namespaces SET next_counter = ? WHERE slot = ?", (first + len(new), STORE_SLOT)
-        )
-        known.update(numbered)
-    return {term: number.to_bytes(NUMBER_BYTES, "big") for term, number in known.items()}
 
 
 def term_needles(terms: Iterable[str]) -> list[tuple[str, str, str]]:
@@ -238,25 +213,52 @@ def term_counts(encoded: str, needles: Iterable[tuple[str, str, str]]) -> dict[s
     return counts
 
 
+_ADD_DOCUMENTS = (
+    "INSERT INTO terms (slot, term, documents) SELECT ?, key, value FROM json_each(?) "
+    "WHERE true ON CONFLICT (slot, term) DO UPDATE SET documents = documents + excluded.documents"
+)
+
+
 def record_term_counts(
     connection: sqlite3.Connection, slot: int, documents: Mapping[str, int]
-) -> None:
-    """Add each term's number of new documents in `slot` to its counts there and in the store."""
+) -> dict[str, bytes]:
+    """Add each term's number of new documents in `slot` and in the store; number new terms.
+
+    Returns each term's 3-byte number for `pack_terms`, stop words mapped to no bytes. A
+    term's number is on its store-wide row (slot 0), given the first time the store sees
+    it and never changed: those rows are kept at 0 documents, so a packed row stays
+    readable. The next number is kept in the store's own `namespaces` row (slot 0, which
+    numbers no memories). Terms numbered past `MAX_NUMBER` are left out (see `pack_terms`).
+    """
+    numbers = dict.fromkeys(STOPWORDS, b"")
     if not documents:
-        return
-    # one statement for the whole batch, in key order (the store's row, then the slot's):
-    # thousands of upserts cost a third of what as many executemany() rows do, and
-    # neighbouring upserts land on the same b-tree pages
-    connection.execute(
-        "INSERT INTO terms (slot, term, documents) "
-        "SELECT slots.value, counts.key, counts.value "
-        "FROM json_each(?) AS slots, json_each(?) AS counts WHERE true "
-        "ON CONFLICT (slot, term) DO UPDATE SET documents = documents + excluded.documents",
-        (
-            json.dumps(sorted({STORE_SLOT, slot})),
-            json.dumps(dict(sorted(documents.items())), ensure_ascii=False),
-        ),
-    )
+        return numbers
+    # one statement per slot for the whole batch, in key order: thousands of upserts cost
+    # a third of what as many executemany() rows do, and neighbours share b-tree pages;
+    # the store's rows hand back the numbers on the way, so no second lookup is needed
+    counts = json.dumps(dict(sorted(documents.items())), ensure_ascii=False)
+    if slot != STORE_SLOT:
+        connection.execute(_ADD_DOCUMENTS, (slot, counts))
+    rows = connection.execute(
+        _ADD_DOCUMENTS + " RETURNING term, number", (STORE_SLOT, counts)
+    ).fetchall()
+    new = sorted(term for term, number in rows if number is None)
+    if new:
+        first = connection.execute(
+            "SELECT next_counter FROM namespaces WHERE slot = ?", (STORE_SLOT,)
+        ).fetchone()[0]
+        connection.executemany(
+            "UPDATE terms SET number = ? WHERE slot = ? AND term = ?",
+            [(first + offset, STORE_SLOT, term) for offset, term in enumerate(new)],
+        )
+        connection.execute(
+            "UPDATE namespaces SET next_counter = ? WHERE slot = ?", (first + len(new), STORE_SLOT)
+        )
+        rows += [(term, first + offset) for offset, term in enumerate(new)]
+    for term, number in rows:
+        if number is not None and number < MAX_NUMBER and term not in STOPWORDS:
+            numbers[term] = number.to_bytes(NUMBER_BYTES, "big")
+    return numbers
 
 
 def record_terms(
@@ -269,8 +271,9 @@ def record_terms(
         "ON CONFLICT (slot, term) DO UPDATE SET documents = documents + excluded.documents",
         rows,
     )
-    if delta < 0:
+    if delta < 0 and slot != STORE_SLOT:
+        # the store's own rows stay at 0 documents: they hold the terms' numbers
         connection.executemany(
             "DELETE FROM terms WHERE slot = ? AND term = ? AND documents <= 0",
-            [(target, term) for target, term, _ in rows],
+            [(slot, term) for term in terms],
         )

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
 from ._provider import Memory
@@ -26,7 +27,6 @@ from ._sqlite_layout import (
     created_at_text,
     created_at_value,
     document_terms,
-    number_terms,
     pack_terms,
     record_term_counts,
     record_terms,
@@ -144,7 +144,7 @@ def insert_memories(
     documents: Counter[str] = Counter()
     for counts in counted:
         documents.update(counts.keys())
-    numbers = number_terms(connection, documents)
+    numbers = record_term_counts(connection, slot, documents)
     rows = []
     mentions: dict[str, list[Any]] = {}
     total = 0
@@ -179,7 +179,6 @@ def insert_memories(
         [(row[0], row[2], row[3], row[4]) for row in rows],
     )
     record_entities(connection, slot, mentions)
-    record_term_counts(connection, slot, documents)
     connection.executemany(
         "UPDATE namespaces SET documents = documents + ?, tokens = tokens + ? WHERE slot = ?",
         [(len(memories), total, slot), (len(memories), total, STORE_SLOT)],
@@ -265,7 +264,7 @@ def delete_memory(connection: sqlite3.Connection, parent: str, memory_id: str) -
 
 def _labels_json(labels: Sequence[str]) -> str:
     # most memories have no tags or entities: skip the encoder for them
-    return json.dumps(list(labels), ensure_ascii=False) if labels else "[]"
+    return orjson.dumps(list(labels)).decode() if labels else "[]"
 
 
 def entity_key(name: str) -> str:

@@ -2,12 +2,12 @@
 
 Version 8 (current) makes a memory row smaller: no parent's name (the slot in its rowid
 names the parent in `namespaces`), the creation time as microseconds (an integer, see
-`_sqlite_layout.created_at_value`) and the term counts packed by term number (a
-`vocabulary` numbers every term; see `_sqlite_layout.pack_terms`). Entity rows become one
-row per parent and entity with its count of memories, instead of one per mention. Opening
-a version 7 store rebuilds the memory rows (same rowids, ids, texts, tags, entities,
-times and keys; the FTS5 index is kept as it is) and counts the entity rows, in one
-transaction.
+`_sqlite_layout.created_at_value`) and the term counts packed by term number (each term's
+store-wide `terms` row holds its number; see `_sqlite_layout.pack_terms`). Entity rows
+become one row per parent and entity with its count of memories, instead of one per
+mention. Opening a version 7 store numbers its terms, rebuilds the memory rows (same
+rowids, ids, texts, tags, entities, times and keys; the FTS5 index is kept as it is) and
+counts the entity rows, in one transaction.
 
 Version 7 keys entity rows by the parent's slot instead of its name (the same
 saving for the largest random-keyed table). Opening a version 6 store copies the entity rows
@@ -54,14 +54,18 @@ from collections.abc import Callable
 from ._sqlite_layout import (
     COUNTER_SPAN,
     DIGEST_BYTES,
+    MAX_NUMBER,
+    NUMBER_BYTES,
+    STORE_SLOT,
     created_at_value,
     document_terms,
     encode_terms,
     idempotency_digest,
-    number_terms,
     pack_terms,
+    term_numbers,
 )
-from ._sqlite_rows import insert_memory  # one writer of rows for new and migrated data
+from ._sqlite_rows import insert_memory
+from ._text import STOPWORDS  # one writer of rows for new and migrated data
 
 __all__ = ["CURRENT_VERSION", "SchemaMismatch", "ensure_schema"]
 
@@ -111,11 +115,8 @@ CREATE TABLE terms (
     slot INTEGER NOT NULL,
     term TEXT NOT NULL,
     documents INTEGER NOT NULL,
+    number INTEGER,
     PRIMARY KEY (slot, term)
-) WITHOUT ROWID;
-CREATE TABLE vocabulary (
-    term TEXT PRIMARY KEY,
-    number INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE entities (
     slot INTEGER NOT NULL,
@@ -297,7 +298,7 @@ def _migrate_6_to_7(connection: sqlite3.Connection) -> int:
 
 
 def _migrate_7_to_8(connection: sqlite3.Connection) -> int:
-    """Version 7 -> 8: compact memory rows, a vocabulary, entity rows counted per entity."""
+    """Version 7 -> 8: numbered terms, compact memory rows, entity rows counted per entity."""
     # the rows are copied under their own rowids, so the FTS5 index stays as it is; the
     # triggers and indexes go with the old table and are made again for the new one
     for statement in (
@@ -312,9 +313,22 @@ def _migrate_7_to_8(connection: sqlite3.Connection) -> int:
     for first, last in (
         ("CREATE TABLE memories", "CREATE VIRTUAL TABLE memories_fts"),
         ("CREATE TRIGGER memories_ad", "CREATE TABLE terms"),
-        ("CREATE TABLE vocabulary", "CREATE TABLE links"),
+        ("CREATE TABLE entities", "CREATE TABLE links"),
     ):
         _run_script(connection, SCHEMA[SCHEMA.index(first) : SCHEMA.index(last)])
+    # version 7 counted every term exactly: each store-wide row gets its number
+    connection.execute("ALTER TABLE terms ADD COLUMN number INTEGER")
+    connection.execute(
+        "UPDATE terms SET number = numbered.number FROM (SELECT term, "
+        "row_number() OVER (ORDER BY term) - 1 AS number FROM terms WHERE slot = ?) AS numbered "
+        "WHERE terms.slot = ? AND terms.term = numbered.term",
+        (STORE_SLOT, STORE_SLOT),
+    )
+    connection.execute(
+        "UPDATE namespaces SET next_counter = (SELECT count(*) FROM terms WHERE slot = ?) "
+        "WHERE slot = ?",
+        (STORE_SLOT, STORE_SLOT),
+    )
     last_seq = -1
     while True:
         rows = connection.execute(
@@ -325,7 +339,13 @@ def _migrate_7_to_8(connection: sqlite3.Connection) -> int:
         if not rows:
             break
         counted = [document_terms(row[2], _labels(row[3]), _labels(row[4])) for row in rows]
-        numbers = number_terms(connection, {term for counts in counted for term in counts})
+        numbered = term_numbers(connection, {term for counts in counted for term in counts})
+        numbers = {
+            term: number.to_bytes(NUMBER_BYTES, "big")
+            for term, number in numbered.items()
+            if number < MAX_NUMBER
+        }
+        numbers.update(dict.fromkeys(STOPWORDS, b""))
         connection.executemany(
             "INSERT INTO memories (seq, id, text, tags, entities, created_at, idempotency_key, "
             "tokens, terms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -45,7 +45,6 @@ from ._sqlite_layout import (
     slot_range,
     term_counts,
     term_needles,
-    term_numbers,
 )
 from ._sqlite_rows import MEMORY_COLUMNS, json_list, memory_from_row
 from ._text import STOPWORDS, bm25_term, fts_phrase, inverse_document_frequency, query_terms
@@ -144,13 +143,20 @@ def search_store(connection: sqlite3.Connection, request: SearchRequest) -> Sear
     namespaces = [ns for ns in _namespaces(connection, request.parents) if ns.documents > 0]
     if not namespaces:
         return SearchResult()
-    in_store = _frequencies(connection, STORE_SLOT, terms)
+    # the store-wide rows hold each term's document frequency and its number
+    rows = connection.execute(
+        "SELECT term, documents, number FROM terms WHERE slot = ? "
+        f"AND term IN ({_placeholders(len(terms))})",
+        (STORE_SLOT, *terms),
+    ).fetchall()
+    in_store = {term: int(documents) for term, documents, _ in rows}
+    numbers = {term: int(number) for term, _, number in rows if number is not None}
     present = [term for term in terms if in_store.get(term, 0) > 0]
     if not present:
         return SearchResult()
     selective = [term for term in present if in_store[term] < SELECTIVE]
     needles = term_needles(present)
-    numbered = packed_needles(term_numbers(connection, present), present)
+    numbered = packed_needles(numbers, present)
     # packed counts leave stop words out: a query that needs them counts them from the text
     packed_complete = not any(term in STOPWORDS for term in present)
     scored: list[tuple[float, float, int, int]] = []

@@ -130,7 +130,8 @@ def rewrite_as_version_7(path: Path) -> None:
         for statement in (
             "DROP TABLE memories",
             "DROP TABLE entities",
-            "DROP TABLE vocabulary",
+            "DELETE FROM terms WHERE documents = 0",
+            "ALTER TABLE terms DROP COLUMN number",
             "UPDATE namespaces SET next_counter = 0 WHERE slot = 0",
         ):
             connection.execute(statement)
@@ -161,7 +162,7 @@ def rewrite_as_version_7(path: Path) -> None:
 
 def stored_counts(path: Path, memory_id: str, terms: list[str]) -> dict[str, float]:
     """The term counts a current store keeps for one memory, read back from its packing."""
-    numbers = dict(query(path, "SELECT term, number FROM vocabulary"))
+    numbers = dict(query(path, "SELECT term, number FROM terms WHERE slot = 0"))
     [(packed,)] = query(path, "SELECT terms FROM memories WHERE id = ?", memory_id)
     return packed_counts(packed, packed_needles(numbers, terms))
 
