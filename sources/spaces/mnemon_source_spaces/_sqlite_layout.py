@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import orjson
+
 from ._text import STOPWORDS, words
 
 __all__ = [
@@ -236,7 +238,7 @@ def record_term_counts(
     # one statement per slot for the whole batch, in key order: thousands of upserts cost
     # a third of what as many executemany() rows do, and neighbours share b-tree pages;
     # the store's rows hand back the numbers on the way, so no second lookup is needed
-    counts = json.dumps(dict(sorted(documents.items())), ensure_ascii=False)
+    counts = orjson.dumps(documents, option=orjson.OPT_SORT_KEYS).decode()
     if slot != STORE_SLOT:
         connection.execute(_ADD_DOCUMENTS, (slot, counts))
     rows = connection.execute(

@@ -166,8 +166,9 @@ def insert_memories(
                 pack_terms(counts, numbers),
             )
         )
-        for key, name in _entity_keys(memory.entities).items():
-            _count_mention(mentions, key, name)
+        if memory.entities:
+            for key, name in _entity_keys(memory.entities).items():
+                _count_mention(mentions, key, name)
     connection.executemany(
         "INSERT INTO memories (seq, id, text, tags, entities, created_at, "
         "idempotency_key, tokens, terms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -224,7 +225,7 @@ def record_entities(
         "FROM json_each(?) WHERE true "
         "ON CONFLICT (slot, key) DO UPDATE SET name = min(name, excluded.name), "
         "memories = memories + excluded.memories",
-        (slot, json.dumps(dict(sorted(mentions.items())), ensure_ascii=False)),
+        (slot, orjson.dumps(mentions, option=orjson.OPT_SORT_KEYS).decode()),
     )
 
 
