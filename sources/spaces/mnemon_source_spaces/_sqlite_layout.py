@@ -18,7 +18,7 @@ import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -81,7 +81,8 @@ def idempotency_digest(key: str) -> bytes:
 
 def document_terms(text: str, tags: Iterable[str], entities: Iterable[str]) -> dict[str, float]:
     """Weighted term frequencies of one memory (text 1, tags 0.5, entities 0.75)."""
-    counts: dict[str, float] = dict(Counter(words(text)))  # counted in C: the text is the bulk
+    # counted in C (the text is the bulk); a Counter is a dict, so it is not copied into one
+    counts = cast(dict[str, float], Counter(words(text)))
     for weight, parts in ((TAG_WEIGHT, tags), (ENTITY_WEIGHT, entities)):
         for part in parts:
             for term in words(part):
