@@ -813,3 +813,12 @@ async def test_a_version_7_store_gets_compact_rows_keeping_every_memory(tmp_path
     assert query(path, "SELECT name FROM sqlite_master WHERE name LIKE '%_v7'") == []
     assert query(path, "INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')") == []
     assert query(path, "PRAGMA integrity_check") == [("ok",)]
+
+
+async def test_a_query_of_only_stop_words_counts_them_from_the_text(store: Any) -> None:
+    # packed counts leave stop words out; a query made only of them must still rank by them
+    await store.remember(RememberRequest(parent=PARENT, text="the the the cat"))
+    await store.remember(RememberRequest(parent=PARENT, text="the dog"))
+    found = await store.search(SearchRequest(parents=(PARENT,), query="the", limit=2))
+    assert [hit.memory.text for hit in found.hits] == ["the the the cat", "the dog"]
+    assert found.hits[0].score > found.hits[1].score
