@@ -420,14 +420,14 @@ def storage_breakdown(path: Path, count: int) -> tuple[tuple[str, float], ...]:
         ).fetchall()
         columns = connection.execute(
             "SELECT avg(length(text)), avg(length(terms)), avg(length(idempotency_key)), "
-            "avg(length(parent)) FROM memories"
+            "avg(length(tags) + length(entities)) FROM memories"
         ).fetchone()
     except sqlite3.OperationalError:  # an SQLite built without dbstat
         return ()
     finally:
         connection.close()
     parts = [(str(name), size / count) for name, size in rows if size / count >= 1]
-    names = ("text", "term counts", "idempotency digest", "parent")
+    names = ("text", "term counts", "idempotency digest", "tags and entities")
     parts += [
         (f"  (column) {name}", float(value or 0))
         for name, value in zip(names, columns, strict=True)

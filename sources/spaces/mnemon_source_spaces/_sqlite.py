@@ -402,9 +402,8 @@ class SqliteProvider:
         prefix = entity_key(request.prefix or "")
         slot = namespace_slot(connection, request.parent, create=False)
         rows = connection.execute(
-            "SELECT min(name), count(*) AS mentions FROM entities "
-            "WHERE slot = ? AND key >= ? AND key < ? "
-            "GROUP BY key ORDER BY mentions DESC, key LIMIT ?",
+            "SELECT name, memories FROM entities WHERE slot = ? AND key >= ? AND key < ? "
+            "ORDER BY memories DESC, key LIMIT ?",
             (slot, prefix, prefix + "\U0010ffff", request.limit),
         ).fetchall()
         entities = []
@@ -458,6 +457,7 @@ class SqliteProvider:
         in `requests`, stores nothing and gets the memory already there.
         """
         durable = self._durable
+        created_at = _now()  # one transaction, one time: the store keeps it in 8 bytes once
         results: builtins.list[RememberResult | None] = [None] * len(requests)
         by_parent: dict[str, builtins.list[int]] = {}
         for index, request in enumerate(requests):
@@ -497,7 +497,7 @@ class SqliteProvider:
                     text=request.text,
                     tags=tuple(dict.fromkeys(request.tags)),
                     entities=tuple(dict.fromkeys(request.entities)),
-                    created_at=_now(),
+                    created_at=created_at,
                 )
                 fresh.append(
                     (

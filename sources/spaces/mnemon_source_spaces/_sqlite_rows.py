@@ -1,8 +1,8 @@
 """Rows of the SQLite store: writing a memory with its index entries, reading rows back.
 
 Every function here runs inside a transaction the caller opened; a row is written with its
-FTS5 entry (inserted here; deleted and updated by trigger), its entities, its term counts
-and its namespace counters, or not at all.
+FTS5 entry (inserted here; deleted and updated by trigger), its entity counts, its term
+counts and its namespace counters, or not at all.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
 from ._provider import Memory
@@ -23,8 +24,10 @@ from ._sqlite_layout import (
     IN_SLOT,
     MAX_SLOT,
     STORE_SLOT,
+    created_at_text,
+    created_at_value,
     document_terms,
-    encode_terms,
+    pack_terms,
     record_term_counts,
     record_terms,
 )
@@ -41,7 +44,11 @@ __all__ = [
 ]
 
 _log = logging.getLogger("mnemon_source_spaces.sqlite")
-MEMORY_COLUMNS = "m.seq, m.parent, m.id, m.text, m.tags, m.entities, m.created_at, m.tokens"
+# rows do not repeat their parent's name: their slot (`seq >> 40`) names it in `namespaces`
+MEMORY_COLUMNS = (
+    "m.seq, (SELECT n.parent FROM namespaces n WHERE n.slot = m.seq >> 40), m.id, m.text, "
+    "m.tags, m.entities, m.created_at, m.tokens"
+)
 
 
 class SlotsExhausted(Exception):
@@ -133,51 +140,46 @@ def insert_memories(
     if counter + len(memories) > COUNTER_SPAN:
         raise SlotsExhausted
     first = slot * COUNTER_SPAN + counter
-    rows = []
-    entity_rows = []
-    seqs = []
+    counted = [document_terms(m.text, m.tags, m.entities) for m in memories]
     documents: Counter[str] = Counter()
-    total = 0
-    for offset, memory in enumerate(memories):
-        seq = first + offset
-        seqs.append(seq)
-        counts = document_terms(memory.text, memory.tags, memory.entities)
+    for counts in counted:
         documents.update(counts.keys())
+    numbers = record_term_counts(connection, slot, documents)
+    rows = []
+    mentions: dict[str, list[Any]] = {}
+    total = 0
+    for seq, memory, counts in zip(
+        range(first, first + len(memories)), memories, counted, strict=True
+    ):
         length = round(sum(counts.values()))
         total += length
         rows.append(
             (
                 seq,
-                parent,
                 memory.memory_id,
                 memory.text,
                 _labels_json(memory.tags),
                 _labels_json(memory.entities),
-                memory.created_at,
+                created_at_value(memory.created_at),
                 memory.idempotency,
                 length,
-                encode_terms(counts),
+                pack_terms(counts, numbers),
             )
         )
-        keys: dict[str, str] = {}
-        for name in memory.entities:
-            keys.setdefault(entity_key(name), name)
-        entity_rows += [(slot, key, seq, name) for key, name in keys.items()]
+        if memory.entities:
+            for key, name in _entity_keys(memory.entities).items():
+                _count_mention(mentions, key, name)
     connection.executemany(
-        "INSERT INTO memories (seq, parent, id, text, tags, entities, created_at, "
-        "idempotency_key, tokens, terms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO memories (seq, id, text, tags, entities, created_at, "
+        "idempotency_key, tokens, terms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
     # not by trigger: a trigger's statement savepoint makes FTS5 flush its buffer every row
     connection.executemany(
         "INSERT INTO memories_fts (rowid, text, tags, entities) VALUES (?, ?, ?, ?)",
-        [(row[0], row[3], row[4], row[5]) for row in rows],
+        [(row[0], row[2], row[3], row[4]) for row in rows],
     )
-    if entity_rows:
-        connection.executemany(
-            "INSERT INTO entities (slot, key, seq, name) VALUES (?, ?, ?, ?)", entity_rows
-        )
-    record_term_counts(connection, slot, documents)
+    record_entities(connection, slot, mentions)
     connection.executemany(
         "UPDATE namespaces SET documents = documents + ?, tokens = tokens + ? WHERE slot = ?",
         [(len(memories), total, slot), (len(memories), total, STORE_SLOT)],
@@ -186,7 +188,45 @@ def insert_memories(
         "UPDATE namespaces SET next_counter = next_counter + ? WHERE slot = ?",
         (len(memories), slot),
     )
-    return seqs
+    return [row[0] for row in rows]
+
+
+def _entity_keys(names: Sequence[str]) -> dict[str, str]:
+    # a memory counts once per entity key; the first spelling of it stands for it
+    keys: dict[str, str] = {}
+    for name in names:
+        keys.setdefault(entity_key(name), name)
+    return keys
+
+
+def _count_mention(mentions: dict[str, list[Any]], key: str, name: str) -> None:
+    held = mentions.get(key)
+    if held is None:
+        mentions[key] = [name, 1]
+    else:
+        held[0] = min(held[0], name)
+        held[1] += 1
+
+
+def record_entities(
+    connection: sqlite3.Connection, slot: int, mentions: dict[str, list[Any]]
+) -> None:
+    """Add new mentions of entities in `slot`: `{key: [name, memories]}`.
+
+    One row per (parent, entity) holds how many memories mention it and the first of its
+    spellings in code point order (as `min()` orders them), so the entity index is read
+    without counting and a batch changes one row per entity, not one per mention.
+    """
+    if not mentions:
+        return
+    connection.execute(
+        "INSERT INTO entities (slot, key, name, memories) "
+        "SELECT ?, key, json_extract(value, '$[0]'), json_extract(value, '$[1]') "
+        "FROM json_each(?) WHERE true "
+        "ON CONFLICT (slot, key) DO UPDATE SET name = min(name, excluded.name), "
+        "memories = memories + excluded.memories",
+        (slot, orjson.dumps(mentions, option=orjson.OPT_SORT_KEYS).decode()),
+    )
 
 
 def delete_memory(connection: sqlite3.Connection, parent: str, memory_id: str) -> bool:
@@ -202,9 +242,12 @@ def delete_memory(connection: sqlite3.Connection, parent: str, memory_id: str) -
     slot = seq // COUNTER_SPAN
     connection.execute("DELETE FROM memories WHERE seq = ?", (seq,))
     names = json_list(entities)
+    keys = [(slot, key) for key in _entity_keys(names)]
     connection.executemany(
-        "DELETE FROM entities WHERE slot = ? AND key = ? AND seq = ?",
-        [(slot, key, seq) for key in {entity_key(name) for name in names}],
+        "UPDATE entities SET memories = memories - 1 WHERE slot = ? AND key = ?", keys
+    )
+    connection.executemany(
+        "DELETE FROM entities WHERE slot = ? AND key = ? AND memories <= 0", keys
     )
     connection.execute(
         "DELETE FROM links WHERE parent = ? AND (source = ? OR target = ?)",
@@ -222,7 +265,7 @@ def delete_memory(connection: sqlite3.Connection, parent: str, memory_id: str) -
 
 def _labels_json(labels: Sequence[str]) -> str:
     # most memories have no tags or entities: skip the encoder for them
-    return json.dumps(list(labels), ensure_ascii=False) if labels else "[]"
+    return orjson.dumps(list(labels)).decode() if labels else "[]"
 
 
 def entity_key(name: str) -> str:
@@ -243,7 +286,7 @@ def memory_from_row(row: Sequence[Any]) -> Memory | None:
             text=text,
             tags=_strict_list(tags),
             entities=_strict_list(entities),
-            created_at=created_at,
+            created_at=created_at_text(created_at),
         )
     except (ValidationError, ValueError, TypeError):
         _log.debug("skipped a malformed memory row")

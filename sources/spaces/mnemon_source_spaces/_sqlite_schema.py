@@ -1,6 +1,15 @@
 """The SQLite store's schema, versioned with `PRAGMA user_version`, and its migrations.
 
-Version 7 (current) keys entity rows by the parent's slot instead of its name (the same
+Version 8 (current) makes a memory row smaller: no parent's name (the slot in its rowid
+names the parent in `namespaces`), the creation time as microseconds (an integer, see
+`_sqlite_layout.created_at_value`) and the term counts packed by term number (each term's
+store-wide `terms` row holds its number; see `_sqlite_layout.pack_terms`). Entity rows
+become one row per parent and entity with its count of memories, instead of one per
+mention. Opening a version 7 store numbers its terms, rebuilds the memory rows (same
+rowids, ids, texts, tags, entities, times and keys; the FTS5 index is kept as it is) and
+counts the entity rows, in one transaction.
+
+Version 7 keys entity rows by the parent's slot instead of its name (the same
 saving for the largest random-keyed table). Opening a version 6 store copies the entity rows
 into the new table, in one transaction.
 
@@ -45,15 +54,22 @@ from collections.abc import Callable
 from ._sqlite_layout import (
     COUNTER_SPAN,
     DIGEST_BYTES,
+    MAX_NUMBER,
+    NUMBER_BYTES,
+    STORE_SLOT,
+    created_at_value,
     document_terms,
     encode_terms,
     idempotency_digest,
+    pack_terms,
+    term_numbers,
 )
-from ._sqlite_rows import insert_memory  # one writer of rows for new and migrated data
+from ._sqlite_rows import insert_memory
+from ._text import STOPWORDS  # one writer of rows for new and migrated data
 
 __all__ = ["CURRENT_VERSION", "SchemaMismatch", "ensure_schema"]
 
-CURRENT_VERSION = 7
+CURRENT_VERSION = 8
 MIGRATION_BATCH = 2_000
 
 SCHEMA = """
@@ -67,15 +83,14 @@ CREATE TABLE namespaces (
 INSERT INTO namespaces (slot, parent) VALUES (0, '*');
 CREATE TABLE memories (
     seq INTEGER PRIMARY KEY,
-    parent TEXT NOT NULL,
     id TEXT NOT NULL,
     text TEXT NOT NULL,
     tags TEXT NOT NULL DEFAULT '[]',
     entities TEXT NOT NULL DEFAULT '[]',
-    created_at TEXT NOT NULL,
+    created_at NOT NULL,
     idempotency_key BLOB,
     tokens INTEGER NOT NULL DEFAULT 0,
-    terms TEXT
+    terms BLOB
 );
 CREATE UNIQUE INDEX memories_id ON memories (seq >> 40, id);
 CREATE UNIQUE INDEX memories_idempotency ON memories (seq >> 40, idempotency_key)
@@ -100,14 +115,15 @@ CREATE TABLE terms (
     slot INTEGER NOT NULL,
     term TEXT NOT NULL,
     documents INTEGER NOT NULL,
+    number INTEGER,
     PRIMARY KEY (slot, term)
 ) WITHOUT ROWID;
 CREATE TABLE entities (
     slot INTEGER NOT NULL,
     key TEXT NOT NULL,
-    seq INTEGER NOT NULL,
     name TEXT NOT NULL,
-    PRIMARY KEY (slot, key, seq)
+    memories INTEGER NOT NULL,
+    PRIMARY KEY (slot, key)
 ) WITHOUT ROWID;
 CREATE TABLE links (
     parent TEXT NOT NULL,
@@ -257,12 +273,21 @@ def _migrate_5_to_6(connection: sqlite3.Connection) -> int:
     return 6
 
 
+_ENTITIES_V7 = """
+CREATE TABLE entities (
+    slot INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    PRIMARY KEY (slot, key, seq)
+) WITHOUT ROWID;
+"""
+
+
 def _migrate_6_to_7(connection: sqlite3.Connection) -> int:
     """Version 6 -> 7: entity rows keyed by slot, not by parent name (every row kept)."""
     connection.execute("ALTER TABLE entities RENAME TO entities_v6")
-    start = SCHEMA.index("CREATE TABLE entities")
-    end = SCHEMA.index("CREATE TABLE links")
-    _run_script(connection, SCHEMA[start:end])
+    _run_script(connection, _ENTITIES_V7)
     connection.execute(
         # a memory's slot is in its rowid; (key, seq) is unique already, so nothing collides
         f"INSERT INTO entities (slot, key, seq, name) SELECT seq / {COUNTER_SPAN}, key, seq, "
@@ -270,6 +295,78 @@ def _migrate_6_to_7(connection: sqlite3.Connection) -> int:
     )
     connection.execute("DROP TABLE entities_v6")
     return 7
+
+
+def _migrate_7_to_8(connection: sqlite3.Connection) -> int:
+    """Version 7 -> 8: numbered terms, compact memory rows, entity rows counted per entity."""
+    # the rows are copied under their own rowids, so the FTS5 index stays as it is; the
+    # triggers and indexes go with the old table and are made again for the new one
+    for statement in (
+        "DROP TRIGGER IF EXISTS memories_ad",
+        "DROP TRIGGER IF EXISTS memories_au",
+        "DROP INDEX IF EXISTS memories_id",
+        "DROP INDEX IF EXISTS memories_idempotency",
+        "ALTER TABLE memories RENAME TO memories_v7",
+        "ALTER TABLE entities RENAME TO entities_v7",
+    ):
+        connection.execute(statement)
+    for first, last in (
+        ("CREATE TABLE memories", "CREATE VIRTUAL TABLE memories_fts"),
+        ("CREATE TRIGGER memories_ad", "CREATE TABLE terms"),
+        ("CREATE TABLE entities", "CREATE TABLE links"),
+    ):
+        _run_script(connection, SCHEMA[SCHEMA.index(first) : SCHEMA.index(last)])
+    # version 7 counted every term exactly: each store-wide row gets its number
+    connection.execute("ALTER TABLE terms ADD COLUMN number INTEGER")
+    connection.execute(
+        "UPDATE terms SET number = numbered.number FROM (SELECT term, "
+        "row_number() OVER (ORDER BY term) - 1 AS number FROM terms WHERE slot = ?) AS numbered "
+        "WHERE terms.slot = ? AND terms.term = numbered.term",
+        (STORE_SLOT, STORE_SLOT),
+    )
+    connection.execute(
+        "UPDATE namespaces SET next_counter = (SELECT count(*) FROM terms WHERE slot = ?) "
+        "WHERE slot = ?",
+        (STORE_SLOT, STORE_SLOT),
+    )
+    last_seq = -1
+    while True:
+        rows = connection.execute(
+            "SELECT seq, id, text, tags, entities, created_at, idempotency_key, tokens "
+            "FROM memories_v7 WHERE seq > ? ORDER BY seq LIMIT ?",
+            (last_seq, MIGRATION_BATCH),
+        ).fetchall()
+        if not rows:
+            break
+        counted = [document_terms(row[2], _labels(row[3]), _labels(row[4])) for row in rows]
+        numbered = term_numbers(connection, {term for counts in counted for term in counts})
+        numbers = {
+            term: number.to_bytes(NUMBER_BYTES, "big")
+            for term, number in numbered.items()
+            if number < MAX_NUMBER
+        }
+        numbers.update(dict.fromkeys(STOPWORDS, b""))
+        connection.executemany(
+            "INSERT INTO memories (seq, id, text, tags, entities, created_at, idempotency_key, "
+            "tokens, terms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    *row[:5],
+                    created_at_value(row[5]) if isinstance(row[5], str) else row[5],
+                    *row[6:8],
+                    pack_terms(counts, numbers),
+                )
+                for row, counts in zip(rows, counted, strict=True)
+            ],
+        )
+        last_seq = rows[-1][0]
+    connection.execute("DROP TABLE memories_v7")
+    connection.execute(
+        "INSERT INTO entities (slot, key, name, memories) "
+        "SELECT slot, key, min(name), count(*) FROM entities_v7 GROUP BY slot, key"
+    )
+    connection.execute("DROP TABLE entities_v7")
+    return 8
 
 
 def _migrate_3_to_4(connection: sqlite3.Connection) -> int:
@@ -307,4 +404,5 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], int]] = {
     4: _migrate_4_to_5,
     5: _migrate_5_to_6,
     6: _migrate_6_to_7,
+    7: _migrate_7_to_8,
 }

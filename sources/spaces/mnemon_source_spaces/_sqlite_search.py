@@ -13,7 +13,8 @@ would make every search cost time in proportion to the store. Recall avoids that
 3. When every term is common, or the candidates are still fewer than `limit`, the newest
    `WINDOW` memories containing all common terms (then any of them) are added.
 4. Every candidate is scored from the term counts stored with it at write time (only its
-   rowid, length and counts are read for this), with BM25 (k1 1.2, b 0.75, IDF
+   rowid, length and counts are read for this; stop words are not stored, so a query of
+   nothing but stop words counts them from the candidate's text), with BM25 (k1 1.2, b 0.75, IDF
    `ln(1 + (N - n + 0.5) / (n + 0.5))`) over all query terms, using its own parent's
    statistics (documents, average length, document frequencies), so scores in one parent
    never depend on another parent's data. Tags count half a word and entities three
@@ -39,13 +40,14 @@ from ._sqlite_layout import (
     COUNTER_SPAN,
     STORE_SLOT,
     document_terms,
-    encode_terms,
+    packed_counts,
+    packed_needles,
     slot_range,
     term_counts,
     term_needles,
 )
 from ._sqlite_rows import MEMORY_COLUMNS, json_list, memory_from_row
-from ._text import bm25_term, fts_phrase, inverse_document_frequency, query_terms
+from ._text import STOPWORDS, bm25_term, fts_phrase, inverse_document_frequency, query_terms
 
 __all__ = ["SELECTIVE", "WINDOW", "search_store"]
 
@@ -141,12 +143,22 @@ def search_store(connection: sqlite3.Connection, request: SearchRequest) -> Sear
     namespaces = [ns for ns in _namespaces(connection, request.parents) if ns.documents > 0]
     if not namespaces:
         return SearchResult()
-    in_store = _frequencies(connection, STORE_SLOT, terms)
+    # the store-wide rows hold each term's document frequency and its number
+    rows = connection.execute(
+        "SELECT term, documents, number FROM terms WHERE slot = ? "
+        f"AND term IN ({_placeholders(len(terms))})",
+        (STORE_SLOT, *terms),
+    ).fetchall()
+    in_store = {term: int(documents) for term, documents, _ in rows}
+    numbers = {term: int(number) for term, _, number in rows if number is not None}
     present = [term for term in terms if in_store.get(term, 0) > 0]
     if not present:
         return SearchResult()
     selective = [term for term in present if in_store[term] < SELECTIVE]
     needles = term_needles(present)
+    numbered = packed_needles(numbers, present)
+    # packed counts leave stop words out: a query that needs them counts them from the text
+    packed_complete = not any(term in STOPWORDS for term in present)
     scored: list[tuple[float, float, int, int]] = []
     for namespace in namespaces:
         rows = _candidates(connection, namespace, present, selective, request.limit)
@@ -161,9 +173,12 @@ def search_store(connection: sqlite3.Connection, request: SearchRequest) -> Sear
         known = [term for term in present if frequencies.get(term, 0) > 0]
         weight = sum(idf[term] for term in known)
         for seq, length, encoded in rows:
-            if not isinstance(encoded, str):  # a row written without counts: made here once
-                encoded = _counted(connection, seq)
-            counts = term_counts(encoded, needles)
+            if isinstance(encoded, bytes) and packed_complete:
+                counts = packed_counts(encoded, numbered)
+            elif isinstance(encoded, str):  # counts that did not fit the packed layout
+                counts = term_counts(encoded, needles)
+            else:  # stop words asked for, or a row written without counts
+                counts = _counted(connection, seq)
             score = sum(
                 bm25_term(counts.get(term, 0.0), int(length), average, idf[term])
                 for term in present
@@ -205,10 +220,10 @@ def _memories(connection: sqlite3.Connection, seqs: Sequence[int]) -> dict[int, 
     return found
 
 
-def _counted(connection: sqlite3.Connection, seq: int) -> str:
+def _counted(connection: sqlite3.Connection, seq: int) -> dict[str, float]:
     row = connection.execute(
         "SELECT text, tags, entities FROM memories WHERE seq = ?", (seq,)
     ).fetchone()
     if row is None or not isinstance(row[0], str):
-        return ""
-    return encode_terms(document_terms(row[0], json_list(row[1]), json_list(row[2])))
+        return {}
+    return document_terms(row[0], json_list(row[1]), json_list(row[2]))

@@ -47,14 +47,19 @@ def check_store(path: Path) -> list[tuple[Any, ...]]:
         connection.execute(
             "INSERT INTO memories_fts (memories_fts, rank) VALUES ('integrity-check', 1)"
         )
-        rows = connection.execute("SELECT seq, parent, id, text, entities FROM memories").fetchall()
+        rows = connection.execute(
+            "SELECT m.seq, n.parent, m.id, m.text, m.entities FROM memories m "
+            "JOIN namespaces n ON n.slot = m.seq >> 40"
+        ).fetchall()
+        mentions: dict[tuple[int, str], int] = {}
         for seq, _, _, text, entities in rows:
             assert text_is_whole(text), "a memory's text is torn"
-            names = json.loads(entities)
-            stored = connection.execute(
-                "SELECT count(*) FROM entities WHERE seq = ?", (seq,)
-            ).fetchone()[0]
-            assert stored == len(set(names)), "a memory's entity rows are incomplete"
+            for key in {" ".join(name.casefold().split()) for name in json.loads(entities)}:
+                mentions[(seq >> 40, key)] = mentions.get((seq >> 40, key), 0) + 1
+        stored = connection.execute("SELECT slot, key, memories FROM entities").fetchall()
+        assert {(slot, key): count for slot, key, count in stored} == mentions, (
+            "the entity counts disagree with the memories"
+        )
         documents = connection.execute(
             "SELECT documents FROM namespaces WHERE slot = 0"
         ).fetchone()[0]

@@ -173,7 +173,8 @@ async def test_batches_keep_exact_term_counts_per_parent_and_store_wide(
         slots = dict(connection.execute("SELECT parent, slot FROM namespaces").fetchall())
         expected: dict[tuple[int, str], int] = {}
         for parent, text, tags, entities in connection.execute(
-            "SELECT parent, text, tags, entities FROM memories"
+            "SELECT n.parent, m.text, m.tags, m.entities FROM memories m "
+            "JOIN namespaces n ON n.slot = m.seq >> 40"
         ):
             counted = document_terms(text, json.loads(tags), json.loads(entities))
             for slot in (0, slots[parent]):

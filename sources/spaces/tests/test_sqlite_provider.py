@@ -58,16 +58,16 @@ class TestSqliteProvider(ProviderConformance):
                 (base + 14, "bad-text", "", "[]", "[]", "2024-01-01T00:00:00+00:00"),
             ]
             connection.executemany(
-                "INSERT INTO memories (seq, parent, id, text, tags, entities, created_at, tokens) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, 3)",
+                "INSERT INTO memories (seq, id, text, tags, entities, created_at, tokens) "
+                "VALUES (?, ?, ?, ?, ?, ?, 3)",
                 [
-                    (seq, parent, memory_id, text, tags, entities, created)
+                    (seq, memory_id, text, tags, entities, created)
                     for seq, memory_id, text, tags, entities, created in rows
                 ],
             )
             connection.execute(
-                "INSERT INTO entities (slot, key, seq, name) VALUES (?, 'bad\x01', ?, 'bad\x01name')",
-                (base >> 40, base + 10),
+                "INSERT INTO entities (slot, key, name, memories) VALUES (?, 'bad\x01', 'bad\x01name', 1)",
+                (base >> 40,),
             )
             connection.execute(
                 "INSERT INTO links (parent, source, target, relation, created_at) "

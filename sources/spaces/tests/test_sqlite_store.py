@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,6 +22,13 @@ from mnemon_source_spaces import (
     StatusRequest,
 )
 from mnemon_source_spaces import _sqlite_search as search_module
+from mnemon_source_spaces._sqlite_layout import (
+    created_at_text,
+    document_terms,
+    encode_terms,
+    packed_counts,
+    packed_needles,
+)
 
 PARENT = "parent-a"
 OTHER = "parent-b"
@@ -68,6 +76,97 @@ async def store(tmp_path: Path) -> AsyncIterator[Any]:
         await adapter.dispose()
 
 
+# version 7's memory and entity tables, as that release laid them out
+SCHEMA_V7_ROWS = """
+CREATE TABLE memories (
+    seq INTEGER PRIMARY KEY,
+    parent TEXT NOT NULL,
+    id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    tags TEXT NOT NULL DEFAULT '[]',
+    entities TEXT NOT NULL DEFAULT '[]',
+    created_at TEXT NOT NULL,
+    idempotency_key BLOB,
+    tokens INTEGER NOT NULL DEFAULT 0,
+    terms TEXT
+);
+CREATE UNIQUE INDEX memories_id ON memories (seq >> 40, id);
+CREATE UNIQUE INDEX memories_idempotency ON memories (seq >> 40, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, text, tags, entities)
+    VALUES ('delete', old.seq, old.text, old.tags, old.entities);
+END;
+CREATE TRIGGER memories_au AFTER UPDATE OF text, tags, entities ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, text, tags, entities)
+    VALUES ('delete', old.seq, old.text, old.tags, old.entities);
+    INSERT INTO memories_fts (rowid, text, tags, entities)
+    VALUES (new.seq, new.text, new.tags, new.entities);
+END;
+CREATE TABLE entities (
+    slot INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    PRIMARY KEY (slot, key, seq)
+) WITHOUT ROWID;
+"""
+
+
+def rewrite_as_version_7(path: Path) -> None:
+    """Turn a closed current store into the version 7 layout holding the same data.
+
+    What version 7 wrote: the parent's name in every row, the creation time as text, the
+    term counts as `encode_terms` text and one entity row per memory and entity.
+    """
+    connection = sqlite3.connect(path, isolation_level=None)
+    try:
+        rows = connection.execute(
+            "SELECT m.seq, n.parent, m.id, m.text, m.tags, m.entities, m.created_at, "
+            "m.idempotency_key, m.tokens FROM memories m JOIN namespaces n "
+            "ON n.slot = m.seq >> 40 ORDER BY m.seq"
+        ).fetchall()
+        connection.execute("BEGIN")
+        for statement in (
+            "DROP TABLE memories",
+            "DROP TABLE entities",
+            "DELETE FROM terms WHERE documents = 0",
+            "ALTER TABLE terms DROP COLUMN number",
+            "UPDATE namespaces SET next_counter = 0 WHERE slot = 0",
+        ):
+            connection.execute(statement)
+        statement = ""
+        for line in SCHEMA_V7_ROWS.splitlines(keepends=True):
+            statement += line
+            if sqlite3.complete_statement(statement):
+                connection.execute(statement)
+                statement = ""
+        for seq, parent, memory_id, text, tags, entities, created, key, tokens in rows:
+            names = json.loads(entities)
+            counts = document_terms(text, json.loads(tags), names)
+            connection.execute(
+                "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (seq, parent, memory_id, text, tags, entities, created_at_text(created), key,
+                 tokens, encode_terms(counts)),
+            )  # fmt: skip
+            keys = {" ".join(name.casefold().split()): name for name in reversed(names)}
+            connection.executemany(
+                "INSERT INTO entities VALUES (?, ?, ?, ?)",
+                [(seq >> 40, key, seq, name) for key, name in keys.items()],
+            )
+        connection.execute("PRAGMA user_version = 7")
+        connection.execute("COMMIT")
+    finally:
+        connection.close()
+
+
+def stored_counts(path: Path, memory_id: str, terms: list[str]) -> dict[str, float]:
+    """The term counts a current store keeps for one memory, read back from its packing."""
+    numbers = dict(query(path, "SELECT term, number FROM terms WHERE slot = 0"))
+    [(packed,)] = query(path, "SELECT terms FROM memories WHERE id = ?", memory_id)
+    return packed_counts(packed, packed_needles(numbers, terms))
+
+
 def query(path: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
     connection = sqlite3.connect(path)
     try:
@@ -82,7 +181,7 @@ async def test_the_store_uses_wal_and_records_its_schema_version(
     await store.remember(RememberRequest(parent=PARENT, text="hello"))
     path = tmp_path / "store.sqlite3"
     assert query(path, "PRAGMA journal_mode") == [("wal",)]
-    assert query(path, "PRAGMA user_version") == [(7,)]
+    assert query(path, "PRAGMA user_version") == [(8,)]
 
 
 async def test_a_version_1_store_is_migrated_in_place_keeping_its_data(tmp_path: Path) -> None:
@@ -132,7 +231,7 @@ async def test_a_version_1_store_is_migrated_in_place_keeping_its_data(tmp_path:
         assert again.memory.id == "old-1"
     finally:
         await adapter.dispose()
-    assert query(path, "PRAGMA user_version") == [(7,)]
+    assert query(path, "PRAGMA user_version") == [(8,)]
     assert query(path, "PRAGMA integrity_check") == [("ok",)]
     assert not query(path, "SELECT name FROM sqlite_master WHERE name = 'memories_v1'")
 
@@ -439,20 +538,28 @@ async def test_a_version_2_store_is_renumbered_and_counted_keeping_everything(
         assert [m.id for m in page.memories] == [newer.memory.id]
     finally:
         await adapter.dispose()
-    assert query(path, "PRAGMA user_version") == [(7,)]
+    assert query(path, "PRAGMA user_version") == [(8,)]
     assert query(path, "SELECT id, seq - ? FROM memories ORDER BY seq", span) == [
         ("old-1", 0),
         ("old-2", 1),
         (newer.memory.id, 2),
     ]
-    assert query(path, "SELECT seq - ? FROM entities", span) == [(0,)]
+    assert query(path, "SELECT slot, key, name, memories FROM entities") == [
+        (1, "ada lovelace", "Ada Lovelace", 1)
+    ]
     assert query(
         path, "SELECT typeof(idempotency_key), length(idempotency_key) FROM memories "
         "WHERE id = 'old-1'"
     ) == [("blob", 16)]  # fmt: skip
-    assert query(path, "SELECT terms FROM memories WHERE id = 'old-1'") == [
-        ("cafe:2 visits twice lisbon:0.5 ada:0.75 lovelace:0.75",)
-    ]
+    terms = ["cafe", "visits", "twice", "lisbon", "ada", "lovelace", "office"]
+    assert stored_counts(path, "old-1", terms) == {
+        "cafe": 2.0,
+        "visits": 1.0,
+        "twice": 1.0,
+        "lisbon": 0.5,
+        "ada": 0.75,
+        "lovelace": 0.75,
+    }
     assert query(path, "INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')") == []
     assert query(path, "PRAGMA integrity_check") == [("ok",)]
 
@@ -487,6 +594,7 @@ async def test_a_version_3_store_gets_the_compact_index_keeping_everything(
             await adapter.remember(RememberRequest(parent=PARENT, text=text, entities=entities))
     finally:
         await adapter.dispose()
+    rewrite_as_version_7(path)
     # version 3 as it was: FTS5 with positions, an index of entity rows by memory
     connection = sqlite3.connect(path, isolation_level=None)
     connection.execute("DROP TABLE memories_fts")
@@ -498,7 +606,8 @@ async def test_a_version_3_store_gets_the_compact_index_keeping_everything(
     connection.execute("CREATE INDEX entities_memory ON entities (seq)")
     connection.execute("PRAGMA user_version = 3")
     connection.close()
-    before = query(path, "SELECT * FROM memories ORDER BY seq")
+    columns = "seq, id, text, tags, entities, created_at, idempotency_key, tokens"
+    before = query(path, f"SELECT {columns} FROM memories ORDER BY seq")
     adapter = await open_store(path)
     try:
         found = await adapter.search(SearchRequest(parents=(PARENT,), query="bees"))
@@ -508,8 +617,12 @@ async def test_a_version_3_store_gets_the_compact_index_keeping_everything(
         assert forgotten.forgotten
     finally:
         await adapter.dispose()
-    assert query(path, "PRAGMA user_version") == [(7,)]
-    assert before[:1] == query(path, "SELECT * FROM memories ORDER BY seq")
+    assert query(path, "PRAGMA user_version") == [(8,)]
+    after = [
+        (*row[:5], created_at_text(row[5]), *row[6:])
+        for row in query(path, f"SELECT {columns} FROM memories ORDER BY seq")
+    ]
+    assert before[:1] == after
     assert query(path, "SELECT name FROM sqlite_master WHERE name = 'entities_memory'") == []
     [(sql,)] = query(path, "SELECT sql FROM sqlite_master WHERE name = 'memories_fts'")
     assert "detail = none" in sql
@@ -526,6 +639,7 @@ async def test_a_version_4_store_keeps_its_idempotency_keys_in_16_bytes(tmp_path
         )
     finally:
         await adapter.dispose()
+    rewrite_as_version_7(path)
     # version 4 as it was: the whole SHA-256 of the key, in hex
     whole = hashlib.sha256(b"key-bees").hexdigest()
     connection = sqlite3.connect(path, isolation_level=None)
@@ -541,7 +655,7 @@ async def test_a_version_4_store_keeps_its_idempotency_keys_in_16_bytes(tmp_path
         await adapter.dispose()
     assert not again.created
     assert again.memory.id == first.memory.id
-    assert query(path, "PRAGMA user_version") == [(7,)]
+    assert query(path, "PRAGMA user_version") == [(8,)]
     assert query(path, "SELECT idempotency_key FROM memories") == [(bytes.fromhex(whole)[:16],)]
 
 
@@ -557,6 +671,7 @@ async def test_a_version_5_store_gets_its_indexes_keyed_by_slot_keeping_everythi
         other = await adapter.remember(RememberRequest(parent=OTHER, text="Bob keeps goats"))
     finally:
         await adapter.dispose()
+    rewrite_as_version_7(path)
     # version 5 as it was: both indexes keyed by the parent's name
     connection = sqlite3.connect(path, isolation_level=None)
     connection.executescript(
@@ -580,7 +695,7 @@ async def test_a_version_5_store_gets_its_indexes_keyed_by_slot_keeping_everythi
     assert again.memory.id == first.memory.id
     assert found.memory == other.memory
     assert crossed.memory is None
-    assert query(path, "PRAGMA user_version") == [(7,)]
+    assert query(path, "PRAGMA user_version") == [(8,)]
     indexes = dict(query(path, "SELECT name, sql FROM sqlite_master WHERE type = 'index'"))
     assert "seq >> 40" in indexes["memories_id"]
     assert "seq >> 40" in indexes["memories_idempotency"]
@@ -602,6 +717,7 @@ async def test_a_version_6_store_gets_entity_rows_keyed_by_slot_keeping_every_on
         before = await adapter.entity_index(EntityIndexRequest(parent=PARENT))
     finally:
         await adapter.dispose()
+    rewrite_as_version_7(path)
     # version 6 as it was: entity rows keyed by the parent's name
     connection = sqlite3.connect(path, isolation_level=None)
     connection.executescript(
@@ -625,5 +741,84 @@ async def test_a_version_6_store_gets_entity_rows_keyed_by_slot_keeping_every_on
     assert [(e.name, e.memories) for e in after.entities] == [("Ada", 2), ("Bob", 1)]
     assert after == before
     assert [(e.name, e.memories) for e in elsewhere.entities] == [("Ada", 1)]
-    assert query(path, "PRAGMA user_version") == [(7,)]
+    assert query(path, "PRAGMA user_version") == [(8,)]
     assert query(path, "SELECT slot, name FROM entities") == [(2, "Ada")]
+
+
+async def test_a_version_7_store_gets_compact_rows_keeping_every_memory(tmp_path: Path) -> None:
+    path = tmp_path / "v7.sqlite3"
+    adapter = await open_store(path)
+    try:
+        for parent, text, tags, names, key in (
+            (PARENT, "Ada met Bob at the café, café again", ("Travel",), ("Ada", "Bob"), "k-1"),
+            (PARENT, "Ada keeps bees", (), ("ada",), None),
+            (PARENT, "Ünïcode wörds and honey", ("Food", "Bees"), (), "k-3"),
+            (OTHER, "Ada elsewhere keeps goats", (), ("Ada",), "k-1"),
+        ):
+            await adapter.remember(
+                RememberRequest(
+                    parent=parent, text=text, tags=tags, entities=names, idempotency_key=key
+                )
+            )
+
+        async def reads() -> list[Any]:
+            return [
+                await adapter.list(ListRequest(parent=PARENT)),
+                await adapter.list(ListRequest(parent=OTHER)),
+                await adapter.search(SearchRequest(parents=(PARENT, OTHER), query="ada bees")),
+                await adapter.search(SearchRequest(parents=(PARENT,), query="cafe travel")),
+                await adapter.search(SearchRequest(parents=(PARENT,), query="the and")),
+                await adapter.entity_index(EntityIndexRequest(parent=PARENT)),
+                await adapter.entity_index(EntityIndexRequest(parent=OTHER)),
+            ]
+
+        before = await reads()
+    finally:
+        await adapter.dispose()
+    rewrite_as_version_7(path)
+    v7_terms = query(path, "SELECT slot, term, documents FROM terms ORDER BY 1, 2")
+    adapter = await open_store(path)
+    try:
+        after = await reads()
+        replayed = await adapter.remember(
+            RememberRequest(parent=OTHER, text="Ada elsewhere keeps goats", idempotency_key="k-1")
+        )
+        newer = await adapter.remember(RememberRequest(parent=PARENT, text="Bees again, Ada"))
+        latest = await adapter.search(SearchRequest(parents=(PARENT,), query="bees ada"))
+        forgotten = await adapter.forget(ForgetRequest(parent=PARENT, id=newer.memory.id))
+        gone = await adapter.entity_index(EntityIndexRequest(parent=PARENT))
+    finally:
+        await adapter.dispose()
+    assert after == before
+    assert [m.created_at for m in after[0].memories] == [m.created_at for m in before[0].memories]
+    assert not replayed.created
+    assert replayed.memory == after[1].memories[0]
+    assert newer.memory.id in [hit.memory.id for hit in latest.hits]
+    assert forgotten.forgotten
+    assert gone == before[5]
+    assert [(e.name, e.memories) for e in after[5].entities] == [("Ada", 2), ("Bob", 1)]
+    assert query(path, "PRAGMA user_version") == [(8,)]
+    columns = [row[1] for row in query(path, "PRAGMA table_info(memories)")]
+    assert "parent" not in columns
+    assert query(path, "SELECT DISTINCT typeof(created_at), typeof(terms) FROM memories") == [
+        ("integer", "blob")
+    ]
+    assert stored_counts(path, after[0].memories[-1].id, ["cafe", "ada", "travel", "the"]) == {
+        "cafe": 2.0,
+        "ada": 1.75,
+        "travel": 0.5,
+    }
+    # the document frequencies were exact before and are kept as they were
+    assert query(path, "SELECT slot, term, documents FROM terms ORDER BY 1, 2") == v7_terms
+    assert query(path, "SELECT name FROM sqlite_master WHERE name LIKE '%_v7'") == []
+    assert query(path, "INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')") == []
+    assert query(path, "PRAGMA integrity_check") == [("ok",)]
+
+
+async def test_a_query_of_only_stop_words_counts_them_from_the_text(store: Any) -> None:
+    # packed counts leave stop words out; a query made only of them must still rank by them
+    await store.remember(RememberRequest(parent=PARENT, text="the the the cat"))
+    await store.remember(RememberRequest(parent=PARENT, text="the dog"))
+    found = await store.search(SearchRequest(parents=(PARENT,), query="the", limit=2))
+    assert [hit.memory.text for hit in found.hits] == ["the the the cat", "the dog"]
+    assert found.hits[0].score > found.hits[1].score
