@@ -168,16 +168,23 @@ class SpacesManagement:
         for index, item in enumerate(items):
             try:
                 request, content = _import_request(space.parent, item)
-                # as the remember action: a key another visible space stored under is not reused
-                key_id = request.memory_id
-                if key_id is not None and await self._calls.held_elsewhere(key_id, space, pinned):
-                    raise _key_conflict()
             except SourceError as exc:
                 results[index] = _refused(index, exc)
                 continue
             requests.append(request)
             positions.append(index)
             checked.append(content)
+        # as the remember action: a key another visible space stored under is not reused
+        keyed = (request.memory_id for request in requests if request.memory_id is not None)
+        held = await self._calls.held_elsewhere(keyed, space, pinned)
+        if held:
+            kept = [n for n, request in enumerate(requests) if request.memory_id not in held]
+            for n, request in enumerate(requests):
+                if request.memory_id in held:
+                    results[positions[n]] = _refused(positions[n], _key_conflict())
+            requests = [requests[n] for n in kept]
+            positions = [positions[n] for n in kept]
+            checked = [checked[n] for n in kept]
         if requests:
             stored = await self._calls.remember_many(requests)
             if len(stored) != len(requests):
