@@ -395,7 +395,12 @@ class SqliteProvider:
                 )
                 for row in rows:
                     found[(parent, row[2])] = memory_from_row(row)
-        return [GetResult(memory=found.get((r.parent, r.id))) for r in requests]
+        # results are frozen: every miss can share one
+        missing = GetResult()
+        return [
+            missing if (memory := found.get((r.parent, r.id))) is None else GetResult(memory=memory)
+            for r in requests
+        ]
 
     async def related(self, request: RelatedRequest) -> RelatedResult:
         """Memories linked to one memory, most recently linked first."""
