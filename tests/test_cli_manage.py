@@ -353,5 +353,35 @@ def test_import_writes_memories_in_batches_and_refuses_bad_ones_alone(
     again = json.loads(mnemon(project, "import", str(export), "--yes", "--json").stdout)
     assert (again["written"], again["unchanged"], again["refused"]) == (0, 1_500, 2)
     shown = mnemon(project, "import", str(export), "--yes")
-    assert "2 refused" in shown.stdout + shown.stderr
+    # replayed and refused records are never called imported
+    assert "imported 0 of 1502 record(s); 1500 already there, 2 refused" in shown.stdout
     assert "record 11 refused (too-large)" in shown.stdout + shown.stderr
+
+
+def test_import_refuses_text_that_is_not_unicode_naming_the_line(
+    project: Path, tmp_path: Path
+) -> None:
+    header = '{"format": "mnemon-export", "version": 1, "scope": {"user_id": "sur"}}'
+    good = '{"kind": "memory", "source": "source:spaces", "space": "personal", "text": "fine"}'
+    lone = '{"kind": "memory", "source": "source:spaces", "space": "personal", "text": "a \\ud800"}'
+    bad = tmp_path / "surrogate.jsonl"
+    bad.write_text("\n".join([header, good, lone, '{"kind": "end", "records": 2}']) + "\n")
+    result = mnemon(project, "import", str(bad), "--yes")
+    assert result.returncode == 1
+    assert "line 3 holds text that is not valid Unicode (a lone surrogate)" in result.stderr
+    assert as_json(mnemon(project, "list", "--user", "sur", "--json"))["items"] == []
+
+
+def test_an_interrupted_import_says_how_far_it_got() -> None:
+    from mnemon._cli._transfer import ImportTally
+
+    tally = ImportTally()
+    assert tally.interrupted() == "interrupted: nothing was imported"
+    tally.written, tally.unchanged, tally.in_flight = 2000, 5, 1000
+    assert tally.interrupted() == (
+        "interrupted: 2000 record(s) written and 5 already there; the 1000 being written "
+        "may or may not have been stored. Run the same import again to finish: it never "
+        "duplicates"
+    )
+    tally.in_flight = 0
+    assert "may or may not" not in tally.interrupted()

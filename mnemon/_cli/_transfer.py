@@ -568,9 +568,14 @@ async def _import_memory(
 
 
 def _memory_content(record: dict[str, Any]) -> tuple[str, ...]:
-    tags = json.dumps(_sorted(record.get("tags")), ensure_ascii=False)
-    entities = json.dumps(_sorted(record.get("entities")), ensure_ascii=False)
+    tags = _labels_json(record.get("tags"))
+    entities = _labels_json(record.get("entities"))
     return (str(record["space"]), str(record["text"]), tags, entities)
+
+
+def _labels_json(value: Any) -> str:
+    # part of the idempotency key: the same text for the same labels in every version
+    return json.dumps(_sorted(value), ensure_ascii=False) if value else "[]"
 
 
 def _sorted(value: Any) -> Any:

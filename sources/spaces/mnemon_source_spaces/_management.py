@@ -224,8 +224,8 @@ def _import_request(
     """
     if not isinstance(item, Mapping):
         raise SourceError("invalid-item", "a memory must be a JSON object")
-    unknown = sorted(set(item) - _ITEM_KEYS)
-    if unknown:
+    if not _ITEM_KEYS.issuperset(item):
+        unknown = sorted(set(item) - _ITEM_KEYS)
         raise SourceError("invalid-item", f"{unknown[0]}: unknown key")
     text = item.get("text")
     if isinstance(text, str) and len(text) > MAX_TEXT_CHARACTERS:
@@ -254,6 +254,8 @@ def _import_request(
 
 def _labels(item: Mapping[str, Any], what: str, most: int) -> tuple[str, ...]:
     values = item.get(what, ())
+    if not values and isinstance(values, list | tuple):
+        return ()
     if not isinstance(values, list | tuple):
         raise SourceError("invalid_payload", f"{what}: must be a list of strings")
     if len(values) > most:
