@@ -243,20 +243,34 @@ def read_export(handle: IO[str], name: str) -> tuple[dict[str, Any], list[dict[s
 
 
 def _stdlib_json(line: str, number: int, name: str) -> Any:
-    """A line orjson refused: not JSON, or JSON holding text that is not Unicode.
+    """A line orjson refused: not JSON, or JSON holding a value no store keeps.
 
     Raises:
-        CommandError: either way, naming the line.
+        CommandError: either way, naming the line and what is wrong with it.
     """
     try:
-        json.loads(line)
+        value = json.loads(line)
     except json.JSONDecodeError:
         raise CommandError(f"{name}: line {number} is not JSON", code="invalid-file") from None
-    # the standard library reads a lone surrogate escape (\\ud800) that no store can keep
-    raise CommandError(
-        f"{name}: line {number} holds text that is not valid Unicode (a lone surrogate)",
-        code="invalid-file",
-    )
+    # the standard library also reads NaN, Infinity and lone surrogate escapes (\\ud800)
+    what = "NaN or Infinity"
+    if _has_lone_surrogate(value):
+        what = "text that is not valid Unicode (a lone surrogate)"
+    raise CommandError(f"{name}: line {number} holds {what}", code="invalid-file")
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(item) for item in value)
+    return False
 
 
 def _catalog(host: MemoryHost) -> dict[str, ManagementEntry]:
