@@ -218,13 +218,14 @@ class ManagementClient:
             ManagementError: the operation was refused or failed.
         """
         self._host._check_management_input(input)
-        result = await self._host.execute_management(
+        result = await self._host._run_management(
             ManagementRequest(
                 source_key=self._source_key,
                 operation=operation,
                 input=input or {},
                 scope=self._scope,
-            )
+            ),
+            size_checked=True,
         )
         return result.output
 
@@ -243,7 +244,7 @@ class ManagementClient:
             RevisionConflict: `expected_revision` is not the Source's current revision.
         """
         self._host._check_management_input(input)
-        return await self._host.execute_management(
+        return await self._host._run_management(
             ManagementRequest(
                 source_key=self._source_key,
                 operation=operation,
@@ -251,7 +252,8 @@ class ManagementClient:
                 scope=self._scope,
                 confirmed=confirmed,
                 expected_revision=expected_revision,
-            )
+            ),
+            size_checked=True,
         )
 
 
@@ -554,14 +556,22 @@ class MemoryHost:
             RevisionConflict: the expected revision is stale.
             CompositionUnavailable: nothing serves.
         """
+        size_checked = isinstance(request, Mapping)
         if isinstance(request, Mapping):
             # before pydantic copies it: an oversized input must cost no more than the limit
             self._check_management_input(request.get("input"))
         checked = validate_model(
             ManagementRequest, request, subject="management request", error=ManagementError
         )
+        return await self._run_management(checked, size_checked=size_checked)
+
+    async def _run_management(
+        self, request: ManagementRequest, *, size_checked: bool
+    ) -> ManagementResult:
+        # `size_checked`: the input was walked against max_input_bytes before it was copied
+        # into `request`, so the engine does not walk it a second time
         async with self._engine.leased() as generation:
-            return await run_management(generation, checked)
+            return await run_management(generation, request, size_checked=size_checked)
 
     def _check_management_input(self, value: object) -> None:
         limit = self._engine.settings.max_input_bytes

@@ -116,53 +116,70 @@ def _encodable(text: str) -> bool:
     return True
 
 
-def _reject(path: str, reason: str) -> NoReturn:
+def _reject(where: Any, reason: str) -> NoReturn:
+    path = _path_of(where)
     raise JsonValueError(f"{reason} at {path}", path=path, reason=reason)
 
 
-def _freeze(value: object, path: str, depth: int, ancestors: set[int]) -> Any:
+def _path_of(where: Any) -> str:
+    """The path text of a `(parent, key)` chain, made only when a value is refused."""
+    keys: list[str | int] = []
+    while type(where) is tuple:
+        where, key = where
+        keys.append(key)
+    path = cast(str, where)
+    for key in reversed(keys):
+        path = _path_join(path, key)
+    return path
+
+
+def _freeze(value: object, where: Any, depth: int, ancestors: set[int]) -> Any:
+    # `where` is the root path or a (parent, key) pair: a tuple per value is cheap, and the
+    # path text is only spelled out for a refusal
     kind = type(value)
     if kind is str:
         text = cast(str, value)
         if not text.isascii() and not _encodable(text):
-            _reject(path, "string contains a lone surrogate")
+            _reject(where, "string contains a lone surrogate")
         return text
     if kind is bool or value is None:
         return value
     if kind is int:
         if not _INT_MIN <= cast(int, value) <= _INT_MAX:
-            _reject(path, "integer is outside the 64-bit range")
+            _reject(where, "integer is outside the 64-bit range")
         return value
     if kind is float:
         if not math.isfinite(cast(float, value)):
-            _reject(path, f"non-finite number {value!r}")
+            _reject(where, f"non-finite number {value!r}")
         return value
-    if isinstance(value, dict | list | tuple):
+    if isinstance(value, (dict, list, tuple)):
         if depth >= MAX_JSON_DEPTH:
-            _reject(path, f"nesting deeper than {MAX_JSON_DEPTH}")
+            _reject(where, f"nesting deeper than {MAX_JSON_DEPTH}")
         marker = id(value)
         if marker in ancestors:
-            _reject(path, "cycle")
+            _reject(where, "cycle")
         ancestors.add(marker)
         try:
             if isinstance(value, dict):
                 frozen: dict[str, Any] = {}
                 for key, item in value.items():
                     if type(key) is not str:
-                        _reject(path, f"non-string key {type(key).__name__}")
+                        _reject(where, f"non-string key {type(key).__name__}")
                     if not key.isascii() and not _encodable(key):
-                        _reject(path, "key contains a lone surrogate")
-                    frozen[key] = _freeze(item, _path_join(path, key), depth + 1, ancestors)
+                        _reject(where, "key contains a lone surrogate")
+                    frozen[key] = _freeze(item, (where, key), depth + 1, ancestors)
                 checked = FrozenDict(frozen)
                 checked._checked = True
                 return checked
             return tuple(
-                _freeze(item, _path_join(path, index), depth + 1, ancestors)
-                for index, item in enumerate(value)
+                [
+                    _freeze(item, (where, index), depth + 1, ancestors)
+                    for index, item in enumerate(value)
+                ]
             )
         finally:
             ancestors.discard(marker)
-    _reject(path, f"unsupported type {kind.__name__}")
+    _reject(where, f"unsupported type {kind.__name__}")
 
 
 def json_size_exceeds(value: object, limit: int) -> bool:

@@ -33,18 +33,31 @@ def check_input_schema(schema: Mapping[str, Any]) -> None:
         raise ValueError(f"invalid JSON Schema at {where}: {exc.message}") from None
 
 
+# a frozen JSON value holds its arrays as tuples: they are JSON arrays too, so a value is
+# checked as it is, without a thawed copy of it
+_FrozenArrays = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine(
+        "array", lambda checker, instance: isinstance(instance, (list, tuple))
+    ),
+)
+
+
 @lru_cache(maxsize=512)
-def _validator(canonical: bytes) -> Draft202012Validator:
+def _validator(canonical: bytes) -> Any:
     import orjson
 
-    return Draft202012Validator(orjson.loads(canonical))
+    return _FrozenArrays(orjson.loads(canonical))
 
 
 def input_problems(schema: Mapping[str, Any], value: Any) -> list[str]:
-    """Describe how `value` breaks `schema`: the first few problems, each naming the property."""
+    """Describe how `value` breaks `schema`: the first few problems, each naming the property.
+
+    `value` is a JSON value, plain or frozen (objects as dicts, arrays as lists or tuples).
+    """
     validator = _validator(canonical_json(schema))
     problems = []
-    found = islice(validator.iter_errors(thaw_json(value)), MAX_PROBLEMS)
+    found = islice(validator.iter_errors(value), MAX_PROBLEMS)
     for error in sorted(found, key=lambda e: list(e.path)):
         where = "".join(
             f"[{part}]" if isinstance(part, int) else f".{part}" for part in error.absolute_path

@@ -353,5 +353,78 @@ def test_import_writes_memories_in_batches_and_refuses_bad_ones_alone(
     again = json.loads(mnemon(project, "import", str(export), "--yes", "--json").stdout)
     assert (again["written"], again["unchanged"], again["refused"]) == (0, 1_500, 2)
     shown = mnemon(project, "import", str(export), "--yes")
-    assert "2 refused" in shown.stdout + shown.stderr
+    # replayed and refused records are never called imported
+    assert "imported 0 of 1502 record(s); 1500 already there, 2 refused" in shown.stdout
     assert "record 11 refused (too-large)" in shown.stdout + shown.stderr
+
+
+def test_import_refuses_values_no_store_keeps_naming_the_line(
+    project: Path, tmp_path: Path
+) -> None:
+    header = '{"format": "mnemon-export", "version": 1, "scope": {"user_id": "sur"}}'
+    good = '{"kind": "memory", "source": "source:spaces", "space": "personal", "text": "fine"}'
+    lone = '{"kind": "memory", "source": "source:spaces", "space": "personal", "text": "a \\ud800"}'
+    bad = tmp_path / "surrogate.jsonl"
+    bad.write_text("\n".join([header, good, lone, '{"kind": "end", "records": 2}']) + "\n")
+    result = mnemon(project, "import", str(bad), "--yes")
+    assert result.returncode == 1
+    assert "line 3 holds text that is not valid Unicode (a lone surrogate)" in result.stderr
+    nan = good.replace('"text": "fine"', '"text": "fine", "tags": [NaN]')
+    bad.write_text("\n".join([header, good, nan, '{"kind": "end", "records": 2}']) + "\n")
+    result = mnemon(project, "import", str(bad), "--yes")
+    assert result.returncode == 1
+    assert "line 3 holds NaN or Infinity" in result.stderr
+    assert as_json(mnemon(project, "list", "--user", "sur", "--json"))["items"] == []
+
+
+def test_an_interrupted_import_says_how_far_it_got() -> None:
+    from mnemon._cli._transfer import ImportTally
+
+    tally = ImportTally()
+    assert tally.interrupted() == "interrupted: nothing was imported"
+    tally.written, tally.unchanged, tally.in_flight = 2000, 5, 1000
+    assert tally.interrupted() == (
+        "interrupted: 2000 record(s) written and 5 already there; the 1000 being written "
+        "may or may not have been stored. Run the same import again to finish: it never "
+        "duplicates"
+    )
+    tally.in_flight = 0
+    assert "may or may not" not in tally.interrupted()
+
+
+def test_ctrl_c_during_an_import_says_how_far_it_got(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import time
+
+    from tests.test_cli import MNEMON, environment
+
+    folder = tmp_path / "interrupted"
+    folder.mkdir()
+    assert mnemon(folder, "init").returncode == 0
+    records = [
+        {"kind": "memory", "source": "source:spaces", "space": "personal", "text": f"note {i}"}
+        for i in range(20_000)
+    ]
+    header = {"format": "mnemon-export", "version": 1, "scope": {"user_id": "ctrl"}}
+    lines = [header, *records, {"kind": "end", "records": len(records)}]
+    export = tmp_path / "many.jsonl"
+    export.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    process = subprocess.Popen(
+        [MNEMON, "--no-color", "import", str(export), "--yes"],
+        cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=environment(folder),
+    )  # fmt: skip
+    # polls for a state, not for time: once the store is open, the import is under way
+    while not list(folder.glob(".mnemon/**/spaces.sqlite3-wal")):
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.01)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, (out, err)
+    assert err.startswith("interrupted: "), err
+    assert "imported" not in out  # no summary claims what did not finish
+    if err.strip() != "interrupted: nothing was imported":
+        assert "Run the same import again to finish: it never duplicates" in err
+    finished = as_json(mnemon(folder, "import", str(export), "--yes", "--json"))
+    assert finished["written"] + finished["unchanged"] == 20_000

@@ -9,8 +9,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mnemon import ActionError, DefinitionError, ManagementError, MemoryHost, RouteError
-from mnemon._json import json_size_exceeds
+from mnemon import (
+    ActionError,
+    DefinitionError,
+    ManagementError,
+    ManagementRequest,
+    MemoryHost,
+    RouteError,
+)
+from mnemon._json import freeze_json, json_size_exceeds
+from mnemon._schema import input_problems
 from tests.kit import fake_source, strategy_plugin
 from tests.test_management import ledger_plugin
 
@@ -105,6 +113,35 @@ async def test_an_oversized_management_input_is_refused() -> None:
         assert store == {}
 
 
+async def test_a_management_request_built_by_the_caller_is_still_measured() -> None:
+    # the host's clients measure an input once, before copying it; a request the caller
+    # built (and pydantic copied) never was, so the engine measures it
+    store: dict[str, list[str]] = {}
+    async with MemoryHost(max_input_bytes=4096) as memory:
+        await memory.mount(ledger_plugin(store), instance_id="ledger")
+        await memory.mount(strategy_plugin(), instance_id="strategy")
+        client = memory.management_client("source:ledger", {"user_id": "u1"})
+        request = ManagementRequest(
+            source_key="source:ledger",
+            operation="set",
+            input={"text": "z" * 5_000},
+            scope={"user_id": "u1"},
+            confirmed=True,
+            expected_revision=await client.revision(),
+        )
+        with pytest.raises(ManagementError, match="larger than 4096 bytes") as caught:
+            await memory.execute_management(request)
+        assert caught.value.code == "input-too-large"
+        with pytest.raises(ManagementError, match="larger than 4096 bytes"):
+            await client.mutate(
+                "set",
+                {"text": "z" * 5_000},
+                confirmed=True,
+                expected_revision=request.expected_revision,
+            )
+        assert store == {}
+
+
 async def test_a_shared_string_or_a_cycle_cannot_inflate_the_work() -> None:
     memory, turn, probe = await open_turn()
     big = "b" * 100_000
@@ -151,3 +188,33 @@ def test_the_size_walk_agrees_with_compact_json(value: Any, slack: int) -> None:
     size = len(orjson.dumps(value))
     limit = max(size + slack, 0)
     assert json_size_exceeds(value, limit) == (size > limit)
+
+
+ARRAYS = {
+    "type": "object",
+    "properties": {
+        "ids": {"type": "array", "items": {"type": "string"}, "maxItems": 3, "uniqueItems": True},
+        "pair": {"enum": [["a", 1], ["b", 2]]},
+        "nested": {"type": "array", "items": {"type": "array", "minItems": 1}},
+    },
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize(
+    ("value", "problems"),
+    [
+        ({"ids": ["a", "b"], "pair": ["b", 2], "nested": [[1], ["x"]]}, []),
+        ({"ids": ["a", 7]}, ["property 'ids[1]': fails type \"string\""]),
+        ({"ids": ["a", "b", "c", "d"]}, ["property 'ids': fails maxItems 3"]),
+        ({"ids": ["a", "a"]}, ["property 'ids': fails uniqueItems"]),
+        ({"pair": ["a", 2]}, ['property \'pair\': fails enum [["a",1],["b",2]]']),
+        ({"nested": [[]]}, ["property 'nested[0]': fails minItems 1"]),
+        ({"ids": "a"}, ["property 'ids': fails type \"array\""]),
+    ],
+    ids=["valid", "item-type", "too-many", "repeated", "enum", "nested", "not-an-array"],
+)
+def test_frozen_arrays_are_checked_as_json_arrays(value: Any, problems: list[str]) -> None:
+    # inputs reach the schema frozen, arrays as tuples: the same verdict as the plain value
+    assert input_problems(ARRAYS, freeze_json(value)) == problems
+    assert input_problems(ARRAYS, value) == problems

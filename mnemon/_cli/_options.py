@@ -163,8 +163,11 @@ def error_code(exc: BaseException) -> str:
     return "".join(f"-{c.lower()}" if c.isupper() else c for c in name).lstrip("-")
 
 
-def run(job: Callable[[], Awaitable[_T]]) -> _T:
-    """Run one async job; mnemon's own errors become a one-line message and exit status 1."""
+def run(job: Callable[[], Awaitable[_T]], on_interrupt: Callable[[], str] | None = None) -> _T:
+    """Run one async job; mnemon's own errors become a one-line message and exit status 1.
+
+    On Ctrl-C, `on_interrupt()` (when given) says what the job left behind.
+    """
     try:
         return anyio.run(job)
     except CommandError:
@@ -173,7 +176,7 @@ def run(job: Callable[[], Awaitable[_T]]) -> _T:
         message = visible_text(str(exc), keep_newlines=False)
         raise CommandError(message, code=error_code(exc)) from None
     except KeyboardInterrupt:
-        interrupted()
+        interrupted("interrupted" if on_interrupt is None else on_interrupt())
 
 
 def echo_json(document: str | Any) -> None:

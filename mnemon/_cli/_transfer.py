@@ -19,15 +19,18 @@ import hashlib
 import json
 import sys
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
 import click
+import orjson
 
 from .._errors import ActionError, ManagementError
 from .._host import MemoryHost, MemoryTurn
-from .._models import ActionOffer, Scope
+from .._models import ActionOffer, ManagementEntry, Scope
 from .._text import visible_text
 from ._options import (
     CommandError,
@@ -53,7 +56,7 @@ from ._records import (
 )
 from ._session import missing_flags, open_memory, operator_turn
 
-__all__ = ["FORMAT", "VERSION", "export", "import_"]
+__all__ = ["FORMAT", "VERSION", "ImportTally", "export", "import_"]
 
 FORMAT = "mnemon-export"
 VERSION = 1
@@ -184,9 +187,9 @@ def read_export(handle: IO[str], name: str) -> tuple[dict[str, Any], list[dict[s
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
-        except json.JSONDecodeError:
-            raise CommandError(f"{name}: line {number} is not JSON", code="invalid-file") from None
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            value = _stdlib_json(line, number, name)
         if not isinstance(value, dict):
             raise CommandError(f"{name}: line {number} is not a JSON object", code="invalid-file")
         if header is None:
@@ -239,16 +242,54 @@ def read_export(handle: IO[str], name: str) -> tuple[dict[str, Any], list[dict[s
     return header, records
 
 
-def _target(host: MemoryHost, record: dict[str, Any], mapping: dict[str, str]) -> str:
+def _stdlib_json(line: str, number: int, name: str) -> Any:
+    """A line orjson refused: not JSON, or JSON holding a value no store keeps.
+
+    Raises:
+        CommandError: either way, naming the line and what is wrong with it.
+    """
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError:
+        raise CommandError(f"{name}: line {number} is not JSON", code="invalid-file") from None
+    # the standard library also reads NaN, Infinity and lone surrogate escapes (\\ud800)
+    what = "NaN or Infinity"
+    if _has_lone_surrogate(value):
+        what = "text that is not valid Unicode (a lone surrogate)"
+    raise CommandError(f"{name}: line {number} holds {what}", code="invalid-file")
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(item) for item in value)
+    return False
+
+
+def _catalog(host: MemoryHost) -> dict[str, ManagementEntry]:
+    """The mounted Sources with a management plane, by key (taken once per command)."""
+    return {entry.source_key: entry for entry in host.management_catalog()}
+
+
+def _target(
+    catalog: Mapping[str, ManagementEntry], record: dict[str, Any], mapping: dict[str, str]
+) -> str:
     """The mounted Source a record goes to: the same key and type, else the first of its type."""
     wanted_type = _KINDS[record["kind"]]
-    catalog = {entry.source_key: entry.type_id for entry in host.management_catalog()}
     source = str(record["source"])
-    if catalog.get(source) == wanted_type:
+    entry = catalog.get(source)
+    if entry is not None and entry.type_id == wanted_type:
         return source
     if source not in mapping:
-        for key, type_id in catalog.items():
-            if type_id == wanted_type:
+        for key, candidate in catalog.items():
+            if candidate.type_id == wanted_type:
                 mapping[source] = key
                 break
         else:
@@ -260,8 +301,9 @@ def _target(host: MemoryHost, record: dict[str, Any], mapping: dict[str, str]) -
     return mapping[source]
 
 
-def _type_of(host: MemoryHost, key: str) -> str | None:
-    return next((e.type_id for e in host.management_catalog() if e.source_key == key), None)
+def _type_of(catalog: Mapping[str, ManagementEntry], key: str) -> str | None:
+    entry = catalog.get(key)
+    return None if entry is None else entry.type_id
 
 
 async def _write_action(
@@ -286,34 +328,88 @@ async def _write_action(
     return {"status": "unchanged" if replayed else "written"}
 
 
-async def _import(path: Path, scope: Scope, records: list[dict[str, Any]]) -> dict[str, Any]:
-    counts = {"written": 0, "unchanged": 0, "refused": 0}
-    refusals: list[dict[str, Any]] = []
-    async with (
-        open_memory(path, operator=True) as (profile, host),
-        operator_turn(host, scope) as turn,
-    ):
-        offers = {offer.id for offer in turn.view.offers}
+@dataclass(slots=True)
+class ImportTally:
+    """How far an import got: counted as it goes, so an interruption can say it too."""
+
+    written: int = 0
+    unchanged: int = 0
+    refused: int = 0
+    #: records of the write under way: they may or may not be stored when it is cut short
+    in_flight: int = 0
+    refusals: list[dict[str, Any]] = field(default_factory=list)
+
+    def refuse(self, number: int, code: str, message: str) -> None:
+        """Count record `number` as refused, with a code and a message naming no content."""
+        self.refused += 1
+        self.refusals.append({"record": number, "code": code, "message": message})
+
+    def interrupted(self) -> str:
+        """What an interruption (Ctrl-C) left behind, in one line."""
+        done = self.written + self.unchanged
+        if not done and not self.in_flight:
+            return "interrupted: nothing was imported"
+        line = f"interrupted: {self.written} record(s) written and {self.unchanged} already there"
+        if self.in_flight:
+            line += f"; the {self.in_flight} being written may or may not have been stored"
+        return line + ". Run the same import again to finish: it never duplicates"
+
+
+@dataclass(frozen=True, slots=True)
+class _Memory:
+    """A memory record ready to send: what `import` takes, its size, and its content."""
+
+    number: int
+    content: tuple[str, ...]
+    item: dict[str, Any]  # text, tags, entities and the idempotency key
+    size: int  # bytes of its compact JSON
+
+
+def _memory(number: int, record: dict[str, Any]) -> _Memory:
+    content = _memory_content(record)
+    item = {
+        "text": record["text"],
+        "tags": _labels(record.get("tags")),
+        "entities": _labels(record.get("entities")),
+        "idempotency_key": _key("memory", *content),
+    }
+    return _Memory(number, content, item, len(orjson.dumps(item)))
+
+
+def _labels(value: Any) -> Any:
+    # a value that is not a list goes as it is, for the Source to refuse by name
+    return list(value) if isinstance(value, list | tuple) else value if value else []
+
+
+async def _import(
+    path: Path, scope: Scope, records: list[dict[str, Any]], tally: ImportTally
+) -> None:
+    async with AsyncExitStack() as stack:
+        profile, host = await stack.enter_async_context(open_memory(path, operator=True))
+        catalog = _catalog(host)
         mapping: dict[str, str] = {}
         present: dict[str, set[tuple[str, ...]]] = {}
+        targets = sorted({_target(catalog, record, mapping) for record in records})
+        # a View is composed only for Sources written through the model's actions
+        one_by_one = [
+            k for k in targets if _type_of(catalog, k) == "spaces" and not _bulk(catalog, k)
+        ]
+        turn = await stack.enter_async_context(operator_turn(host, scope)) if one_by_one else None
+        offers = set() if turn is None else {offer.id for offer in turn.view.offers}
         # every Source the file writes to must take writes in this scope before one is made
-        for key in sorted({_target(host, record, mapping) for record in records}):
-            operation, probe = _PROBES[_type_of(host, key) or ""]
+        for key in targets:
+            operation, probe = _PROBES[_type_of(catalog, key) or ""]
             try:
                 await host.management_client(key, scope).read(operation, probe)
             except ManagementError as exc:
-                flags = missing_flags(profile, key, _type_of(host, key), scope)
+                flags = missing_flags(profile, key, _type_of(catalog, key), scope)
                 add = f"; add {' and '.join(flags)}" if missing_scope(exc) and flags else ""
                 raise CommandError(
                     f"nothing was imported: {key} cannot be written in this scope "
                     f"({visible_text(str(exc), keep_newlines=False)}{add})",
                     code="missing-scope" if missing_scope(exc) else exc.code,
                 ) from None
-            if (
-                _type_of(host, key) == "spaces"
-                and not _bulk(host, key)
-                and f"{key}/remember" not in offers
-            ):
+            if key in one_by_one and f"{key}/remember" not in offers:
                 raise CommandError(
                     f"nothing was imported: {key} offers no remember action in this scope "
                     "(see `mnemon inspect` with the same flags)",
@@ -321,68 +417,70 @@ async def _import(path: Path, scope: Scope, records: list[dict[str, Any]]) -> di
                 )
         # memories are listed newest first: written oldest first, they keep their order
         numbered = list(enumerate(records, start=1))
-        memories = [item for item in numbered if item[1]["kind"] == "memory"][::-1]
+        memories = [
+            _memory(number, record)
+            for number, record in reversed(numbered)
+            if record["kind"] == "memory"
+        ]
         with progress("import", total=len(records)) as advance:
-            for _, record in numbered:
+            for record in records:
                 kind = record["kind"]
                 if kind == "memory":
                     continue
-                key = _target(host, record, mapping)
+                key = _target(catalog, record, mapping)
+                tally.in_flight = 1
                 if kind in ("fact", "note"):
                     outcome = await _import_entry(host, key, scope, record, present)
                 else:
                     outcome = await _import_document(host, key, scope, record, present)
-                counts[outcome["status"]] += 1
+                tally.in_flight = 0
+                setattr(tally, outcome["status"], getattr(tally, outcome["status"]) + 1)
                 advance(1)
             budget = profile.max_input_bytes - _ENVELOPE
-            for key, space, batch in _memory_batches(host, mapping, memories, budget):
-                if _bulk(host, key):
-                    await _import_batch(
-                        host, key, scope, space, batch, present, counts, refusals, budget
-                    )
+            for key, space, batch in _memory_batches(catalog, mapping, records, memories, budget):
+                if key not in present:
+                    # memories written before without a key (by `remember`) are recognised by
+                    # content
+                    client = host.management_client(key, scope)
+                    present[key] = {
+                        _memory_content(item) for item in await memory_records(client, key)
+                    }
+                if _bulk(catalog, key):
+                    await _import_batch(host, key, scope, space, batch, present[key], tally, budget)
                 else:
-                    for _, record in batch:
-                        payload = _memory_payload(record)
-                        outcome = await _import_memory(host, turn, key, scope, payload, present)
-                        counts[outcome["status"]] += 1
+                    assert turn is not None
+                    for memory in batch:
+                        await _import_memory(turn, key, space, memory, present[key], tally)
                 advance(len(batch))
-    return {**counts, "refusals": sorted(refusals, key=lambda refusal: refusal["record"])}
 
 
-def _bulk(host: MemoryHost, key: str) -> bool:
+def _bulk(catalog: Mapping[str, ManagementEntry], key: str) -> bool:
     """Whether the Source's management plane takes many memories at once (`import`)."""
-    entry = next((e for e in host.management_catalog() if e.source_key == key), None)
+    entry = catalog.get(key)
     return entry is not None and any(op.id == "import" for op in entry.operations)
 
 
-def _memory_payload(record: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "text": record["text"],
-        "space": record["space"],
-        "tags": list(record.get("tags") or []),
-        "entities": list(record.get("entities") or []),
-    }
-
-
 def _memory_batches(
-    host: MemoryHost,
+    catalog: Mapping[str, ManagementEntry],
     mapping: dict[str, str],
-    memories: list[tuple[int, dict[str, Any]]],
+    records: list[dict[str, Any]],
+    memories: list[_Memory],
     budget: int,
-) -> Iterator[tuple[str, str, list[tuple[int, dict[str, Any]]]]]:
+) -> Iterator[tuple[str, str, list[_Memory]]]:
     """Runs of memories for one Source and space, at most `IMPORT_BATCH` and `budget` bytes."""
-    batch: list[tuple[int, dict[str, Any]]] = []
+    batch: list[_Memory] = []
     where: tuple[str, str] | None = None
     size = 0
-    for number, record in memories:
-        here = (_target(host, record, mapping), str(record["space"]))
-        item = len(json.dumps(_memory_payload(record), ensure_ascii=False).encode("utf-8")) + 64
+    for memory in memories:
+        record = records[memory.number - 1]
+        here = (_target(catalog, record, mapping), str(record["space"]))
+        item = memory.size + 8  # its comma, with room to spare
         if batch and (here != where or len(batch) >= IMPORT_BATCH or size + item > budget):
             assert where is not None
             yield where[0], where[1], batch
             batch, size = [], 0
         where = here
-        batch.append((number, record))
+        batch.append(memory)
         size += item
     if batch and where is not None:
         yield where[0], where[1], batch
@@ -393,10 +491,9 @@ async def _import_batch(
     key: str,
     scope: Scope,
     space: str,
-    batch: list[tuple[int, dict[str, Any]]],
-    present: dict[str, set[tuple[str, ...]]],
-    counts: dict[str, int],
-    refusals: list[dict[str, Any]],
+    batch: list[_Memory],
+    present: set[tuple[str, ...]],
+    tally: ImportTally,
     budget: int,
 ) -> None:
     """Write one batch through the Source's `import`; count and keep each memory's result.
@@ -404,65 +501,53 @@ async def _import_batch(
     Raises:
         CommandError: the batch failed as a whole, or was stored but not confirmed durable.
     """
-    if key not in present:
-        # memories written before without a key (by `remember`) are recognised by content
-        client = host.management_client(key, scope)
-        present[key] = {_memory_content(item) for item in await memory_records(client, key)}
-    sent: list[tuple[int, tuple[str, ...]]] = []
-    items: list[dict[str, Any]] = []
-    for number, record in batch:
-        payload = _memory_payload(record)
-        content = _memory_content(payload)
-        if content in present[key]:
-            counts["unchanged"] += 1
-            continue
-        item = {k: v for k, v in payload.items() if k != "space"}
-        item["idempotency_key"] = _key("memory", *content)
-        if len(json.dumps(item, ensure_ascii=False).encode("utf-8")) > budget:
+    sent: list[_Memory] = []
+    for memory in batch:
+        if memory.content in present:
+            tally.unchanged += 1
+        elif memory.size > budget:
             # the host would refuse the whole call: this one memory alone is refused
-            counts["refused"] += 1
-            refusals.append(
-                {"record": number, "code": "too-large", "message": "larger than max_input_bytes"}
-            )
-            continue
-        sent.append((number, content))
-        items.append(item)
-    if not items:
+            tally.refuse(memory.number, "too-large", "larger than max_input_bytes")
+        else:
+            sent.append(memory)
+    if not sent:
         return
-    written = counts["written"]
+    tally.in_flight = len(sent)
+    payload = {"space": space, "memories": [memory.item for memory in sent]}
     try:
-        result = await mutate(host, key, scope, "import", {"space": space, "memories": items})
+        result = await mutate(host, key, scope, "import", payload)
     except ManagementError as exc:
         raise CommandError(
-            f"{key}/import: {exc.code}: a batch of {len(items)} memories failed and may or may "
-            f"not have been stored; the {written} written before it are kept. Run the same "
-            "import again to finish: it never duplicates",
+            f"{key}/import: {exc.code}: a batch of {len(sent)} memories failed and may or may "
+            f"not have been stored; the {tally.written} written before it are kept. Run the "
+            "same import again to finish: it never duplicates",
             code=exc.code,
         ) from None
     output = result.output if isinstance(result.output, Mapping) else {}
     results = output.get("results")
-    if not isinstance(results, Sequence) or len(results) != len(items):
+    if not isinstance(results, Sequence) or len(results) != len(sent):
         raise CommandError(
             f"{key}/import: the Source answered with "
             f"{len(results) if isinstance(results, Sequence) else 0} results for "
-            f"{len(items)} memories: stopped here; run the same import again to finish",
+            f"{len(sent)} memories: stopped here; run the same import again to finish",
             code="provider_error",
         )
+    tally.in_flight = 0
     accepted = 0
-    for (number, content), outcome in zip(sent, results, strict=True):
+    for memory, outcome in zip(sent, results, strict=True):
         completion = outcome.get("completion") if isinstance(outcome, Mapping) else None
         if completion == "refused":
-            counts["refused"] += 1
-            refusals.append(
-                {
-                    "record": number,
-                    "code": str(outcome.get("code", "refused")),
-                    "message": visible_text(str(outcome.get("message", "")), keep_newlines=False),
-                }
+            tally.refuse(
+                memory.number,
+                str(outcome.get("code", "refused")),
+                visible_text(str(outcome.get("message", "")), keep_newlines=False),
             )
             continue
-        present[key].add(content)
-        counts["unchanged" if outcome.get("replayed") is True else "written"] += 1
+        present.add(memory.content)
+        if outcome.get("replayed") is True:
+            tally.unchanged += 1
+        else:
+            tally.written += 1
         accepted += completion != "committed"
     if accepted:
         raise CommandError(
@@ -473,30 +558,43 @@ async def _import_batch(
 
 
 async def _import_memory(
-    host: MemoryHost,
     turn: MemoryTurn,
     key: str,
-    scope: Scope,
-    payload: dict[str, Any],
-    present: dict[str, set[tuple[str, ...]]],
-) -> dict[str, Any]:
-    if key not in present:
-        # memories written before without a key (by `remember`) are recognised by content
-        client = host.management_client(key, scope)
-        present[key] = {_memory_content(item) for item in await memory_records(client, key)}
-    content = _memory_content(payload)
-    if content in present[key]:
-        return {"status": "unchanged"}
-    idempotency = _key("memory", *content)
-    outcome = await _write_action(turn, f"{key}/remember", payload, idempotency)
-    present[key].add(content)
-    return outcome
+    space: str,
+    memory: _Memory,
+    present: set[tuple[str, ...]],
+    tally: ImportTally,
+) -> None:
+    if memory.content in present:
+        tally.unchanged += 1
+        return
+    item = memory.item
+    payload = {"text": item["text"], "space": space, "tags": item["tags"]}
+    payload["entities"] = item["entities"]
+    tally.in_flight = 1
+    outcome = await _write_action(turn, f"{key}/remember", payload, item["idempotency_key"])
+    tally.in_flight = 0
+    present.add(memory.content)
+    if outcome["status"] == "written":
+        tally.written += 1
+    else:
+        tally.unchanged += 1
 
 
 def _memory_content(record: dict[str, Any]) -> tuple[str, ...]:
-    tags = json.dumps(sorted(record.get("tags") or []), ensure_ascii=False)
-    entities = json.dumps(sorted(record.get("entities") or []), ensure_ascii=False)
+    tags = _labels_json(record.get("tags"))
+    entities = _labels_json(record.get("entities"))
     return (str(record["space"]), str(record["text"]), tags, entities)
+
+
+def _labels_json(value: Any) -> str:
+    # part of the idempotency key: the same text for the same labels in every version
+    return json.dumps(_sorted(value), ensure_ascii=False) if value else "[]"
+
+
+def _sorted(value: Any) -> Any:
+    # labels are strings, sorted as such; anything else (to be refused) keeps its shape
+    return sorted(value, key=str) if isinstance(value, list | tuple) else value or []
 
 
 async def _import_entry(
@@ -576,21 +674,25 @@ def import_(ctx: click.Context, /, file: Path, yes: bool, as_json: bool, **optio
         scope = scope_of_header(header)
     if not yes and not confirm(f"Import {len(records)} record(s)?", err=as_json):
         raise CommandError("nothing was imported: you did not confirm", code="not-confirmed")
-    outcome = run(functools.partial(_import, profile_path(ctx), scope, records))
-    refusals = outcome.pop("refusals")
+    tally = ImportTally()
+    run(functools.partial(_import, profile_path(ctx), scope, records, tally), tally.interrupted)
+    refusals = sorted(tally.refusals, key=lambda refusal: refusal["record"])
     summary = {
         "records": len(records),
-        **outcome,
+        "written": tally.written,
+        "unchanged": tally.unchanged,
+        "refused": tally.refused,
         "refusals": refusals,
         "scope": scope.model_dump(exclude_none=True),
     }
     if as_json:
         echo_json(summary)
     else:
-        refused = f", {outcome['refused']} refused" if outcome["refused"] else ""
+        # only what was written is called imported: replays and refusals are counted apart
+        refused = f", {tally.refused} refused" if tally.refused else ""
         printer_of(ctx).ok(
-            f"imported {len(records)} record(s): {outcome['written']} written, "
-            f"{outcome['unchanged']} already there{refused}"
+            f"imported {tally.written} of {len(records)} record(s); "
+            f"{tally.unchanged} already there{refused}"
         )
         for refusal in refusals[:_SHOWN_REFUSALS]:
             printer_of(ctx).warn(

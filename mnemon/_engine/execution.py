@@ -53,17 +53,19 @@ def checked_input(
     error: type[MnemonError],
     *,
     max_bytes: int,
+    size_checked: bool = False,
 ) -> FrozenDict:
     """Freeze `value` and check it against `schema`; `error` names the property at fault.
 
     The size is checked first, with a walk bounded by `max_bytes`, so an oversized input is
-    refused before any copy or schema work can stall the event loop.
+    refused before any copy or schema work can stall the event loop; `size_checked` says the
+    caller already walked this very value against the same limit.
 
     Raises:
         MnemonError: of class `error`, for oversized, non-JSON, non-object or schema-breaking
             input.
     """
-    if json_size_exceeds(value, max_bytes):
+    if not size_checked and json_size_exceeds(value, max_bytes):
         raise error(  # type: ignore[call-arg]
             f"{subject}: larger than {max_bytes} bytes of JSON (the host's max_input_bytes)",
             code="input-too-large",

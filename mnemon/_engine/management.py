@@ -65,8 +65,13 @@ async def current_revision(generation: Generation, key: str, scope: Scope) -> st
     return checked_facts(slot, facts).revision
 
 
-async def run_management(generation: Generation, request: ManagementRequest) -> ManagementResult:
+async def run_management(
+    generation: Generation, request: ManagementRequest, *, size_checked: bool = False
+) -> ManagementResult:
     """Run one management operation; a mutation needs confirmation and a fresh revision.
+
+    `size_checked` says the host already checked the input's size against
+    `max_input_bytes` before copying it into the request: it is not walked again.
 
     Raises:
         ManagementError: unknown Source or operation, invalid input, unconfirmed mutation,
@@ -92,6 +97,7 @@ async def run_management(generation: Generation, request: ManagementRequest) -> 
         subject,
         ManagementError,
         max_bytes=settings.max_input_bytes,
+        size_checked=size_checked,
     )
     deadline = settings.source_timeout
     runtime = slot.runtime

@@ -8,7 +8,9 @@ says durable only after the commit returned.
 
 from __future__ import annotations
 
+import builtins
 import secrets
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -182,6 +184,27 @@ class PostgresProvider:
         async with self._store.connection() as connection:
             memory = await self._memory(connection, request.parent, request.id)
         return GetResult(memory=memory)
+
+    async def get_many(self, requests: Sequence[GetRequest]) -> builtins.list[GetResult]:
+        """Memories by id, one result per request, in order, in one statement.
+
+        Each id is looked up in its own parent only: the pairs are joined on both columns.
+        """
+        if not requests:
+            return []
+        pairs = sorted({(request.parent, request.id) for request in requests})
+        async with self._store.connection() as connection:
+            cursor = await connection.execute(
+                self._sql(
+                    f"SELECT {MEMORY_COLUMNS} FROM {{memories}} m "
+                    "JOIN unnest(%s::text[], %s::text[]) AS w(parent, id) "
+                    "ON m.parent = w.parent AND m.id = w.id"
+                ),
+                ([parent for parent, _ in pairs], [memory_id for _, memory_id in pairs]),
+            )
+            rows = await cursor.fetchall()
+        found = {(row[0], row[1]): memory_from_row(row) for row in rows}
+        return [GetResult(memory=found.get((r.parent, r.id))) for r in requests]
 
     async def _memory(
         self, connection: AsyncConnection[Any], parent: str, memory_id: str

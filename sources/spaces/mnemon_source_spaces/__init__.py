@@ -44,6 +44,7 @@ from ._provider import SpaceProviderDefinition as SpaceProviderDefinition
 from ._provider import SpaceProviderManifest as SpaceProviderManifest
 from ._provider import StatusRequest as StatusRequest
 from ._provider import define_space_provider as define_space_provider
+from ._provider import get_many as get_many
 from ._provider import remember_many as remember_many
 from ._sqlite import SQLITE_PROVIDER as SQLITE_PROVIDER
 from ._sqlite import SqliteProvider as SqliteProvider
@@ -87,6 +88,7 @@ __all__ = [
     "apply",
     "define_space_provider",
     "define_spaces_source",
+    "get_many",
     "memory_plugin",
     "remember_many",
     "tier",

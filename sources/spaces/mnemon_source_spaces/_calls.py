@@ -8,8 +8,8 @@ does not validate, or that answers from a namespace nobody asked for, is not bel
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import anyio
 from pydantic import BaseModel, ValidationError
@@ -27,6 +27,7 @@ from ._provider import (
     SpaceProvider,
     SpaceProviderDefinition,
     StatusRequest,
+    get_many,
     remember_many,
 )
 
@@ -98,52 +99,67 @@ class ProviderCalls:
             ) from None
 
     async def held_elsewhere(
-        self, memory_id: str, space: PinnedSpace, pinned: Sequence[PinnedSpace]
-    ) -> bool:
-        """Whether a space of `pinned` other than `space` holds a memory `memory_id`.
+        self, memory_ids: Iterable[str], space: PinnedSpace, pinned: Sequence[PinnedSpace]
+    ) -> set[str]:
+        """Which of `memory_ids` a space of `pinned` other than `space` holds.
 
         A Provider keeps idempotency keys per parent; a keyed memory's id is derived from the
-        key, so the other spaces of a View are asked for that id. False without `get`.
+        key, so the other spaces of a View are asked for those ids: every id in every other
+        space in one `get_many` of the Provider SDK (a batch of its own, or one `get` each).
+        Empty without `get`.
+
+        Raises:
+            SourceError: as `call`; an answer of the wrong length, shape or parent is not
+                believed.
         """
-        if not self.supports("get"):
-            return False
-        for other in pinned:
-            if other.parent == space.parent:
+        others = [other.parent for other in pinned if other.parent != space.parent]
+        wanted = list(dict.fromkeys(memory_ids))
+        if not others or not wanted or not self.supports("get"):
+            return set()
+        requests = [GetRequest(parent=parent, id=m_id) for parent in others for m_id in wanted]
+        produced = await self._guarded(get_many, self._adapter, requests)
+        if len(produced) != len(requests):
+            raise SourceError("provider_error", "the memory Provider lost part of a batch")
+        held: set[str] = set()
+        for request, item in zip(requests, produced, strict=True):
+            found = _checked(item, GetResult).memory
+            if found is None:
                 continue
-            found = await self.call("get", GetRequest(parent=other.parent, id=memory_id), GetResult)
-            if found.memory is not None:
-                return True
-        return False
+            if (found.parent, found.id) != (request.parent, request.id):
+                raise SourceError(
+                    "provider_error", "the memory Provider answered from a namespace not asked for"
+                )
+            held.add(request.id)
+        return held
 
     async def remember_many(self, requests: Sequence[RememberRequest]) -> list[RememberResult]:
         """Store a batch through the Provider SDK's `remember_many`, under the timeout.
 
         Raises:
-            SourceError: as `call`; a result list of the wrong length or shape is not believed.
+            SourceError: as `call`; a result list of the wrong shape is not believed.
+        """
+        produced = await self._guarded(remember_many, self._adapter, list(requests))
+        return [_checked(item, RememberResult) for item in produced]
+
+    async def _guarded(self, batch: Callable[..., Awaitable[list[Any]]], *args: Any) -> list[Any]:
+        """Run one of the Provider SDK's batch functions under the timeout.
+
+        Raises:
+            SourceError: as `call`.
         """
         if self._disposed:
             raise SourceError("unavailable", "the spaces Source is disposed", kind="transient")
         try:
             produced = await guarded_call(
-                remember_many,
-                self._adapter,
-                list(requests),
-                subject="the memory Provider",
-                timeout=self._timeout,
+                batch, *args, subject="the memory Provider", timeout=self._timeout
             )
-        except SourceError as exc:
+        except SourceError as exc:  # ProviderError included: keep the code, drop the text
             raise SourceError(
                 exc.code, f"the memory Provider refused or failed ({exc.code})", kind=exc.kind
             ) from None
-        try:
-            return [
-                item if isinstance(item, RememberResult) else RememberResult.model_validate(item)
-                for item in produced
-            ]
-        except ValidationError:
-            raise SourceError(
-                "provider_error", "the memory Provider returned malformed data"
-            ) from None
+        if not isinstance(produced, list):
+            raise SourceError("provider_error", "the memory Provider returned malformed data")
+        return produced
 
     async def status(self, pinned: Sequence[PinnedSpace], *, count: bool) -> ProviderStatus:
         """The Provider's health; a failing `status()` reads as coded unavailability."""
@@ -175,6 +191,20 @@ class ProviderCalls:
                     await dispose()
             except Exception:
                 _log.debug("the memory Provider's dispose() failed", exc_info=True)
+
+
+def _checked(item: Any, model: type[_M]) -> _M:
+    """`item` as `model`; an answer that does not validate is not believed.
+
+    Raises:
+        SourceError: `provider_error`.
+    """
+    if isinstance(item, model):
+        return item
+    try:
+        return model.model_validate(item)
+    except ValidationError:
+        raise SourceError("provider_error", "the memory Provider returned malformed data") from None
 
 
 def check_parents(memories: Iterable[Memory], parents: Sequence[str]) -> None:

@@ -168,16 +168,23 @@ class SpacesManagement:
         for index, item in enumerate(items):
             try:
                 request, content = _import_request(space.parent, item)
-                # as the remember action: a key another visible space stored under is not reused
-                key_id = request.memory_id
-                if key_id is not None and await self._calls.held_elsewhere(key_id, space, pinned):
-                    raise _key_conflict()
             except SourceError as exc:
                 results[index] = _refused(index, exc)
                 continue
             requests.append(request)
             positions.append(index)
             checked.append(content)
+        # as the remember action: a key another visible space stored under is not reused
+        keyed = (request.memory_id for request in requests if request.memory_id is not None)
+        held = await self._calls.held_elsewhere(keyed, space, pinned)
+        if held:
+            kept = [n for n, request in enumerate(requests) if request.memory_id not in held]
+            for n, request in enumerate(requests):
+                if request.memory_id in held:
+                    results[positions[n]] = _refused(positions[n], _key_conflict())
+            requests = [requests[n] for n in kept]
+            positions = [positions[n] for n in kept]
+            checked = [checked[n] for n in kept]
         if requests:
             stored = await self._calls.remember_many(requests)
             if len(stored) != len(requests):
@@ -217,8 +224,8 @@ def _import_request(
     """
     if not isinstance(item, Mapping):
         raise SourceError("invalid-item", "a memory must be a JSON object")
-    unknown = sorted(set(item) - _ITEM_KEYS)
-    if unknown:
+    if not _ITEM_KEYS.issuperset(item):
+        unknown = sorted(set(item) - _ITEM_KEYS)
         raise SourceError("invalid-item", f"{unknown[0]}: unknown key")
     text = item.get("text")
     if isinstance(text, str) and len(text) > MAX_TEXT_CHARACTERS:
@@ -247,6 +254,8 @@ def _import_request(
 
 def _labels(item: Mapping[str, Any], what: str, most: int) -> tuple[str, ...]:
     values = item.get(what, ())
+    if not values and isinstance(values, list | tuple):
+        return ()
     if not isinstance(values, list | tuple):
         raise SourceError("invalid_payload", f"{what}: must be a list of strings")
     if len(values) > most:

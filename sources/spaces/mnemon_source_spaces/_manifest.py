@@ -205,10 +205,10 @@ MANIFEST: dict[str, Any] = {
                 "input_schema": _object(
                     {
                         "space": _SPACE_NAME,
-                        # each memory is checked by the Source, so one bad item is refused alone
+                        # each memory is checked by the Source, so one bad item is refused
+                        # alone (and the schema does not walk a thousand items)
                         "memories": {
                             "type": "array",
-                            "items": {},
                             "minItems": 1,
                             "maxItems": MAX_IMPORT_ITEMS,
                         },

@@ -63,6 +63,7 @@ __all__ = [
     "StatusRequest",
     "check_adapter",
     "define_space_provider",
+    "get_many",
     "remember_many",
 ]
 
@@ -352,7 +353,9 @@ class SpaceProvider(Protocol):
     `get(GetRequest) -> GetResult`, `forget(ForgetRequest) -> ForgetResult`,
     `link(LinkRequest) -> LinkResult`, `related(RelatedRequest) -> RelatedResult`,
     `entity_index(EntityIndexRequest) -> EntityIndexResult`. Any adapter may have
-    `dispose()`, which the Source calls once when it is disposed.
+    `dispose()`, which the Source calls once when it is disposed. Batch forms are optional
+    too (see `remember_many` and `get_many`): `remember_many(requests)` when it declares
+    `remember`, `get_many(requests)` when it declares `get`.
     """
 
     async def status(self, request: StatusRequest) -> ProviderStatus:
@@ -395,6 +398,35 @@ async def remember_many(
             )
         return results
     return [await provider.remember(request) for request in requests]
+
+
+async def get_many(provider: SpaceProvider, requests: Sequence[GetRequest]) -> list[GetResult]:
+    """Fetch many memories by id through `provider`: one result per request, in order.
+
+    The requests may name different parents; each is answered from its own parent only (a
+    memory of another parent with the same id is not the one asked for). An adapter with its
+    own `get_many(requests)` answers the batch its own way (the SQLite Provider: one query
+    per parent and 500 ids); any other gets one `get` per request.
+
+    Raises:
+        ProviderError: `unsupported` when the adapter has no `get`; from the adapter; a
+            result count that differs from the requests (`provider_error`).
+    """
+    if not requests:
+        return []
+    batch = getattr(provider, "get_many", None)
+    if callable(batch):
+        results = list(await batch(list(requests)))
+        if len(results) != len(requests):
+            raise ProviderError(
+                "provider_error",
+                "get_many: the adapter returned a result count that differs from the requests",
+            )
+        return results
+    get = getattr(provider, "get", None)
+    if not callable(get):
+        raise ProviderError("unsupported", "the Provider cannot fetch memories by id")
+    return [await get(request) for request in requests]
 
 
 ProviderFactory: TypeAlias = Callable[[ProviderInit], "SpaceProvider | Awaitable[SpaceProvider]"]

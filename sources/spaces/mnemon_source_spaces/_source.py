@@ -459,7 +459,7 @@ class SpacesSource:
         key = given or request.idempotency_key
         memory_id = None if key is None else keyed_memory_id(key)
         # a key another visible space already stored a memory under is not reused
-        if memory_id is not None and await self._calls.held_elsewhere(memory_id, space, pinned):
+        if memory_id is not None and await self._calls.held_elsewhere((memory_id,), space, pinned):
             raise _conflict()
         stored = await self._calls.call(
             "remember",

@@ -364,6 +364,44 @@ class SqliteProvider:
         ).fetchone()
         return GetResult(memory=None if row is None else memory_from_row(row))
 
+    async def get_many(self, requests: Sequence[GetRequest]) -> builtins.list[GetResult]:
+        """Memories by id, one result per request, in order: one query per parent and 500 ids.
+
+        The requests may name several parents; each id is looked up in its own parent only.
+        """
+        if not requests:
+            return []
+        return await self._run(lambda connection: self._get_many(connection, requests))
+
+    def _get_many(
+        self, connection: sqlite3.Connection, requests: Sequence[GetRequest]
+    ) -> builtins.list[GetResult]:
+        wanted: dict[str, set[str]] = {}
+        for request in requests:
+            wanted.setdefault(request.parent, set()).add(request.id)
+        found: dict[tuple[str, str], Memory | None] = {}
+        for parent, ids in wanted.items():
+            slot = namespace_slot(connection, parent, create=False)
+            if slot is None:
+                continue  # a parent never written to holds nothing
+            listed = sorted(ids)
+            # chunked: one statement may bind only so many parameters
+            for start in range(0, len(listed), _LOOKUP_CHUNK):
+                chunk = listed[start : start + _LOOKUP_CHUNK]
+                rows = connection.execute(
+                    f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {IN_SLOT} "
+                    f"AND m.id IN ({','.join('?' * len(chunk))})",
+                    (slot, *chunk),
+                )
+                for row in rows:
+                    found[(parent, row[2])] = memory_from_row(row)
+        # results are frozen: every miss can share one
+        missing = GetResult()
+        return [
+            missing if (memory := found.get((r.parent, r.id))) is None else GetResult(memory=memory)
+            for r in requests
+        ]
+
     async def related(self, request: RelatedRequest) -> RelatedResult:
         """Memories linked to one memory, most recently linked first."""
         return await self._run(lambda connection: self._related(connection, request))

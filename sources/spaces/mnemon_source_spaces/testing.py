@@ -58,6 +58,7 @@ from ._provider import (
     SpaceProvider,
     SpaceProviderDefinition,
     StatusRequest,
+    get_many,
 )
 
 __all__ = ["ProviderConformance", "SeedMemory"]
@@ -363,6 +364,43 @@ class ProviderConformance:
                     adapter.list(ListRequest(parent=PARENT_A)), ListResult, "list()"
                 )
                 assert len(page.memories) == 1, "a repeated key created a duplicate"
+
+    async def test_get_many_answers_each_request_from_its_parent(self, tmp_path: Path) -> None:
+        """`get_many` gives one result per request, in order, each from the parent it names."""
+        self._needs("get")
+        async with self._opened(tmp_path) as adapter:
+            await self._seed(
+                adapter,
+                tmp_path,
+                PARENT_A,
+                [SeedMemory("m-1", "alpha one"), SeedMemory("m-2", "alpha two")],
+            )
+            await self._seed(adapter, tmp_path, PARENT_B, [SeedMemory("m-1", "bravo one")])
+            asked = [
+                (PARENT_B, "m-1"),
+                (PARENT_A, "m-2"),
+                (PARENT_A, "m-404"),
+                (PARENT_B, "m-2"),
+                (PARENT_A, "m-1"),
+                (PARENT_A, "m-2"),
+            ]
+            results = await self._guard(
+                get_many(adapter, [GetRequest(parent=p, id=i) for p, i in asked])
+            )
+            assert len(results) == len(asked), "get_many() must answer every request"
+            found = []
+            for result in results:
+                assert isinstance(result, GetResult), "get_many() must return GetResults"
+                memory = GetResult.model_validate(result.model_dump()).memory
+                found.append(None if memory is None else (memory.parent, memory.id, memory.text))
+            assert found == [
+                (PARENT_B, "m-1", "bravo one"),
+                (PARENT_A, "m-2", "alpha two"),
+                None,
+                None,
+                (PARENT_A, "m-1", "alpha one"),
+                (PARENT_A, "m-2", "alpha two"),
+            ], "get_many() must answer each id from its own parent, in the order asked"
 
     async def test_links_are_never_fabricated(self, tmp_path: Path) -> None:
         """`related` returns only links someone made, in both directions, and drops forgotten."""
