@@ -12,7 +12,7 @@ import builtins
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -163,20 +163,35 @@ def _stored_by_key(
     connection: sqlite3.Connection, parent: str, digests: Sequence[bytes]
 ) -> dict[bytes, Memory]:
     """The memories of `parent` already stored under these idempotency digests."""
-    found: dict[bytes, Memory] = {}
     slot = namespace_slot(connection, parent, create=False)
+    columns = f"{MEMORY_COLUMNS}, m.idempotency_key"
+    return {
+        row[8]: _required(memory_from_row(row))
+        for row in _rows_in_slot(connection, columns, slot, "idempotency_key", digests)
+    }
+
+
+def _rows_in_slot(
+    connection: sqlite3.Connection,
+    columns: str,
+    slot: int | None,
+    column: str,
+    values: Sequence[Any],
+) -> Iterator[Any]:
+    """Rows of one parent whose `column` is one of `values`, asked in chunks.
+
+    `slot` None is a parent never written to: no rows. Chunks keep each statement under
+    SQLite's limit on bound parameters.
+    """
     if slot is None:
-        return found
-    for start in range(0, len(digests), _LOOKUP_CHUNK):
-        chunk = digests[start : start + _LOOKUP_CHUNK]
-        rows = connection.execute(
-            f"SELECT {MEMORY_COLUMNS}, m.idempotency_key FROM memories m WHERE {IN_SLOT} "
-            f"AND m.idempotency_key IN ({','.join('?' * len(chunk))})",
+        return
+    for start in range(0, len(values), _LOOKUP_CHUNK):
+        chunk = values[start : start + _LOOKUP_CHUNK]
+        yield from connection.execute(
+            f"SELECT {columns} FROM memories m WHERE {IN_SLOT} "
+            f"AND m.{column} IN ({','.join('?' * len(chunk))})",
             (slot, *chunk),
         ).fetchall()
-        for row in rows:
-            found[row[8]] = _required(memory_from_row(row))
-    return found
 
 
 def _made_id() -> str:
@@ -198,17 +213,7 @@ def _new_ids(connection: sqlite3.Connection, parent: str, count: int, taken: set
         wanted = {_made_id() for _ in range(count - len(made))} - taken
         wanted -= set(made)
         candidates = sorted(wanted)
-        held: set[str] = set()
-        for start in range(0, len(candidates) if slot is not None else 0, _LOOKUP_CHUNK):
-            chunk = candidates[start : start + _LOOKUP_CHUNK]
-            held.update(
-                row[0]
-                for row in connection.execute(
-                    f"SELECT id FROM memories m WHERE {IN_SLOT} "
-                    f"AND m.id IN ({','.join('?' * len(chunk))})",
-                    (slot, *chunk),
-                )
-            )
+        held = {row[0] for row in _rows_in_slot(connection, "m.id", slot, "id", candidates)}
         made += [candidate for candidate in candidates if candidate not in held]
     return made
 
@@ -217,18 +222,11 @@ def _stored_by_id(
     connection: sqlite3.Connection, parent: str, ids: Sequence[str]
 ) -> dict[str, Memory]:
     """The memories of `parent` already stored under these ids."""
-    found: dict[str, Memory] = {}
     slot = namespace_slot(connection, parent, create=False)
-    for start in range(0, len(ids) if slot is not None else 0, _LOOKUP_CHUNK):
-        chunk = ids[start : start + _LOOKUP_CHUNK]
-        rows = connection.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {IN_SLOT} "
-            f"AND m.id IN ({','.join('?' * len(chunk))})",
-            (slot, *chunk),
-        ).fetchall()
-        for row in rows:
-            found[row[2]] = _required(memory_from_row(row))
-    return found
+    return {
+        row[2]: _required(memory_from_row(row))
+        for row in _rows_in_slot(connection, MEMORY_COLUMNS, slot, "id", ids)
+    }
 
 
 class SqliteProvider:
@@ -382,19 +380,8 @@ class SqliteProvider:
         found: dict[tuple[str, str], Memory | None] = {}
         for parent, ids in wanted.items():
             slot = namespace_slot(connection, parent, create=False)
-            if slot is None:
-                continue  # a parent never written to holds nothing
-            listed = sorted(ids)
-            # chunked: one statement may bind only so many parameters
-            for start in range(0, len(listed), _LOOKUP_CHUNK):
-                chunk = listed[start : start + _LOOKUP_CHUNK]
-                rows = connection.execute(
-                    f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {IN_SLOT} "
-                    f"AND m.id IN ({','.join('?' * len(chunk))})",
-                    (slot, *chunk),
-                )
-                for row in rows:
-                    found[(parent, row[2])] = memory_from_row(row)
+            for row in _rows_in_slot(connection, MEMORY_COLUMNS, slot, "id", sorted(ids)):
+                found[(parent, row[2])] = memory_from_row(row)
         # results are frozen: every miss can share one
         missing = GetResult()
         return [
