@@ -377,6 +377,25 @@ def test_import_refuses_values_no_store_keeps_naming_the_line(
     assert as_json(mnemon(project, "list", "--user", "sur", "--json"))["items"] == []
 
 
+def test_import_refuses_an_integer_wider_than_64_bits_instead_of_rounding_it(
+    project: Path, tmp_path: Path
+) -> None:
+    header = '{"format": "mnemon-export", "version": 1, "scope": {"user_id": "wide"}}'
+    digits = '{"kind": "memory", "source": "source:spaces", "space": "personal", '
+    digits += '"text": "order 123456789012345678901234"}'  # long digits in text are text
+    wide = digits.replace("}", ', "importance": 18446744073709551616}')
+    path = tmp_path / "wide.jsonl"
+    path.write_text("\n".join([header, digits, wide, '{"kind": "end", "records": 2}']) + "\n")
+    result = mnemon(project, "import", str(path), "--yes")
+    assert result.returncode == 1
+    assert "line 3 holds an integer wider than 64 bits" in result.stderr
+    assert as_json(mnemon(project, "list", "--user", "wide", "--json"))["items"] == []
+    path.write_text("\n".join([header, digits, '{"kind": "end", "records": 1}']) + "\n")
+    assert mnemon(project, "import", str(path), "--yes").returncode == 0
+    items = as_json(mnemon(project, "list", "--user", "wide", "--json"))["items"]
+    assert [item["text"] for item in items] == ["order 123456789012345678901234"]
+
+
 def test_an_interrupted_import_says_how_far_it_got() -> None:
     from mnemon._cli._transfer import ImportTally
 

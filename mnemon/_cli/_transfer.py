@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack
@@ -190,6 +191,9 @@ def read_export(handle: IO[str], name: str) -> tuple[dict[str, Any], list[dict[s
             value = orjson.loads(line)
         except orjson.JSONDecodeError:
             value = _stdlib_json(line, number, name)
+        if _LONG_DIGITS.search(line):
+            # orjson reads an integer beyond 64 bits as a float: never change a value silently
+            _refuse_wide_integers(json.loads(line), number, name)
         if not isinstance(value, dict):
             raise CommandError(f"{name}: line {number} is not a JSON object", code="invalid-file")
         if header is None:
@@ -240,6 +244,31 @@ def read_export(handle: IO[str], name: str) -> tuple[dict[str, Any], list[dict[s
             f"{name}: cut short (no end line): nothing was imported", code="invalid-file"
         )
     return header, records
+
+
+_LONG_DIGITS = re.compile(r"\d{19}")  # the shortest integer that may not fit in 64 bits
+_INTEGER_RANGE = range(-(2**63), 2**64)  # what orjson reads and writes as an integer
+
+
+def _refuse_wide_integers(value: Any, number: int, name: str) -> None:
+    """Refuse a line holding an integer no store keeps exactly (wider than 64 bits).
+
+    Raises:
+        CommandError: naming the line.
+    """
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        if value not in _INTEGER_RANGE:
+            raise CommandError(
+                f"{name}: line {number} holds an integer wider than 64 bits", code="invalid-file"
+            )
+    elif isinstance(value, dict):
+        for item in value.values():
+            _refuse_wide_integers(item, number, name)
+    elif isinstance(value, list):
+        for item in value:
+            _refuse_wide_integers(item, number, name)
 
 
 def _stdlib_json(line: str, number: int, name: str) -> Any:
