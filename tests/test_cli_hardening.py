@@ -110,6 +110,30 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # ------------------------------------------------------------------ honest remember output
 
 
+@pytest.mark.parametrize(
+    "arguments",
+    [("list",), ("init",), ("inspect",), ("plugins",), ("demo",), ("new", "source", "x")],
+)
+def test_a_deleted_current_folder_is_named_not_a_traceback(
+    tmp_path: Path, arguments: tuple[str, ...]
+) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    # the shell stays in a folder someone deleted: the command starts there
+    script = f"cd {str(gone)!r} && rmdir {str(gone)!r} && exec {MNEMON!r} " + " ".join(arguments)
+    result = subprocess.run(
+        ["/bin/sh", "-c", script],
+        capture_output=True,
+        text=True,
+        env=environment(tmp_path),
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "the current folder no longer exists" in result.stderr
+
+
 def test_remember_says_stored_with_the_memory_and_its_space(project: Path) -> None:
     written = mnemon(project, "remember", "Eve bakes bread.", "--user", "eve", "--yes")
     assert written.returncode == 0, written.stderr

@@ -38,6 +38,7 @@ from ._options import (
     run,
     scope_of,
     with_profile_flag,
+    working_folder,
 )
 from ._paths import shown_path
 from ._plugins import register as register_plugins
@@ -121,6 +122,7 @@ def _debug(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
 @click.pass_context
 def cli(ctx: click.Context, profile: Path | None, no_color: bool) -> None:
     """mnemon: composable, bounded, pinned memory Views for LLM agents."""
+    working_folder()  # every relative path (the profile, the demo folder, a file) starts there
     state = ctx.ensure_object(dict)
     state["profile"] = profile
     source = ctx.get_parameter_source("profile")
@@ -143,7 +145,7 @@ def init(ctx: click.Context, force: bool, as_json: bool) -> None:
 
     It is written to -p PROFILE, else to ./mnemon.toml (never to a parent folder's).
     """
-    path: Path = ctx.obj["profile"] or Path.cwd() / PROFILE_FILE
+    path: Path = ctx.obj["profile"] or working_folder() / PROFILE_FILE
     shown = shown_path(path, name_if_outside=True)
     if path.exists() and not force:
         raise CommandError(f"{shown} exists; use --force to overwrite it", code="exists")

@@ -23,7 +23,7 @@ from .._errors import MnemonError
 from .._models import Scope, describe_validation_error
 from .._profile import PROFILE_FILE, find_profile
 from .._text import visible_json, visible_text
-from ._paths import shown_path
+from ._paths import current_folder, shown_path
 from ._render import Printer
 
 __all__ = [
@@ -202,8 +202,24 @@ def profile_path(ctx: click.Context) -> Path:
     explicit: Path | None = state.get("profile")
     if explicit is not None:
         return explicit
-    cwd = Path.cwd()
+    cwd = working_folder()
     return find_profile(cwd) or cwd / PROFILE_FILE
+
+
+def working_folder() -> Path:
+    """The current folder, which a command without `-p PROFILE` works in.
+
+    Raises:
+        CommandError: it no longer exists (deleted, or moved away, while the shell stayed).
+    """
+    cwd = current_folder()
+    if cwd is None:
+        raise CommandError(
+            "the current folder no longer exists (deleted or moved): change to a folder that "
+            "exists",
+            code="no-current-folder",
+        )
+    return cwd
 
 
 _GIVEN: dict[str, str] = {}  # the -p of this invocation, for hints in error messages too

@@ -49,10 +49,18 @@ def shown_path(
         if home and Path(home).is_absolute():
             below = _below(path, Path(os.path.abspath(home)))
             shown = None if below is None else f"$MNEMON_HOME/{below}".removesuffix("/.")
-    cwd = Path.cwd()
-    if shown is None and cwd != Path(cwd.anchor):  # below the root is every path
+    cwd = current_folder()
+    if shown is None and cwd is not None and cwd != Path(cwd.anchor):  # every path is below /
         below = _below(path, cwd)
         shown = None if below is None else f"./{below}".removesuffix("/.")
     if shown is None:
         shown = f"…/{path.name}" if name_if_outside else OUTSIDE
     return visible_text(shown, keep_newlines=False)
+
+
+def current_folder() -> Path | None:
+    """The current folder, or None when it no longer exists (deleted or moved away)."""
+    try:
+        return Path.cwd()
+    except FileNotFoundError:
+        return None
