@@ -178,17 +178,18 @@ class SpacesManagement:
         keyed = (request.memory_id for request in requests if request.memory_id is not None)
         held = await self._calls.held_elsewhere(keyed, space, pinned)
         if held:
-            kept = [n for n, request in enumerate(requests) if request.memory_id not in held]
+            kept = []
             for n, request in enumerate(requests):
                 if request.memory_id in held:
                     results[positions[n]] = _refused(positions[n], _key_conflict())
+                else:
+                    kept.append(n)
             requests = [requests[n] for n in kept]
             positions = [positions[n] for n in kept]
             checked = [checked[n] for n in kept]
         if requests:
+            # one result per request: the Provider SDK's remember_many refuses any other count
             stored = await self._calls.remember_many(requests)
-            if len(stored) != len(requests):
-                raise SourceError("provider_error", "the memory Provider lost part of a batch")
             check_parents((result.memory for result in stored), (space.parent,))
             for index, content, result in zip(positions, checked, stored, strict=True):
                 memory = result.memory
