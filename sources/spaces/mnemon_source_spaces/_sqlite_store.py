@@ -1,7 +1,10 @@
-"""Connections to one SQLite store file: WAL, a busy timeout, a small pool, honest errors.
+"""Connections to one SQLite store file: WAL, a busy timeout, a pool, honest errors.
 
-Connections are made lazily in worker threads and handed to one thread at a time; an idle
-one is kept (so its page cache stays warm) up to `MAX_IDLE`, and every one is closed by
+Connections are made lazily in worker threads and handed to one thread at a time. One given
+back is kept for the next call (its page cache and parsed schema stay warm) up to
+`MAX_IDLE`, which is above the number of worker threads that can hold one at once (anyio's
+default limit is 40): under load a store keeps as many connections as were lent at the
+busiest moment instead of opening and closing one per call. Every one is closed by
 `close()` or when it is given back after `close()`. Writers of one process take turns on a
 lock first, so only writers of different processes meet SQLite's busy handler.
 
@@ -27,7 +30,7 @@ from ._sqlite_schema import CURRENT_VERSION, SchemaMismatch, ensure_schema
 
 __all__ = ["StoreConnections", "make_private", "store_error", "store_reason"]
 
-MAX_IDLE = 4
+MAX_IDLE = 64  # see the module's docstring: never below the worker threads' limit
 STORE_SUFFIXES = ("", "-wal", "-shm", "-journal")
 _FILE_LOCKS: dict[str, tuple[threading.Lock, threading.Lock]] = {}
 _FILE_LOCKS_GUARD = threading.Lock()
