@@ -20,6 +20,11 @@ documents and spaces under the layered Strategy) loaded with `load_profile(...).
   missed its deadline; a turn beyond the host's `max_concurrent_compositions` is refused with
   `CompositionUnavailable` instead.
 
+Concurrency and overload run twice, in a fresh host each: with the profile's `collector`
+left at "python" (Python's garbage collector as it is) and set to "serving" (start-up
+objects frozen, a young-generation threshold of 20,000; see `docs/hosting.md`). Both
+measure their one-after-another and at-once turns under the same setting.
+
 The exit status is 0 unless `--check` is given, in which case a failed target exits 1.
 """
 
@@ -51,6 +56,8 @@ MIN_CONCURRENCY_GAIN = 1.5
 MAX_TAIL_RATIO = 3.0
 WORKSPACE = "bench"
 SETTLE_SECONDS = 2.1
+# the load runs once with Python's collector as it is and once with the host's serving setup
+COLLECTORS = ("python", "serving")
 
 
 @dataclass(frozen=True)
@@ -246,6 +253,72 @@ def verdict(passed: bool) -> str:
     return "PASS" if passed else "FAIL"
 
 
+async def under_load(root: Path, plan: Plan, collector: str) -> list[tuple[str, str, bool]]:
+    """Print the load section for one `collector` setting and return its checks."""
+    folder = root / f"load-{collector}"
+    folder.mkdir()
+    profile = f'collector = "{collector}"\n' + starter_profile("data")
+    (folder / "mnemon.toml").write_text(profile, encoding="utf-8")
+    async with mnemon.load_profile(folder / "mnemon.toml").open_host() as host:
+        await seed(host, folder / "data", SIZES[0])
+        users = plan.in_flight
+        for user in range(users * 2):  # every user's partitions exist before timing
+            await one_turn(host, user)
+        await settle(host)
+        gc.collect()
+        started = time.perf_counter()
+        with CollectorClock() as sequential_gc:
+            sequential = [(await one_turn(host, user))[0] for user in range(users)]
+        sequential_rate = users / (time.perf_counter() - started)
+        with CollectorClock() as concurrent_gc:
+            concurrent = await load(host, users)
+        overload = await load(host, users * 2)
+    rate = len(concurrent.samples) / concurrent.seconds
+    p50 = percentile(concurrent.samples, 0.5) if concurrent.samples else float("nan")
+    p99 = percentile(concurrent.samples, 0.99) if concurrent.samples else float("nan")
+    print()
+    print(f'{users:,} users, one turn with a recall each; collector = "{collector}"')
+    print(
+        f"  one after another  {sequential_rate:8,.0f} turns/s  p50 {median_ms(sequential):7.2f} ms"
+    )
+    print(
+        f"  all at once        {rate:8,.0f} turns/s  p50 {p50 * 1000:7.2f} ms  "
+        f"p99 {p99 * 1000:7.2f} ms  errors {concurrent.errors}  refused "
+        f"{concurrent.refused}  Sources dropped {concurrent.dropped}"
+    )
+    print(
+        f"  cyclic GC          one after another {sequential_gc.seconds / users * 1e3:.3f} "
+        f"ms per turn ({sequential_gc.full} full), at once "
+        f"{concurrent_gc.seconds / users * 1e3:.3f} ms per turn ({concurrent_gc.full} full)"
+    )
+    print(
+        f"  {users * 2:,} at once       {len(overload.samples):,} composed, "
+        f"{overload.refused:,} refused (CompositionUnavailable), errors {overload.errors}, "
+        f"Sources dropped {overload.dropped}"
+    )
+    gain = rate / sequential_rate
+    tail = p99 / p50
+    where = f'load, collector "{collector}"'
+    return [
+        (
+            f"{where}: throughput at {users:,} in flight / sequential >= {MIN_CONCURRENCY_GAIN:g}",
+            f"{gain:.2f}",
+            gain >= MIN_CONCURRENCY_GAIN,
+        ),
+        (f"{where}: p99 / p50 <= {MAX_TAIL_RATIO:g}", f"{tail:.2f}", tail <= MAX_TAIL_RATIO),
+        (
+            f"{where}: errors, refusals and dropped Sources at {users:,} == 0",
+            str(concurrent.errors + concurrent.refused + concurrent.dropped),
+            not (concurrent.errors or concurrent.refused or concurrent.dropped),
+        ),
+        (
+            f"{where}: errors and dropped Sources at {users * 2:,} == 0",
+            str(overload.errors + overload.dropped),
+            not (overload.errors or overload.dropped),
+        ),
+    ]
+
+
 async def run(plan: Plan) -> bool:
     """Run every measurement, print the report, and return whether all targets passed."""
     print(
@@ -281,67 +354,8 @@ async def run(plan: Plan) -> bool:
             )
         )
 
-        folder = root / "load"
-        folder.mkdir()
-        (folder / "mnemon.toml").write_text(starter_profile("data"), encoding="utf-8")
-        async with mnemon.load_profile(folder / "mnemon.toml").open_host() as host:
-            await seed(host, folder / "data", SIZES[0])
-            users = plan.in_flight
-            for user in range(users * 2):  # every user's partitions exist before timing
-                await one_turn(host, user)
-            await settle(host)
-            gc.collect()
-            started = time.perf_counter()
-            with CollectorClock() as sequential_gc:
-                sequential = [(await one_turn(host, user))[0] for user in range(users)]
-            sequential_rate = users / (time.perf_counter() - started)
-            with CollectorClock() as concurrent_gc:
-                concurrent = await load(host, users)
-            overload = await load(host, users * 2)
-        rate = len(concurrent.samples) / concurrent.seconds
-        p50 = percentile(concurrent.samples, 0.5) if concurrent.samples else float("nan")
-        p99 = percentile(concurrent.samples, 0.99) if concurrent.samples else float("nan")
-        print()
-        print(f"{users:,} users, one turn with a recall each")
-        print(
-            f"  one after another  {sequential_rate:8,.0f} turns/s  "
-            f"p50 {median_ms(sequential):7.2f} ms"
-        )
-        print(
-            f"  all at once        {rate:8,.0f} turns/s  p50 {p50 * 1000:7.2f} ms  "
-            f"p99 {p99 * 1000:7.2f} ms  errors {concurrent.errors}  refused "
-            f"{concurrent.refused}  Sources dropped {concurrent.dropped}"
-        )
-        print(
-            f"  cyclic GC          one after another {sequential_gc.seconds / users * 1e3:.3f} "
-            f"ms per turn ({sequential_gc.full} full), at once "
-            f"{concurrent_gc.seconds / users * 1e3:.3f} ms per turn ({concurrent_gc.full} full)"
-        )
-        print(
-            f"  {users * 2:,} at once       {len(overload.samples):,} composed, "
-            f"{overload.refused:,} refused (CompositionUnavailable), errors {overload.errors}, "
-            f"Sources dropped {overload.dropped}"
-        )
-        gain = rate / sequential_rate
-        tail = p99 / p50
-        checks += [
-            (
-                f"load: throughput at {users:,} in flight / sequential >= {MIN_CONCURRENCY_GAIN:g}",
-                f"{gain:.2f}",
-                gain >= MIN_CONCURRENCY_GAIN,
-            ),
-            (f"load: p99 / p50 <= {MAX_TAIL_RATIO:g}", f"{tail:.2f}", tail <= MAX_TAIL_RATIO),
-            (
-                f"load: errors, refusals and dropped Sources at {users:,} == 0",
-                str(concurrent.errors + concurrent.refused + concurrent.dropped),
-                not (concurrent.errors or concurrent.refused or concurrent.dropped),
-            ),
-            (
-                f"overload: errors and dropped Sources at {users * 2:,} == 0",
-                str(overload.errors + overload.dropped),
-                not (overload.errors or overload.dropped),
-            ),
-        ]
+        for collector in COLLECTORS:
+            checks += await under_load(root, plan, collector)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print()

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import anyio
 from pydantic import ValidationError
 
+from ._collector import release_serving, take_serving
 from ._definitions import PluginDescriptor
 from ._engine import (
     Engine,
@@ -288,7 +289,9 @@ class MemoryHost:
             deadline), `strategy_type_id` and `strategy_fallback` (which Strategy serves),
             `source_configuration` and `source_capabilities` (per instance key),
             `data_dir` and `config_dir` (absolute folders), `max_input_bytes`, `switches`
-            (deployment-wide switches every Source receives in `SourceInit.switches`).
+            (deployment-wide switches every Source receives in `SourceInit.switches`),
+            `collector` ('serving' sets Python's garbage collector up for many turns at
+            once while the host is open; see `HostSettings.collector`).
 
     Raises:
         DefinitionError: a setting is invalid (or unknown); the message names it.
@@ -307,6 +310,9 @@ class MemoryHost:
         checked = host_settings(settings, options)
         self._engine = Engine(checked, Observers(observers))
         self._entries: dict[str, _Entry] = {}
+        self._serving = checked.collector == "serving"
+        if self._serving:
+            take_serving()
 
     async def __aenter__(self) -> MemoryHost:
         """Use the host in `async with`; it is closed on exit.
@@ -614,6 +620,9 @@ class MemoryHost:
         """
         if self._engine.disposed:
             return
+        if self._serving:
+            self._serving = False
+            release_serving()
         await self._engine.dispose()
         entries, self._entries = self._entries, {}
         for instance_id, entry in reversed(entries.items()):

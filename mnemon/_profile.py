@@ -70,6 +70,7 @@ class _ProfileModel(WireModel):
         DEFAULT_MAX_INPUT_BYTES
     )
     max_concurrent_compositions: Annotated[int, Strict(), Field(ge=1, le=1_000_000)] | None = None
+    collector: Literal["python", "serving"] = "python"
     strategy: _StrategyModel = _StrategyModel()
     entries: list[_EntryModel] = Field(default_factory=list)
     observers: list[_ObserverModel] = Field(default_factory=list)
@@ -136,6 +137,8 @@ class Profile:
     max_concurrent_compositions: int | None = None
     switches: Mapping[str, bool] | None = None
     """The deployment-wide switches of `[switches]` (`HostSettings.switches`)."""
+    collector: Literal["python", "serving"] = "python"
+    """`HostSettings.collector`: 'serving' sets Python's collector up for many turns."""
 
     def entry_config(self, entry: ProfileEntry) -> dict[str, Any]:
         """The entry's configuration as mounted (a relative `data_dir` from the profile's).
@@ -166,6 +169,7 @@ class Profile:
                 "strategy_type_id": self.strategy,
                 "strategy_fallback": self.strategy_fallback,
                 "switches": dict(self.switches or {}),
+                "collector": self.collector,
             }
             | (
                 {}
@@ -408,4 +412,5 @@ def load_profile(path: str | Path) -> Profile:
         observers=tuple(item.use for item in model.observers if item.enabled),
         max_concurrent_compositions=model.max_concurrent_compositions,
         switches=dict(model.switches),
+        collector=model.collector,
     )

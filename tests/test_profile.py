@@ -84,10 +84,11 @@ async def test_the_profile_data_dir_is_the_hosts_default(tmp_path: Path) -> None
     ("text", "message"),
     [
         ("entries = [", "invalid TOML"),
-        ('surprise = 1', r"surprise: unknown key \(the keys here are data_dir, source_timeout, max_input_bytes, max_concurrent_compositions, strategy, entries, observers, switches\)"),
+        ('surprise = 1', r"surprise: unknown key \(the keys here are data_dir, source_timeout, max_input_bytes, max_concurrent_compositions, collector, strategy, entries, observers, switches\)"),
         ('source_timeout = 0', r"source_timeout: Input should be greater than 0"),
         ('source_timeout = 301', r"source_timeout: Input should be less than or equal to 300"),
         ('[strategy]\nfallback = "any"', r"strategy\.fallback: Input should be 'sole-strategy'"),
+        ('collector = "fast"', r"collector: Input should be 'python' or 'serving'"),
         ('[[entries]]\nid = "a"', r"entries\[0\]: an entry names its plugin with exactly one of `use` or `plugin`"),
         ('[[entries]]\nid = "a b"\nuse = "x"', r"entries\[0\]\.id: String should match pattern"),
         ('[[entries]]\nid = "a"\nuse = "not a module"', r"entries\[0\]\.use: String should match"),
@@ -95,7 +96,7 @@ async def test_the_profile_data_dir_is_the_hosts_default(tmp_path: Path) -> None
         ('[[entries]]\nid = "a"\nuse = "x"\n[[entries]]\nid = "a"\nuse = "y"', r"entries\[1\]\.id: duplicate entry id 'a'"),
         ('[[entries]]\nid = "a"\nuse = "x"\n[entries.config]\nwhen = 1979-05-27', r"entries\[0\]\.config: unsupported type date at \$\.when"),
     ],
-    ids=["toml-syntax", "unknown-key", "zero-timeout", "long-timeout", "bad-fallback",
+    ids=["toml-syntax", "unknown-key", "zero-timeout", "long-timeout", "bad-fallback", "bad-collector",
          "missing-use", "bad-id", "bad-use", "bad-enabled", "duplicate-id", "date-in-config"],
 )  # fmt: skip
 def test_invalid_profiles_name_the_exact_key(tmp_path: Path, text: str, message: str) -> None:
