@@ -241,7 +241,6 @@ async def load(host: mnemon.MemoryHost, users: int) -> Load:
         samples.append(duration)
         lost += dropped(view)
 
-    gc.collect()
     started = time.perf_counter()
     async with anyio.create_task_group() as group:
         for user in range(users):
@@ -270,8 +269,10 @@ async def under_load(root: Path, plan: Plan, collector: str) -> list[tuple[str, 
         with CollectorClock() as sequential_gc:
             sequential = [(await one_turn(host, user))[0] for user in range(users)]
         sequential_rate = users / (time.perf_counter() - started)
+        gc.collect()  # what one-after-another turns left is not counted against the next run
         with CollectorClock() as concurrent_gc:
             concurrent = await load(host, users)
+        gc.collect()
         overload = await load(host, users * 2)
     rate = len(concurrent.samples) / concurrent.seconds
     p50 = percentile(concurrent.samples, 0.5) if concurrent.samples else float("nan")
