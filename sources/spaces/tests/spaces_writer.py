@@ -16,8 +16,6 @@ import sys
 import time
 from typing import Any
 
-import anyio
-
 PADDING = "lorem ipsum dolor sit amet " * 20
 PARENT = "writer-parent"
 
@@ -47,14 +45,9 @@ async def write_through_source(config: dict[str, Any], prefix: str, count: int) 
     async with MemoryCompositionRunner() as runner:
         await runner.mount(spaces, instance_id="spaces", config=config)
         await runner.mount(SelectSpaces(), instance_id="strategy")
-        # four processes opening one fresh store at once may find it still being created: the
-        # first turns can lack the Source (a diagnostic, never a lost write); wait for it briefly
-        for _ in range(100):
-            turn = await runner.begin_turn({"scope": {"user_id": "shared"}})
-            if turn.view.offer(REMEMBER) is not None:
-                break
-            await turn.release()
-            await anyio.sleep(0.05)
+        # four processes open one fresh store at once: each one's first View has the Source
+        turn = await runner.begin_turn({"scope": {"user_id": "shared"}})
+        assert turn.view.offer(REMEMBER) is not None, [d.code for d in turn.view.diagnostics]
         for index in range(count):
             receipt = await turn.execute_action(
                 REMEMBER,

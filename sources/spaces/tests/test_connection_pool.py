@@ -1,9 +1,10 @@
-"""The SQLite store's connections outlive a burst of concurrent calls."""
+"""The SQLite store's connections: kept after a burst of calls, opened while others read."""
 
 from __future__ import annotations
 
 import sqlite3
 import threading
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import anyio
 import pytest
 from mnemon_source_spaces import SQLITE_PROVIDER, ProviderInit, SearchRequest
 from mnemon_source_spaces import _sqlite as sqlite_module
+from mnemon_source_spaces._sqlite_schema import ensure_schema
 
 AT_ONCE = 12  # above the few connections the pool used to keep, below anyio's 40 threads
 
@@ -62,4 +64,55 @@ async def test_a_second_burst_of_concurrent_reads_opens_no_connection(
         await burst()
         assert len(opened) == first
     finally:
+        await adapter.dispose()
+
+
+async def test_a_new_store_waits_for_another_process_before_switching_to_wal(
+    tmp_path: Path,
+) -> None:
+    # several processes opening one new store at once: while another holds the file's write
+    # lock, SQLite refuses the switch to WAL at once instead of waiting out the busy timeout
+    path = tmp_path / "store.sqlite3"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    ensure_schema(other)  # made by the other process, still in SQLite's default journal mode
+    other.execute("BEGIN IMMEDIATE")  # the other process about to switch the file itself
+    finished = threading.Timer(0.2, lambda: other.execute("COMMIT"))
+    finished.start()
+    adapter: Any = await SQLITE_PROVIDER.open(
+        ProviderInit(
+            instance_key="first-open",
+            data_directory=str(tmp_path),
+            configuration={"path": str(path), "busy_timeout_ms": 5_000},
+        )
+    )
+    try:
+        status = await adapter.status(sqlite_module.StatusRequest())
+        assert (status.availability, status.reason) == ("ready", None)
+        with closing(sqlite3.connect(path)) as check:
+            assert check.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        finished.join()
+        other.close()
+        await adapter.dispose()
+
+
+async def test_another_process_holding_the_new_store_past_the_busy_timeout_is_reported(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "store.sqlite3"
+    other = sqlite3.connect(path, isolation_level=None)
+    ensure_schema(other)
+    other.execute("BEGIN IMMEDIATE")
+    adapter: Any = await SQLITE_PROVIDER.open(
+        ProviderInit(
+            instance_key="first-open",
+            data_directory=str(tmp_path),
+            configuration={"path": str(path), "busy_timeout_ms": 100},
+        )
+    )
+    try:
+        status = await adapter.status(sqlite_module.StatusRequest())
+        assert (status.availability, status.reason) == ("unavailable", "store-busy")
+    finally:
+        other.close()
         await adapter.dispose()
