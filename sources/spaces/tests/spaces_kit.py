@@ -69,3 +69,14 @@ def texts(evidence: Any) -> list[str]:
 
 def scope_turn(runner: MemoryCompositionRunner, scope: Mapping[str, Any]) -> Any:
     return runner.begin_turn({"scope": dict(scope)})
+
+
+async def open_sqlite(directory: Path, **configuration: Any) -> Any:
+    """The SQLite Provider on `directory/store.sqlite3` (`configuration` adds to its own)."""
+    return await spaces.SQLITE_PROVIDER.open(
+        spaces.ProviderInit(
+            instance_key="sqlite",
+            data_directory=str(directory),
+            configuration={"path": str(directory / "store.sqlite3"), **configuration},
+        )
+    )

@@ -10,9 +10,10 @@ from typing import Any
 
 import anyio
 import pytest
-from mnemon_source_spaces import SQLITE_PROVIDER, ProviderInit, SearchRequest
+from mnemon_source_spaces import SearchRequest
 from mnemon_source_spaces import _sqlite as sqlite_module
 from mnemon_source_spaces._sqlite_schema import ensure_schema
+from spaces_kit import open_sqlite
 
 AT_ONCE = 12  # above the few connections the pool used to keep, below anyio's 40 threads
 
@@ -43,13 +44,7 @@ async def test_a_second_burst_of_concurrent_reads_opens_no_connection(
         return search_store(connection, request)
 
     monkeypatch.setattr(sqlite_module, "search_store", together)
-    adapter: Any = await SQLITE_PROVIDER.open(
-        ProviderInit(
-            instance_key="pool",
-            data_directory=str(tmp_path),
-            configuration={"path": str(tmp_path / "store.sqlite3")},
-        )
-    )
+    adapter = await open_sqlite(tmp_path)
 
     async def burst() -> None:
         async with anyio.create_task_group() as group:
@@ -78,13 +73,7 @@ async def test_a_new_store_waits_for_another_process_before_switching_to_wal(
     other.execute("BEGIN IMMEDIATE")  # the other process about to switch the file itself
     finished = threading.Timer(0.2, lambda: other.execute("COMMIT"))
     finished.start()
-    adapter: Any = await SQLITE_PROVIDER.open(
-        ProviderInit(
-            instance_key="first-open",
-            data_directory=str(tmp_path),
-            configuration={"path": str(path), "busy_timeout_ms": 5_000},
-        )
-    )
+    adapter = await open_sqlite(tmp_path, busy_timeout_ms=5_000)
     try:
         status = await adapter.status(sqlite_module.StatusRequest())
         assert (status.availability, status.reason) == ("ready", None)
@@ -103,13 +92,7 @@ async def test_another_process_holding_the_new_store_past_the_busy_timeout_is_re
     other = sqlite3.connect(path, isolation_level=None)
     ensure_schema(other)
     other.execute("BEGIN IMMEDIATE")
-    adapter: Any = await SQLITE_PROVIDER.open(
-        ProviderInit(
-            instance_key="first-open",
-            data_directory=str(tmp_path),
-            configuration={"path": str(path), "busy_timeout_ms": 100},
-        )
-    )
+    adapter = await open_sqlite(tmp_path, busy_timeout_ms=100)
     try:
         status = await adapter.status(sqlite_module.StatusRequest())
         assert (status.availability, status.reason) == ("unavailable", "store-busy")

@@ -9,17 +9,15 @@ from typing import Any, ClassVar
 
 import pytest
 from mnemon_source_spaces import (
-    SQLITE_PROVIDER,
     GetRequest,
     GetResult,
     Memory,
     ProviderError,
-    ProviderInit,
     RememberRequest,
     get_many,
     remember_many,
 )
-from spaces_kit import ADA, KEY, open_spaces
+from spaces_kit import ADA, KEY, open_spaces, open_sqlite
 from spaces_test_provider import MemoryProvider, memory_provider
 from test_spaces import WithProviders
 
@@ -32,13 +30,7 @@ NEVER_WRITTEN = "s1-" + "c" * 40
 
 @pytest.fixture
 async def adapter(tmp_path: Path) -> AsyncIterator[Any]:
-    opened: Any = await SQLITE_PROVIDER.open(
-        ProviderInit(
-            instance_key="batch-reads",
-            data_directory=str(tmp_path),
-            configuration={"path": str(tmp_path / "store.sqlite3")},
-        )
-    )
+    opened = await open_sqlite(tmp_path)
     try:
         yield opened
     finally:
@@ -98,13 +90,7 @@ async def test_sqlite_takes_more_ids_than_one_statement_may_bind(
         return connection
 
     monkeypatch.setattr(sqlite3, "connect", limited)
-    opened: Any = await SQLITE_PROVIDER.open(
-        ProviderInit(
-            instance_key="batch-reads",
-            data_directory=str(tmp_path),
-            configuration={"path": str(tmp_path / "store.sqlite3")},
-        )
-    )
+    opened = await open_sqlite(tmp_path)
     try:
         asked = 2 * VARIABLE_LIMIT + 50
         stored = [f"k-{i}" for i in range(0, asked, 7)]
