@@ -9,7 +9,10 @@ the next one without being woken, and the results finished while the loop was bu
 one wake-up. A thread that stays on one call (a lock held by another process, a slow disk) does
 not hold up the others: when no thread has started a call for a couple of milliseconds while
 calls wait, another thread is started, up to the size of anyio's default thread limiter (40
-unless the host changed it), which these threads stand in for.
+unless the host changed it), which these threads stand in for. While the process keeps a core
+busy, though, its threads are slow because they wait for the GIL rather than blocked, and more
+of them would only contend for it (with 1,000 turns in flight they grew to 30-40 and took CPU
+from the event loop): a call then counts as blocked only after a quarter of a second.
 
 Only the asyncio backend is served this way; on any other, calls go through anyio's pool.
 """
@@ -35,6 +38,10 @@ _STALL_SECONDS = 0.002
 # threads still starting calls that are enough for a queue of short calls; more only add
 # contention for the GIL
 _ENOUGH_PROGRESSING = 2
+# the share of one core the process used since the last look above which slow calls are taken
+# as waiting for the GIL rather than blocked, unless they run this long
+_CPU_BOUND = 0.8
+_BUSY_STALL_SECONDS = 0.25
 # an idle thread exits after this long, as anyio's workers do
 _IDLE_SECONDS = 10.0
 
@@ -69,6 +76,10 @@ class _Lane:
         self._finished_lock = threading.Lock()
         self._delivery_scheduled = False
         self._watch: asyncio.TimerHandle | None = None
+        # the process's CPU time at the last look, and what that look found
+        self._looked_at = time.monotonic()
+        self._cpu_at = time.process_time()
+        self._cpu_bound = False
         # read on every call: a host (or a test) may change the limiter's size at any time
         self._limiter = anyio.to_thread.current_default_thread_limiter()
 
@@ -96,11 +107,24 @@ class _Lane:
         """Whether a new thread should take calls: too few threads are starting calls."""
         if len(self._began) >= self._limit:
             return False
-        stalled_before = time.monotonic() - _STALL_SECONDS
+        # a busy process's calls are slow because they wait for the GIL: only one that has run
+        # far longer than that is taken as blocked then
+        stall = _BUSY_STALL_SECONDS if self._busy_cpu() else _STALL_SECONDS
+        stalled_before = time.monotonic() - stall
         progressing = sum(
             1 for began in self._began.values() if began is None or began > stalled_before
         )
         return progressing < _ENOUGH_PROGRESSING
+
+    def _busy_cpu(self) -> bool:
+        """Whether the process kept a core busy lately (looked at every couple of ms at most)."""
+        now = time.monotonic()
+        span = now - self._looked_at
+        if span >= _STALL_SECONDS:
+            cpu = time.process_time()
+            self._cpu_bound = cpu - self._cpu_at >= _CPU_BOUND * span
+            self._looked_at, self._cpu_at = now, cpu
+        return self._cpu_bound
 
     def _check_progress(self) -> None:
         """On the loop: start a thread when calls still wait behind threads that are stuck."""

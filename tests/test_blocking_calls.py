@@ -2,13 +2,15 @@
 
 The calls of one event loop go through one queue drained by a few threads; these tests hold
 that sharing to what each caller was promised: its own result, its own context, its own
-cancellation, and no wait behind another caller's call that blocks.
+cancellation, and no wait behind another caller's call that blocks; and they check that
+threads are added for calls that block, not for calls slowed by a process busy on the GIL.
 """
 
 from __future__ import annotations
 
 import contextvars
 import threading
+import time
 from collections.abc import Callable
 from functools import partial
 
@@ -148,3 +150,51 @@ async def _within(scope: anyio.CancelScope, call: Callable[[], object]) -> None:
     with scope:
         await mnemon.run_blocking(call)
         pytest.fail("a cancelled caller got its call's result")
+
+
+def _cpu_clock(monkeypatch: pytest.MonkeyPatch, *, busy: bool) -> None:
+    """Make the process look as if it kept a core busy (`busy`) or stayed idle."""
+    monkeypatch.setattr(time, "process_time", time.monotonic if busy else lambda: 0.0)
+
+
+async def _threads_for_slow_calls(calls: int) -> set[int]:
+    """Run `calls` calls that each take 20 ms at once; return the threads that ran them."""
+    ran: set[int] = set()
+
+    def slow() -> None:
+        ran.add(threading.get_ident())
+        time.sleep(0.02)
+
+    async with anyio.create_task_group() as group:
+        for _ in range(calls):
+            group.start_soon(mnemon.run_blocking, slow)
+    return ran
+
+
+async def test_while_the_process_keeps_a_core_busy_slow_calls_start_no_more_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a busy process's calls are slow because they wait for the GIL: threads would contend
+    _cpu_clock(monkeypatch, busy=True)
+    assert len(await _threads_for_slow_calls(12)) == 2
+
+
+async def test_calls_that_block_while_the_process_is_idle_get_more_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _cpu_clock(monkeypatch, busy=False)
+    assert len(await _threads_for_slow_calls(12)) > 2
+
+
+async def test_in_a_busy_process_calls_that_block_for_long_still_get_a_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # both threads wait for an event only a third call sets: it must get a thread of its own
+    _cpu_clock(monkeypatch, busy=True)
+    released = threading.Event()
+    with anyio.fail_after(3):
+        async with anyio.create_task_group() as group:
+            for _ in range(2):
+                group.start_soon(mnemon.run_blocking, released.wait, 5.0)
+            await anyio.sleep(0.01)
+            await mnemon.run_blocking(released.set)
