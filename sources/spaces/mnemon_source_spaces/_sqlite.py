@@ -215,7 +215,8 @@ def _new_ids(connection: sqlite3.Connection, parent: str, count: int, taken: set
         candidates = sorted(wanted)
         held = {row[0] for row in _rows_in_slot(connection, "m.id", slot, "id", candidates)}
         made += [candidate for candidate in candidates if candidate not in held]
-    return made
+    # ids drawn again after a repeat may sort before the first ones: a batch's ids ascend
+    return sorted(made)
 
 
 def _stored_by_id(

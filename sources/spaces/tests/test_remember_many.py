@@ -217,3 +217,18 @@ async def test_made_up_ids_ascend_across_batches_and_never_repeat(
     assert len(set(later) | set(ids)) == 404
     assert later == sorted(later)
     assert min(later) > max(ids)
+
+
+async def test_ids_drawn_again_after_a_collision_still_ascend(
+    adapter: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one millisecond; the first draw repeats an id, and the id drawn again is the lowest
+    draws = iter([7, 7, 5, 1])
+    monkeypatch.setattr("secrets.randbits", lambda bits: next(draws))
+    monkeypatch.setattr("time.time_ns", lambda: 1_700_000_000_000_000_000)
+    results = await remember_many(
+        adapter, [RememberRequest(parent=PARENT, text=f"c{index}") for index in range(3)]
+    )
+    ids = [result.memory.id for result in results]
+    assert len(set(ids)) == 3
+    assert ids == sorted(ids)
