@@ -4,8 +4,10 @@ Connections are made lazily in worker threads and handed to one thread at a time
 back is kept for the next call (its page cache and parsed schema stay warm) up to
 `MAX_IDLE`, which is above the number of worker threads that can hold one at once (anyio's
 default limit is 40): under load a store keeps as many connections as were lent at the
-busiest moment instead of opening and closing one per call. Every one is closed by
-`close()` or when it is given back after `close()`. Writers of one process take turns on a
+busiest moment instead of opening and closing one per call. Beyond the `KEEP_WARM` given
+back last, a connection left idle for `IDLE_SECONDS` is closed when another one comes back,
+so a burst does not keep its connections (and their page caches) for good. Every one is
+closed by `close()` or when it is given back after `close()`. Writers of one process take turns on a
 lock first, so only writers of different processes meet SQLite's busy handler.
 
 Memories are private: the store file (and SQLite's `-wal` and `-shm` beside it, which take
@@ -32,6 +34,8 @@ from ._sqlite_schema import CURRENT_VERSION, SchemaMismatch, ensure_schema
 __all__ = ["StoreConnections", "make_private", "store_error", "store_reason"]
 
 MAX_IDLE = 64  # see the module's docstring: never below the worker threads' limit
+KEEP_WARM = 4
+IDLE_SECONDS = 60.0
 STORE_SUFFIXES = ("", "-wal", "-shm", "-journal")
 _FILE_LOCKS: dict[str, tuple[threading.Lock, threading.Lock]] = {}
 _FILE_LOCKS_GUARD = threading.Lock()
@@ -126,7 +130,8 @@ class StoreConnections:
         self._private = False
         self._busy_timeout_ms = busy_timeout_ms
         self._synchronous = synchronous.upper()
-        self._idle: list[sqlite3.Connection] = []
+        # (when it was given back, connection), the last given back last: lent from the end
+        self._idle: list[tuple[float, sqlite3.Connection]] = []
         self._lock = threading.Lock()
         # writers of this process queue here in order instead of busy-sleeping on the file lock
         self._schema_lock, self._write_lock = _file_locks(path)
@@ -201,7 +206,7 @@ class StoreConnections:
         with self._lock:
             if self._closed:
                 raise ProviderError("unavailable", "the provider is disposed")
-            connection = self._idle.pop() if self._idle else None
+            connection = self._idle.pop()[1] if self._idle else None
         if connection is None:
             try:
                 connection = self._open()
@@ -213,12 +218,17 @@ class StoreConnections:
             if connection.in_transaction:  # only after a failure: never reuse a torn state
                 with suppress(sqlite3.Error):
                     connection.execute("ROLLBACK")
+            now = time.monotonic()
+            stale: list[sqlite3.Connection] = []
             with self._lock:
-                keep = not self._closed and len(self._idle) < MAX_IDLE
-                if keep:
-                    self._idle.append(connection)
-            if not keep:
-                connection.close()
+                if not self._closed and len(self._idle) < MAX_IDLE:
+                    self._idle.append((now, connection))
+                else:
+                    stale.append(connection)
+                while len(self._idle) > KEEP_WARM and self._idle[0][0] < now - IDLE_SECONDS:
+                    stale.append(self._idle.pop(0)[1])
+            for unused in stale:
+                unused.close()
 
     @contextmanager
     def writing(self) -> Iterator[None]:
@@ -239,5 +249,5 @@ class StoreConnections:
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
-        for connection in idle:
+        for _, connection in idle:
             connection.close()

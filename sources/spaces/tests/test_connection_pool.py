@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,54 +13,93 @@ import anyio
 import pytest
 from mnemon_source_spaces import SearchRequest
 from mnemon_source_spaces import _sqlite as sqlite_module
+from mnemon_source_spaces import _sqlite_store as store_module
 from mnemon_source_spaces._sqlite_schema import ensure_schema
 from spaces_kit import open_sqlite
 
 AT_ONCE = 12  # above the few connections the pool used to keep, below anyio's 40 threads
 
 
+@dataclass
+class Connections:
+    """How many connections the test's code opened and closed."""
+
+    opened: int = 0
+    closed: int = 0
+
+
 @pytest.fixture
-def opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The path of every connection made during the test."""
-    made: list[str] = []
+def connections(monkeypatch: pytest.MonkeyPatch) -> Connections:
+    seen = Connections()
     connect = sqlite3.connect
 
+    class Counted(sqlite3.Connection):
+        def close(self) -> None:
+            seen.closed += 1
+            super().close()
+
     def counted(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-        made.append(str(args[0]))
-        return connect(*args, **kwargs)
+        seen.opened += 1
+        return connect(*args, factory=Counted, **kwargs)
 
     monkeypatch.setattr(sqlite3, "connect", counted)
-    return made
+    return seen
+
+
+class Bursts:
+    """Searches made at once, each holding its connection until all of them hold one."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.barrier: threading.Barrier | None = None
+        search_store = sqlite_module.search_store
+
+        def held(connection: sqlite3.Connection, request: SearchRequest) -> Any:
+            if self.barrier is not None:
+                self.barrier.wait()
+            return search_store(connection, request)
+
+        monkeypatch.setattr(sqlite_module, "search_store", held)
+
+    async def run(self, adapter: Any, calls: int) -> None:
+        self.barrier = threading.Barrier(calls, timeout=30) if calls > 1 else None
+        async with anyio.create_task_group() as group:
+            for _ in range(calls):
+                group.start_soon(adapter.search, SearchRequest(parents=("p",), query="bees"))
 
 
 async def test_a_second_burst_of_concurrent_reads_opens_no_connection(
-    tmp_path: Path, opened: list[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, connections: Connections, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # every search of a burst holds its connection until all of them hold one
-    barrier = threading.Barrier(AT_ONCE, timeout=30)
-    search_store = sqlite_module.search_store
-
-    def together(connection: sqlite3.Connection, request: SearchRequest) -> Any:
-        barrier.wait()
-        return search_store(connection, request)
-
-    monkeypatch.setattr(sqlite_module, "search_store", together)
+    bursts = Bursts(monkeypatch)
     adapter = await open_sqlite(tmp_path)
-
-    async def burst() -> None:
-        async with anyio.create_task_group() as group:
-            for _ in range(AT_ONCE):
-                group.start_soon(adapter.search, SearchRequest(parents=("p",), query="bees"))
-
     try:
-        await burst()
-        first = len(opened)
+        await bursts.run(adapter, AT_ONCE)
+        first = connections.opened
         assert first >= AT_ONCE  # the burst really held that many connections at once
-        await burst()
-        await burst()
-        assert len(opened) == first
+        await bursts.run(adapter, AT_ONCE)
+        await bursts.run(adapter, AT_ONCE)
+        assert connections.opened == first
+        assert connections.closed == 0
     finally:
         await adapter.dispose()
+
+
+async def test_connections_left_idle_after_a_burst_are_closed_down_to_a_few(
+    tmp_path: Path, connections: Connections, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "IDLE_SECONDS", 0.05)
+    bursts = Bursts(monkeypatch)
+    adapter = await open_sqlite(tmp_path)
+    try:
+        await bursts.run(adapter, AT_ONCE)
+        assert connections.opened == AT_ONCE
+        await anyio.sleep(0.1)
+        await bursts.run(adapter, 1)  # the one given back last is lent again
+        assert connections.closed == AT_ONCE - store_module.KEEP_WARM
+        assert connections.opened == AT_ONCE
+    finally:
+        await adapter.dispose()
+    assert connections.closed == AT_ONCE
 
 
 async def test_a_new_store_waits_for_another_process_before_switching_to_wal(
