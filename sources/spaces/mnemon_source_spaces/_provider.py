@@ -390,13 +390,7 @@ async def remember_many(
     """
     batch = getattr(provider, "remember_many", None)
     if callable(batch):
-        results = list(await batch(list(requests)))
-        if len(results) != len(requests):
-            raise ProviderError(
-                "provider_error",
-                "remember_many: the adapter returned a result count that differs from the requests",
-            )
-        return results
+        return await _one_result_each("remember_many", batch, requests)
     return [await provider.remember(request) for request in requests]
 
 
@@ -416,17 +410,26 @@ async def get_many(provider: SpaceProvider, requests: Sequence[GetRequest]) -> l
         return []
     batch = getattr(provider, "get_many", None)
     if callable(batch):
-        results = list(await batch(list(requests)))
-        if len(results) != len(requests):
-            raise ProviderError(
-                "provider_error",
-                "get_many: the adapter returned a result count that differs from the requests",
-            )
-        return results
+        return await _one_result_each("get_many", batch, requests)
     get = getattr(provider, "get", None)
     if not callable(get):
         raise ProviderError("unsupported", "the Provider cannot fetch memories by id")
     return [await get(request) for request in requests]
+
+
+async def _one_result_each(name: str, batch: Any, requests: Sequence[Any]) -> list[Any]:
+    """An adapter's own batch answer, refused unless it has one result per request.
+
+    Raises:
+        ProviderError: from the adapter; `provider_error` for a count that differs.
+    """
+    results = list(await batch(list(requests)))
+    if len(results) != len(requests):
+        raise ProviderError(
+            "provider_error",
+            f"{name}: the adapter returned a result count that differs from the requests",
+        )
+    return results
 
 
 ProviderFactory: TypeAlias = Callable[[ProviderInit], "SpaceProvider | Awaitable[SpaceProvider]"]

@@ -212,7 +212,7 @@ def _new_ids(connection: sqlite3.Connection, parent: str, count: int, taken: set
     while len(made) < count:
         wanted = {_made_id() for _ in range(count - len(made))} - taken
         wanted -= set(made)
-        candidates = sorted(wanted)
+        candidates = list(wanted)
         held = {row[0] for row in _rows_in_slot(connection, "m.id", slot, "id", candidates)}
         made += [candidate for candidate in candidates if candidate not in held]
     # ids drawn again after a repeat may sort before the first ones: a batch's ids ascend
