@@ -59,6 +59,7 @@ from ._sqlite_rows import (
 )
 from ._sqlite_search import search_store
 from ._sqlite_store import StoreConnections, store_error, store_reason
+from ._wire import built
 
 __all__ = ["SQLITE_PROVIDER", "SqliteProvider", "SqliteSettings"]
 
@@ -192,6 +193,11 @@ def _rows_in_slot(
             f"AND m.{column} IN ({','.join('?' * len(chunk))})",
             (slot, *chunk),
         ).fetchall()
+
+
+def _distinct(labels: Sequence[str]) -> tuple[str, ...]:
+    """`labels` without repeats, first spelling first (most have none or one)."""
+    return tuple(dict.fromkeys(labels)) if len(labels) > 1 else tuple(labels)
 
 
 def _made_id() -> str:
@@ -499,7 +505,7 @@ class SqliteProvider:
             stored_ids = _stored_by_id(connection, parent, ids)
             batch_keys: dict[bytes, Memory] = {}
             batch_ids: dict[str, Memory] = {}
-            fresh: builtins.list[tuple[int, NewMemory]] = []
+            fresh: builtins.list[NewMemory] = []
             taken = set(ids)  # a made-up id never takes one that a later request names
             unnamed = sum(1 for index in indexes if requests[index].memory_id is None)
             made = iter(_new_ids(connection, parent, unnamed, taken))
@@ -512,39 +518,34 @@ class SqliteProvider:
                 if existing is None and request.memory_id is not None:
                     existing = stored_ids.get(request.memory_id) or batch_ids.get(request.memory_id)
                 if existing is not None:
-                    results[index] = RememberResult.model_construct(
-                        memory=existing, created=False, durable=durable
+                    results[index] = built(
+                        RememberResult, {"memory": existing, "created": False, "durable": durable}
                     )
                     continue
                 memory_id = request.memory_id or next(made)
-                memory = Memory.model_construct(
-                    parent=parent,
-                    id=memory_id,
-                    text=request.text,
-                    tags=tuple(dict.fromkeys(request.tags)),
-                    entities=tuple(dict.fromkeys(request.entities)),
-                    created_at=created_at,
+                memory = built(
+                    Memory,
+                    {
+                        "parent": parent,
+                        "id": memory_id,
+                        "text": request.text,
+                        "tags": _distinct(request.tags),
+                        "entities": _distinct(request.entities),
+                        "created_at": created_at,
+                    },
                 )
                 fresh.append(
-                    (
-                        index,
-                        NewMemory(
-                            memory_id,
-                            memory.text,
-                            memory.tags,
-                            memory.entities,
-                            memory.created_at,
-                            digest,
-                        ),
+                    NewMemory(
+                        memory_id, memory.text, memory.tags, memory.entities, created_at, digest
                     )
                 )
                 if digest is not None:
                     batch_keys[digest] = memory
                 batch_ids[memory_id] = memory
-                results[index] = RememberResult.model_construct(
-                    memory=memory, created=True, durable=durable
+                results[index] = built(
+                    RememberResult, {"memory": memory, "created": True, "durable": durable}
                 )
-            insert_memories(connection, parent, [new for _, new in fresh])
+            insert_memories(connection, parent, fresh)
         return [result for result in results if result is not None]
 
     async def forget(self, request: ForgetRequest) -> ForgetResult:

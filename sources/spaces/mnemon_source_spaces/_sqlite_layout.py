@@ -84,8 +84,8 @@ def document_terms(text: str, tags: Iterable[str], entities: Iterable[str]) -> d
     # counted in C (the text is the bulk); a Counter is a dict, so it is not copied into one
     counts = cast(dict[str, float], Counter(words(text)))
     for weight, parts in ((TAG_WEIGHT, tags), (ENTITY_WEIGHT, entities)):
-        for part in parts:
-            for term in words(part):
+        if parts:  # words never span a space: one pass over all of them
+            for term in words(" ".join(parts)):
                 counts[term] = counts.get(term, 0.0) + weight
     return counts
 
@@ -131,20 +131,22 @@ def pack_terms(counts: Mapping[str, float], numbers: Mapping[str, bytes]) -> byt
     with a term that has no number, a count above 63.75 or more than 65,535 single terms is
     kept as `encode_terms` text instead, every term included.
     """
+    singles: list[bytes] = []
+    weighted: list[bytes] = []
     try:
-        # one comprehension per part: this runs once per memory written
-        singles = b"".join([numbers[term] for term, count in counts.items() if count == 1.0])
-        weighted = [
-            numbers[term] + bytes((int(count * 4),)) if numbers[term] else b""
-            for term, count in counts.items()
-            if count != 1.0
-        ]
+        # one pass over the counts: this runs once per memory written
+        for term, count in counts.items():
+            if count == 1.0:
+                singles.append(numbers[term])
+            elif number := numbers[term]:
+                weighted.append(number + bytes((int(count * 4),)))
     except (KeyError, ValueError):  # no number, or more quarters than a byte holds
         return encode_terms(dict(counts))
-    single_count = len(singles) // NUMBER_BYTES
+    packed = b"".join(singles)
+    single_count = len(packed) // NUMBER_BYTES
     if single_count > MAX_SINGLES:
         return encode_terms(dict(counts))
-    return single_count.to_bytes(2, "big") + singles + b"".join(weighted)
+    return single_count.to_bytes(2, "big") + packed + b"".join(weighted)
 
 
 PackedNeedle = tuple[str, bytes | None]

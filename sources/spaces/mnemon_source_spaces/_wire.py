@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, StringConstraints
 
@@ -22,6 +22,7 @@ __all__ = [
     "Relation",
     "TagName",
     "Timestamp",
+    "built",
     "check_json",
     "json_object",
 ]
@@ -40,6 +41,26 @@ class FrozenModel(BaseModel):
     """Base of the Provider SDK's wire models: frozen, unknown fields forbidden, JSON-safe."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+_Model = TypeVar("_Model", bound=FrozenModel)
+_set = object.__setattr__
+
+
+def built(model: type[_Model], values: dict[str, Any]) -> _Model:
+    """An instance of `model` holding `values`: every field given, each already valid.
+
+    What `model_construct` makes for these models (no private attributes, no extra
+    fields), without its per-field default and alias handling, at a third of its cost: a
+    batch write builds two per memory from values it checked itself. `values` becomes the
+    instance's own field dictionary.
+    """
+    instance = model.__new__(model)
+    _set(instance, "__dict__", values)
+    _set(instance, "__pydantic_fields_set__", set(values))
+    _set(instance, "__pydantic_extra__", None)
+    _set(instance, "__pydantic_private__", None)
+    return instance
 
 
 def _timestamp(value: str) -> str:

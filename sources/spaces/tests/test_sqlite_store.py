@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import sqlite3
+import string
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from mnemon_source_spaces._sqlite_layout import (
     packed_counts,
     packed_needles,
 )
+from mnemon_source_spaces._text import words
 
 PARENT = "parent-a"
 OTHER = "parent-b"
@@ -822,3 +825,26 @@ async def test_a_query_of_only_stop_words_counts_them_from_the_text(store: Any) 
     found = await store.search(SearchRequest(parents=(PARENT,), query="the", limit=2))
     assert [hit.memory.text for hit in found.hits] == ["the the the cat", "the dog"]
     assert found.hits[0].score > found.hits[1].score
+
+
+def test_the_terms_counted_for_a_memory_are_the_terms_fts5_indexes() -> None:
+    # recall scores candidates from counts made in Python: they must be FTS5's own terms
+    chooser = random.Random(7)
+    alphabet = string.printable + "_" * 4 + "Éé"
+    texts = ["".join(chooser.choice(alphabet) for _ in range(chooser.randint(0, 80)))]
+    texts += ["".join(chooser.choice(string.printable) for _ in range(80)) for _ in range(300)]
+    texts += ["snake_case CamelCase x86-64 e-mail@host.org ÜBER straße naïve 3.14 İstanbul"]
+    connection = sqlite3.connect(":memory:")
+    connection.execute(
+        "CREATE VIRTUAL TABLE t USING fts5 (text, tokenize = 'unicode61 remove_diacritics 2')"
+    )
+    connection.execute("CREATE VIRTUAL TABLE v USING fts5vocab (t, 'instance')")
+    for rowid, text in enumerate(texts):
+        connection.execute("INSERT INTO t (rowid, text) VALUES (?, ?)", (rowid, text))
+        indexed = [
+            row[0]
+            for row in connection.execute(
+                "SELECT term FROM v WHERE doc = ? ORDER BY offset", (rowid,)
+            )
+        ]
+        assert words(text) == indexed, text
