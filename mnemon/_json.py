@@ -167,13 +167,18 @@ def _freeze(value: object, where: Any, depth: int, ancestors: set[int]) -> Any:
                         _reject(where, f"non-string key {type(key).__name__}")
                     if not key.isascii() and not _encodable(key):
                         _reject(where, "key contains a lone surrogate")
-                    frozen[key] = _freeze(item, (where, key), depth + 1, ancestors)
+                    if type(item) is str and item.isascii():  # most members: no call
+                        frozen[key] = item
+                    else:
+                        frozen[key] = _freeze(item, (where, key), depth + 1, ancestors)
                 checked = FrozenDict(frozen)
                 checked._checked = True
                 return checked
             return tuple(
                 [
-                    _freeze(item, (where, index), depth + 1, ancestors)
+                    item
+                    if type(item) is str and item.isascii()
+                    else _freeze(item, (where, index), depth + 1, ancestors)
                     for index, item in enumerate(value)
                 ]
             )
@@ -206,13 +211,21 @@ def json_size_exceeds(value: object, limit: int) -> bool:
                     used += 3 + (len(key) if key.isascii() else _utf8_length(key, limit - used))
                 else:
                     used += 1
+                if type(member) is str and member.isascii():  # counted here: no push
+                    used += 2 + len(member)
+                else:
+                    stack.append((member, depth + 1))
                 if used > limit:
                     return True
-                stack.append((member, depth + 1))
         elif isinstance(item, list | tuple):
             used += 1 + max(len(item), 1)  # brackets and commas
-            if depth < MAX_JSON_DEPTH and used <= limit:
-                stack.extend((member, depth + 1) for member in item)
+            for member in item if depth < MAX_JSON_DEPTH and used <= limit else ():
+                if type(member) is str and member.isascii():
+                    used += 2 + len(member)
+                    if used > limit:
+                        return True
+                else:
+                    stack.append((member, depth + 1))
         elif item is None or item is True:
             used += 4
         elif item is False:

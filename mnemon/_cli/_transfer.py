@@ -71,11 +71,14 @@ _KINDS = {"memory": "spaces", "fact": "runtime", "note": "runtime", "document": 
 _SHOWN_REFUSALS = 10
 IMPORT_BATCH = 1_000  # the most memories the spaces Source's `import` takes in one call
 _ENVELOPE = 1_024  # room for the batch's own JSON around its memories
+# what `json.dumps(value, ensure_ascii=False)` writes (keys are made of it), with the
+# encoder made once instead of per call
+_json_text = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def _key(*parts: Any) -> str:
     # the same record always gets the same key: importing it twice replays the first write
-    digest = hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(_json_text(parts).encode("utf-8")).hexdigest()
     return f"mnemon-import:{digest[:48]}"
 
 
@@ -618,7 +621,7 @@ def _memory_content(record: dict[str, Any]) -> tuple[str, ...]:
 
 def _labels_json(value: Any) -> str:
     # part of the idempotency key: the same text for the same labels in every version
-    return json.dumps(_sorted(value), ensure_ascii=False) if value else "[]"
+    return _json_text(_sorted(value)) if value else "[]"
 
 
 def _sorted(value: Any) -> Any:

@@ -28,6 +28,7 @@ from ._provider import (
     RememberRequest,
     RememberResult,
 )
+from ._wire import built
 
 __all__ = ["SpacesManagement"]
 
@@ -242,13 +243,16 @@ def _import_request(
         raise SourceError(
             "invalid-item", f"idempotency_key: must be 1 to {MAX_KEY_CHARACTERS} characters"
         )
-    request = RememberRequest.model_construct(
-        parent=parent,
-        text=checked_text_value,
-        tags=tags,
-        entities=entities,
-        idempotency_key=key,
-        memory_id=None if key is None else keyed_memory_id(key),
+    request = built(
+        RememberRequest,
+        {
+            "parent": parent,
+            "text": checked_text_value,
+            "tags": tags,
+            "entities": entities,
+            "idempotency_key": key,
+            "memory_id": None if key is None else keyed_memory_id(key),
+        },
     )
     return request, (checked_text_value, tags, entities)
 
