@@ -31,6 +31,8 @@ from typing import Any, TypeVar
 import anyio.lowlevel
 import anyio.to_thread
 
+from ._cpu import CpuGauge
+
 _T = TypeVar("_T")
 
 # a thread that has run one call this long is taken as blocked, not as busy with short calls
@@ -38,9 +40,8 @@ _STALL_SECONDS = 0.002
 # threads still starting calls that are enough for a queue of short calls; more only add
 # contention for the GIL
 _ENOUGH_PROGRESSING = 2
-# the share of one core the process used since the last look above which slow calls are taken
-# as waiting for the GIL rather than blocked, unless they run this long
-_CPU_BOUND = 0.8
+# while the process keeps a core busy, slow calls are taken as waiting for the GIL rather than
+# blocked, unless they run this long
 _BUSY_STALL_SECONDS = 0.25
 # an idle thread exits after this long, as anyio's workers do
 _IDLE_SECONDS = 10.0
@@ -76,10 +77,7 @@ class _Lane:
         self._finished_lock = threading.Lock()
         self._delivery_scheduled = False
         self._watch: asyncio.TimerHandle | None = None
-        # the process's CPU time at the last look, and what that look found
-        self._looked_at = time.monotonic()
-        self._cpu_at = time.process_time()
-        self._cpu_bound = False
+        self._cpu = CpuGauge()
         # read on every call: a host (or a test) may change the limiter's size at any time
         self._limiter = anyio.to_thread.current_default_thread_limiter()
 
@@ -109,22 +107,12 @@ class _Lane:
             return False
         # a busy process's calls are slow because they wait for the GIL: only one that has run
         # far longer than that is taken as blocked then
-        stall = _BUSY_STALL_SECONDS if self._busy_cpu() else _STALL_SECONDS
+        stall = _BUSY_STALL_SECONDS if self._cpu.busy() else _STALL_SECONDS
         stalled_before = time.monotonic() - stall
         progressing = sum(
             1 for began in self._began.values() if began is None or began > stalled_before
         )
         return progressing < _ENOUGH_PROGRESSING
-
-    def _busy_cpu(self) -> bool:
-        """Whether the process kept a core busy lately (looked at every couple of ms at most)."""
-        now = time.monotonic()
-        span = now - self._looked_at
-        if span >= _STALL_SECONDS:
-            cpu = time.process_time()
-            self._cpu_bound = cpu - self._cpu_at >= _CPU_BOUND * span
-            self._looked_at, self._cpu_at = now, cpu
-        return self._cpu_bound
 
     def _check_progress(self) -> None:
         """On the loop: start a thread when calls still wait behind threads that are stuck."""

@@ -27,6 +27,7 @@ from .generation import (
     trial_sources,
 )
 from .installed import RegistryState
+from .pacing import Pacer
 from .registry import Registry
 
 __all__ = ["Engine", "EngineState", "EntryMemoryService"]
@@ -62,7 +63,8 @@ class Engine:
         self._built: tuple[int, HostSettings] = (0, settings)
         self._lock = anyio.Lock()
         self._pending: set[anyio.CancelScope] = set()
-        self._composing = 0
+        self._composing = 0  # admitted turns: composing, or held back by pacing
+        self._pacer = Pacer()
         self._disposed = False
 
     # ------------------------------------------------------------------ changes
@@ -233,32 +235,39 @@ class Engine:
             if self._composing >= limit:
                 # refused before any Source is asked: an overloaded host says so
                 raise CompositionUnavailable(
-                    f"the memory host is busy: {limit} Views are being composed, its "
+                    f"the memory host is busy: {limit} turns are composing or waiting to, its "
                     "max_concurrent_compositions; try this turn again shortly"
                 )
             self._composing += 1
             admitted = True
-            if self.registry.state.revision != self._built[0]:
-                await self.refresh()
-            lease = self.lease()
             outcome = "cancelled"
-            scope = anyio.CancelScope()
-            self._pending.add(scope)
-            try:
-                with scope:
-                    pinned = await compose_view(lease.generation, request)
-                if pinned is None:
-                    await anyio.lowlevel.checkpoint_if_cancelled()  # the caller's own cancel wins
-                    outcome = "unavailable"
-                    raise CompositionUnavailable("the memory host was disposed during composition")
-            except BaseException as exc:
-                if isinstance(exc, CompositionRejected):
-                    outcome = "rejected"
-                with anyio.CancelScope(shield=True):
-                    await lease.release()
-                raise
-            finally:
-                self._pending.discard(scope)
+            # held back while the process is CPU-bound (see `pacing`); the generation is
+            # leased once a place is had, so a turn held back composes on what serves then
+            async with self._pacer.place():
+                outcome = "unavailable"
+                if self.registry.state.revision != self._built[0]:
+                    await self.refresh()
+                lease = self.lease()
+                outcome = "cancelled"
+                scope = anyio.CancelScope()
+                self._pending.add(scope)
+                try:
+                    with scope:
+                        pinned = await compose_view(lease.generation, request)
+                    if pinned is None:
+                        await anyio.lowlevel.checkpoint_if_cancelled()  # the caller's cancel wins
+                        outcome = "unavailable"
+                        raise CompositionUnavailable(
+                            "the memory host was disposed during composition"
+                        )
+                except BaseException as exc:
+                    if isinstance(exc, CompositionRejected):
+                        outcome = "rejected"
+                    with anyio.CancelScope(shield=True):
+                        await lease.release()
+                    raise
+                finally:
+                    self._pending.discard(scope)
             outcome = "composed"
             return pinned, lease
         finally:

@@ -76,9 +76,11 @@ class HostSettings(WireModel):
 
     max_concurrent_compositions: int = Field(
         default=DEFAULT_MAX_CONCURRENT_COMPOSITIONS,
-        description="The most Views the host composes at once; a turn beyond it is refused "
-        "at once with CompositionUnavailable (back-pressure: try again later), never served "
-        "a View its Sources were too busy to fill.",
+        description="The most turns the host admits at once, composing or waiting for a "
+        "place (while the process is CPU-bound, 64 compose at a time and the rest wait in "
+        "order); a turn beyond it is refused at once with CompositionUnavailable "
+        "(back-pressure: try again later), never served a View its Sources were too busy to "
+        "fill.",
     )
     collector: Literal["python", "serving"] = Field(
         default="python",
