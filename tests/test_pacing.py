@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 import pytest
 
@@ -81,6 +82,15 @@ def _users(count: int) -> list[str]:
     return [f"u{number:03d}" for number in range(count)]
 
 
+async def _start(
+    group: anyio.abc.TaskGroup, host: MemoryHost, users: list[str], views: list[str], held: Held
+) -> None:
+    """Start one turn per user, in order; return once every turn that can has reached `held`."""
+    for user in users:
+        group.start_soon(_turn, host, user, views)
+    await held.settled()
+
+
 async def test_a_busy_process_composes_a_few_dozen_at_once_and_the_rest_in_arrival_order(
     load: type[Load],
 ) -> None:
@@ -88,9 +98,7 @@ async def test_a_busy_process_composes_a_few_dozen_at_once_and_the_rest_in_arriv
     users = _users(COMPOSING_AT_ONCE + EXTRA)
     views: list[str] = []
     async with await _host(held) as host, anyio.create_task_group() as group:
-        for user in users:
-            group.start_soon(_turn, host, user, views)
-        await held.settled()
+        await _start(group, host, users, views, held)
         assert held.entered == users[:COMPOSING_AT_ONCE]
         held.release.set()
     assert sorted(views) == users  # every held-back turn was composed in the end
@@ -103,9 +111,7 @@ async def test_an_idle_process_composes_every_admitted_turn_at_once(load: type[L
     users = _users(COMPOSING_AT_ONCE + EXTRA)
     views: list[str] = []
     async with await _host(held) as host, anyio.create_task_group() as group:
-        for user in users:
-            group.start_soon(_turn, host, user, views)
-        await held.settled()
+        await _start(group, host, users, views, held)
         assert sorted(held.inside) == users
         held.release.set()
     assert sorted(views) == users
@@ -127,9 +133,7 @@ async def test_held_back_turns_all_start_when_a_place_frees_and_the_core_is_idle
     held.probe.on_facts = facts
     views: list[str] = []
     async with await _host(held) as host, anyio.create_task_group() as group:
-        for user in users:
-            group.start_soon(_turn, host, user, views)
-        await held.settled()
+        await _start(group, host, users, views, held)
         assert len(held.inside) == COMPOSING_AT_ONCE - 1
         load.busy = False
         first.set()
@@ -149,9 +153,7 @@ async def test_held_back_turns_start_when_the_core_goes_idle_with_no_place_freed
     users = _users(COMPOSING_AT_ONCE + EXTRA)
     views: list[str] = []
     async with await _host(held) as host, anyio.create_task_group() as group:
-        for user in users:
-            group.start_soon(_turn, host, user, views)
-        await held.settled()
+        await _start(group, host, users, views, held)
         assert len(held.inside) == COMPOSING_AT_ONCE
         held.wanted = len(users)
         load.busy = False
@@ -168,9 +170,7 @@ async def test_a_held_back_turn_that_is_cancelled_leaves_the_line(load: type[Loa
     views: list[str] = []
     async with await _host(held) as host:
         async with anyio.create_task_group() as group:
-            for user in users:
-                group.start_soon(_turn, host, user, views)
-            await held.settled()
+            await _start(group, host, users, views, held)
             with anyio.move_on_after(0.02) as waited:
                 await _turn(host, "gave-up", views)
             assert waited.cancelled_caught
@@ -184,9 +184,7 @@ async def test_a_held_back_turn_that_is_cancelled_leaves_the_line(load: type[Loa
         again = _users(COMPOSING_AT_ONCE)
         held.entered.clear()
         async with anyio.create_task_group() as group:
-            for user in again:
-                group.start_soon(_turn, host, user, views)
-            await held.settled()
+            await _start(group, host, again, views, held)
             assert held.entered == again
             held.release.set()
 

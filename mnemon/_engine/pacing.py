@@ -11,8 +11,10 @@ a turn's View comes when its own work is done instead of when everyone's is.
 Pacing only holds a composition back while the process is CPU-bound: compositions that wait
 on remote Sources leave the core idle, and then every admitted turn starts at once, as
 before. Held-back turns go in arrival order; a running composition's end hands its place to
-the next, and lets every waiting turn in when the core has gone idle meanwhile. Admission
-(`max_concurrent_compositions`) still counts every turn, running or held back.
+the next, or lets every waiting turn in when the core has gone idle meanwhile, and the first
+turn in line looks at the core every few milliseconds, so waiting turns are not kept behind
+compositions that only wait. Admission (`max_concurrent_compositions`) still counts every
+turn, running or held back.
 """
 
 from __future__ import annotations
