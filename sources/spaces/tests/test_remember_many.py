@@ -14,6 +14,7 @@ from mnemon_source_spaces import (
     SQLITE_PROVIDER,
     ForgetRequest,
     ListRequest,
+    Memory,
     ProviderError,
     ProviderInit,
     RememberRequest,
@@ -21,6 +22,7 @@ from mnemon_source_spaces import (
     remember_many,
 )
 from mnemon_source_spaces._sqlite_layout import document_terms
+from mnemon_source_spaces._wire import built
 
 PARENT = "s1-" + "a" * 40
 
@@ -232,3 +234,28 @@ async def test_ids_drawn_again_after_a_collision_still_ascend(
     ids = [result.memory.id for result in results]
     assert len(set(ids)) == 3
     assert ids == sorted(ids)
+
+
+async def test_batch_results_are_the_models_validation_would_make(adapter: Any) -> None:
+    # the batch builds its results without validating them again: they must be the same
+    requests = [
+        RememberRequest(parent=PARENT, text="first", tags=("a", "a", "b"), idempotency_key="k"),
+        RememberRequest(parent=PARENT, text="first, again", idempotency_key="k"),
+    ]
+    results = await remember_many(adapter, requests)
+    for result in results:
+        checked = RememberResult.model_validate(result.model_dump())
+        assert checked == result
+        assert checked.model_fields_set == result.model_fields_set
+        assert checked.memory.model_fields_set == result.memory.model_fields_set
+    assert results[0].memory.tags == ("a", "b")
+
+
+def test_a_model_built_without_every_field_is_refused() -> None:
+    memory = {"parent": PARENT, "id": "m1", "text": "t", "tags": (), "entities": ()}
+    with pytest.raises(TypeError, match="Memory: built"):
+        built(Memory, memory)  # no created_at
+    with pytest.raises(TypeError, match="Memory: built"):
+        built(Memory, {**memory, "created_at": "2026-01-01T00:00:00+00:00", "extra": 1})
+    made = built(Memory, {**memory, "created_at": "2026-01-01T00:00:00+00:00"})
+    assert made == Memory.model_validate(made.model_dump())
