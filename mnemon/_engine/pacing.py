@@ -108,6 +108,8 @@ class Pacer:
 
     def _leave(self) -> None:
         self._running -= 1
+        if not self._waiting:
+            return
         free = self._at_once - self._running
         self._let_in(len(self._waiting) if not self._gauge.busy() else free)
 
