@@ -438,3 +438,13 @@ def test_json_value_error_in_a_definition_becomes_definition_error_with_field() 
     message = str(info.value)
     assert message.startswith("manifest.routes[0].input_schema: ")
     assert "$.properties.q.default" in message
+
+
+@pytest.mark.parametrize("size", [0, 1, 2_046, 2_047, 2_048, 4_094, 4_095, 9_000])
+def test_content_hash_is_the_sha256_of_the_canonical_json_at_every_size(size: int) -> None:
+    # the hash is fed in pieces (so the GIL is kept); the digest must not depend on them
+    from mnemon._json import content_hash
+
+    value = {"b": "x" * max(size - 10, 0), "a": [1, "é"]}
+    expected = hashlib.sha256(canonical_json(value)).hexdigest()
+    assert content_hash(value) == expected

@@ -181,3 +181,25 @@ async def test_a_handle_of_another_instance_names_nothing(tmp_path: Path) -> Non
         await turn.release()
         page = await runner.management_client(KEY, ADA).read("list", {"space": "memories"})
         assert len(page["memories"]) == 2
+
+
+def test_grant_nonces_are_fresh_across_buffers_and_in_a_forked_child() -> None:
+    import os
+
+    from mnemon_source_spaces._grants import grant_value
+
+    drawn = [grant_value("r", ())["nonce"] for _ in range(1_000)]  # several 4 KB buffers
+    assert len(set(drawn)) == len(drawn)
+    assert all(len(nonce) == 32 and int(nonce, 16) >= 0 for nonce in drawn)
+    reading, writing = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child
+        os.write(writing, grant_value("r", ())["nonce"].encode())
+        os._exit(0)
+    os.close(writing)
+    os.waitpid(child, 0)
+    with os.fdopen(reading) as pipe:
+        in_child = pipe.read()
+    in_parent = grant_value("r", ())["nonce"]
+    assert len(in_child) == 32
+    assert in_child != in_parent  # the child did not reuse the parent's buffered bytes
