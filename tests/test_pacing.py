@@ -144,6 +144,39 @@ async def test_held_back_turns_all_start_when_a_place_frees_and_the_core_is_idle
     assert sorted(views) == users
 
 
+async def test_a_moment_of_idleness_lets_in_only_as_many_again_as_are_running(
+    load: type[Load], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one look finds the core idle (another process had it, say): the burst grows by a step,
+    # not all at once; the next look finds it busy again
+    monkeypatch.setattr("mnemon._engine.pacing.WATCH_SECONDS", 60.0)  # no look but these
+    held = Held()
+    users = _users(COMPOSING_AT_ONCE + 200)
+    first = anyio.Event()
+
+    async def facts(source: FakeSource, request: Any) -> Any:
+        if request.scope.user_id == users[0]:
+            await first.wait()
+            return source.default_facts()
+        return await held._facts(source, request)
+
+    held.probe.on_facts = facts
+    views: list[str] = []
+    async with await _host(held) as host, anyio.create_task_group() as group:
+        await _start(group, host, users, views, held)
+        load.busy = False
+        first.set()  # its place frees while the core is idle
+        while not views:
+            await anyio.lowlevel.checkpoint()
+        load.busy = True
+        await held.settled()
+        running = COMPOSING_AT_ONCE - 1
+        assert len(held.inside) == 2 * running  # as many again as were running, no more
+        assert held.entered == users[1 : 2 * running + 1]  # still in arrival order
+        held.release.set()
+    assert sorted(views) == users
+
+
 async def test_held_back_turns_start_when_the_core_goes_idle_with_no_place_freed(
     load: type[Load],
 ) -> None:

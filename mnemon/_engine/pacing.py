@@ -9,16 +9,20 @@ order, a few dozen at a time, does the same work with a fraction of the objects 
 a turn's View comes when its own work is done instead of when everyone's is.
 
 Pacing only holds a composition back while the process is CPU-bound: compositions that wait
-on remote Sources leave the core idle, and then every admitted turn starts at once, as
+on remote Sources leave the core idle, and then admitted turns start without waiting, as
 before. Held-back turns go in arrival order; a running composition's end hands its place to
-the next, or lets every waiting turn in when the core has gone idle meanwhile, and the first
-turn in line looks at the core every few milliseconds, so waiting turns are not kept behind
-compositions that only wait. Admission (`max_concurrent_compositions`) still counts every
-turn, running or held back.
+the next, and the first turn in line looks at the core every few milliseconds, so waiting
+turns are not kept behind compositions that only wait. Each look that finds the core idle
+lets as many more start as are running (64, 128, 256...), and one that finds it busy brings
+the number back to 64: a moment of idleness (another process took the core, say) lets a
+burst grow by a step, not all at once. Admission (`max_concurrent_compositions`) still
+counts every turn, running or held back.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -48,11 +52,13 @@ class _Waiter:
 
 
 class Pacer:
-    """Places for compositions: all of them while the core is idle, `at_once` while it is busy."""
+    """Places for compositions: `at_once` while the core is busy, doubling while it is idle."""
 
     def __init__(self, at_once: int = COMPOSING_AT_ONCE, gauge: CpuGauge | None = None) -> None:
         self._at_once = at_once
         self._gauge = gauge or CpuGauge()
+        self._cap = at_once  # how many may run now
+        self._raised = -math.inf  # when the core was last found idle and the cap raised
         self._running = 0
         self._waiting: deque[_Waiter] = deque()
 
@@ -72,7 +78,7 @@ class Pacer:
 
         A cancelled wait gives up its turn (or the place it was just handed) to the next.
         """
-        if self._waiting or (self._running >= self._at_once and self._gauge.busy()):
+        if self._waiting or (self._running >= self._at_once and self._room() <= 0):
             await self._wait()
         else:
             self._running += 1
@@ -81,17 +87,28 @@ class Pacer:
         finally:
             self._leave()
 
+    def _room(self) -> int:
+        """How many more may start now: the cap follows the core (see the module)."""
+        if self._gauge.busy():
+            self._cap = self._at_once
+        else:
+            now = time.monotonic()
+            if now - self._raised >= WATCH_SECONDS:  # one step per look, not per call
+                self._cap = max(self._cap, self._at_once, 2 * self._running)
+                self._raised = now
+        return self._cap - self._running
+
     async def _wait(self) -> None:
         waiter = _Waiter()
         self._waiting.append(waiter)
         try:
             while not waiter.handed:
                 if self._waiting[0] is waiter:
-                    # the first in line watches the core: idle, it lets every waiting turn in
+                    # the first in line watches the core: idle, it lets more turns in
                     with anyio.move_on_after(WATCH_SECONDS):
                         await waiter.wake.wait()
-                    if not waiter.handed and not self._gauge.busy():
-                        self._let_in(len(self._waiting))
+                    if not waiter.handed:
+                        self._let_in(self._room())
                 else:
                     await waiter.wake.wait()
                 if not waiter.handed:
@@ -108,10 +125,8 @@ class Pacer:
 
     def _leave(self) -> None:
         self._running -= 1
-        if not self._waiting:
-            return
-        free = self._at_once - self._running
-        self._let_in(len(self._waiting) if not self._gauge.busy() else free)
+        if self._waiting:
+            self._let_in(self._room())
 
     def _let_in(self, count: int) -> None:
         """Hand places to the first `count` waiting turns; wake the next one to watch."""
