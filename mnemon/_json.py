@@ -274,8 +274,6 @@ def content_hash(value: Any) -> str:
     Fed to the hash in pieces that keep the GIL (a View's JSON is several KB).
     """
     data = memoryview(canonical_json(value))
-    if len(data) <= _GIL_HELD_BYTES:
-        return hashlib.sha256(data).hexdigest()
     hashed = hashlib.sha256()
     for start in range(0, len(data), _GIL_HELD_BYTES):
         hashed.update(data[start : start + _GIL_HELD_BYTES])
