@@ -5,6 +5,7 @@ Run from the repository root (or with `make bench`)::
     .venv/bin/python benchmarks/compose.py            # full run, well under a minute
     .venv/bin/python benchmarks/compose.py --quick    # a short smoke run
     .venv/bin/python benchmarks/compose.py --check    # exit 1 when a target fails
+    .venv/bin/python benchmarks/compose.py --runs 3   # judged by the medians of 3 runs
 
 What is measured, on the asyncio backend:
 
@@ -17,8 +18,9 @@ What is measured, on the asyncio backend:
 - Latency with 16 Sources whose `project()` sleeps 20 ms (their `facts()` does not sleep):
   the median turn time divided by 20 ms, the least any turn could take.
 
-Targets are printed beside the figures and marked PASS or FAIL. The exit status is 0
-unless `--check` is given, in which case a failed target exits 1.
+Targets are printed beside the figures and marked PASS or FAIL; with `--runs N`, by the
+median of N full runs (see `targets.py`). The exit status is 0 unless `--check` is given,
+in which case a failed target exits 1.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+from targets import Check, add_options, repeat, report
 
 import mnemon
 
@@ -404,8 +407,11 @@ class Row:
         return self.ours.median_ms - self.theirs.median_ms
 
 
+_MS = "{:.3f} ms"
+
+
 def _ms(value: float) -> str:
-    return f"{value:.3f} ms"
+    return _MS.format(value)
 
 
 def print_table(rows: Sequence[Row]) -> None:
@@ -435,12 +441,8 @@ def print_table(rows: Sequence[Row]) -> None:
         print("  ".join(cell.rjust(width) for cell, width in zip(line, widths, strict=True)))
 
 
-def verdict(passed: bool) -> str:
-    return "PASS" if passed else "FAIL"
-
-
-async def run(plan: Plan) -> bool:
-    """Run every measurement, print the report, and return whether all targets passed."""
+async def run(plan: Plan) -> list[Check]:
+    """Run every measurement, print its figures, and return the targets' checks."""
     print(
         f"mnemon compose benchmark: {BACKEND} on "
         f"Python {platform.python_version()} ({platform.machine()}), "
@@ -486,49 +488,50 @@ async def run(plan: Plan) -> bool:
     marginal_us = (sixteen.added_ms - one.added_ms) / 15 * 1_000
     composes = 1_000 / overhead.ours.median_ms
     baseline_ratio = overhead.ours.median_ms / overhead.theirs.median_ms
-    checks = [
-        (
+    return [
+        Check(
             f"latency: mnemon median turn / {delay_ms:g} ms <= {MAX_LATENCY_RATIO:g}",
-            f"{latency_ratio:.3f}",
-            latency_ratio <= MAX_LATENCY_RATIO,
+            latency_ratio,
+            MAX_LATENCY_RATIO,
+            shown="{:.3f}",
         ),
-        (
+        Check(
             f"overhead: added per turn at {OVERHEAD_SOURCES} Sources < {MAX_ADDED_MS:g} ms",
-            _ms(overhead.added_ms),
-            overhead.added_ms < MAX_ADDED_MS,
+            overhead.added_ms,
+            MAX_ADDED_MS,
+            strict=True,
+            shown=_MS,
         ),
-        (
+        Check(
             f"throughput: composes/s at {OVERHEAD_SOURCES} Sources (1 / median) "
             f">= {MIN_COMPOSES_PER_SECOND:,}",
-            f"{composes:,.0f}",
-            composes >= MIN_COMPOSES_PER_SECOND,
+            composes,
+            MIN_COMPOSES_PER_SECOND,
+            at_least=True,
+            shown="{:,.0f}",
         ),
-        (
+        Check(
             f"ratio: mnemon / bare task group at {OVERHEAD_SOURCES} Sources "
             f"<= {MAX_BASELINE_RATIO:g}",
-            f"{baseline_ratio:.2f}",
-            baseline_ratio <= MAX_BASELINE_RATIO,
+            baseline_ratio,
+            MAX_BASELINE_RATIO,
         ),
-        (
+        Check(
             f"marginal: added per extra Source (1 to 16) < {MAX_MARGINAL_US:g} us",
-            f"{marginal_us:.1f} us",
-            marginal_us < MAX_MARGINAL_US,
+            marginal_us,
+            MAX_MARGINAL_US,
+            strict=True,
+            shown="{:.1f} us",
         ),
     ]
-    print()
-    print("Targets")
-    width = max(len(name) for name, _, _ in checks)
-    for name, figure, passed in checks:
-        print(f"  {name:<{width}}  {figure:>10}  {verdict(passed)}")
-    return all(passed for _, _, passed in checks)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a short run, for smoke tests")
-    parser.add_argument("--check", action="store_true", help="exit 1 when a target fails")
+    add_options(parser)
     options = parser.parse_args(argv)
-    passed = anyio.run(run, QUICK if options.quick else FULL, backend=BACKEND)
+    plan = QUICK if options.quick else FULL
+    passed = report(repeat(options.runs, lambda: anyio.run(run, plan, backend=BACKEND)))
     return 1 if options.check and not passed else 0
 
 

@@ -45,7 +45,6 @@ from compose import (
     Turn,
     mount_checked,
     sample,
-    verdict,
 )
 from mnemon_otel import OpenTelemetryObserver
 from opentelemetry.sdk.metrics import MeterProvider
@@ -53,6 +52,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, Sampler, TraceIdRatioBased
+from targets import verdict
 
 import mnemon
 

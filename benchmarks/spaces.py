@@ -5,6 +5,7 @@ Run from the repository root::
     .venv/bin/python benchmarks/spaces.py            # full run: 10,000 and 100,000 memories
     .venv/bin/python benchmarks/spaces.py --quick    # a smoke run: 1,000 and 10,000 memories
     .venv/bin/python benchmarks/spaces.py --check    # exit 1 when a target fails
+    .venv/bin/python benchmarks/spaces.py --runs 3   # judged by the medians of 3 full runs
 
 What is measured, on the asyncio backend, in one store that grows from the small size to
 the large one (the same parent, so the large figures include the small corpus):
@@ -31,8 +32,9 @@ to 4 content words of one random memory, so queries often contain very common wo
 corpus is loaded in transactions of 1,000 with the store's own row writer (the rows
 `remember` writes, without one transaction and one fsync per memory).
 
-Targets are printed beside the figures and marked PASS or FAIL. The exit status is 0 unless
-`--check` is given, in which case a failed target exits 1.
+Targets are printed beside the figures and marked PASS or FAIL; with `--runs N`, by the
+median of N full runs (see `targets.py`). The exit status is 0 unless `--check` is given, in
+which case a failed target exits 1.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ from mnemon_source_spaces._sqlite_rows import NewMemory, insert_memories
 from mnemon_source_spaces._sqlite_schema import ensure_schema
 from mnemon_source_spaces._sqlite_search import _candidates, _frequencies, _namespaces
 from mnemon_source_spaces._text import STOPWORDS, fts_phrase, query_terms
+from targets import Check, add_options, repeat, report
 
 import mnemon
 
@@ -575,10 +578,6 @@ async def ingest(folder: Path, corpus: Corpus, count: int) -> Ingest:
 # ------------------------------------------------------------------------- reporting
 
 
-def verdict(passed: bool) -> str:
-    return "PASS" if passed else "FAIL"
-
-
 def print_rows(rows: Sequence[Row]) -> None:
     headers = ("memories", "what", "p50", "p95", "source memory in top 8")
     lines = []
@@ -598,8 +597,8 @@ def print_rows(rows: Sequence[Row]) -> None:
         print("  ".join(c.ljust(w) if i == 1 else c.rjust(w) for i, (c, w) in enumerate(cells)))
 
 
-async def run(plan: Plan) -> bool:
-    """Run every measurement, print the report, and return whether all targets passed."""
+async def run(plan: Plan) -> list[Check]:
+    """Run every measurement, print its figures, and return the targets' checks."""
     small, large = plan.sizes[0], plan.sizes[-1]
     print(
         f"mnemon spaces benchmark: {BACKEND} on Python {platform.python_version()} "
@@ -660,30 +659,36 @@ async def run(plan: Plan) -> bool:
     )
     for name, size in bulk.breakdown:
         print(f"  {name:<32} {size:7,.0f} bytes per memory")
-    checks = [
+    return [
         *(
-            (
+            Check(
                 f"recall p95 at {row.size:,} <= {MAX_FLOOR_RATIO:g}x the raw FTS5 floor",
-                f"{row.route.p95 / row.floor.p95:.2f}x",
-                row.route.p95 <= MAX_FLOOR_RATIO * row.floor.p95,
+                row.route.p95 / row.floor.p95,
+                MAX_FLOOR_RATIO,
+                shown="{:.2f}x",
             )
             for row in rows
         ),
-        (
+        Check(
             f"recall p95 at {large:,} memories < {MAX_P95_MS:g} ms",
-            f"{last.route.p95:.2f} ms",
-            last.route.p95 < MAX_P95_MS,
+            last.route.p95,
+            MAX_P95_MS,
+            strict=True,
+            shown="{:.2f} ms",
         ),
-        (
+        Check(
             f"recall p95 growth {small:,} -> {large:,} <= {MAX_GROWTH:g}x",
-            f"{growth:.2f}x",
-            growth <= MAX_GROWTH,
+            growth,
+            MAX_GROWTH,
+            shown="{:.2f}x",
         ),
         *(
-            (
+            Check(
                 f"{name} >= {MIN_INGEST_PER_SECOND:,} memories/s",
-                f"{rate:,.0f}/s",
-                rate >= MIN_INGEST_PER_SECOND,
+                rate,
+                MIN_INGEST_PER_SECOND,
+                at_least=True,
+                shown="{:,.0f}/s",
             )
             for name, rate in (
                 ("remember_many", bulk.provider),
@@ -691,25 +696,18 @@ async def run(plan: Plan) -> bool:
                 ("mnemon import", bulk.command),
             )
         ),
-        (
+        Check(
             f"storage per memory <= {MAX_STORAGE_RATIO:g}x a bare FTS5 table",
-            f"{storage:.2f}x",
-            storage <= MAX_STORAGE_RATIO,
+            storage,
+            MAX_STORAGE_RATIO,
+            shown="{:.2f}x",
         ),
     ]
-    print()
-    quick = " (quick run: smaller sizes stand in for 10,000 and 100,000)"
-    print("Targets" + (quick if large < FULL.sizes[1] else ""))
-    width = max(len(name) for name, _, _ in checks)
-    for name, figure, passed in checks:
-        print(f"  {name:<{width}}  {figure:>10}  {verdict(passed)}")
-    return all(passed for _, _, passed in checks)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a short run, for smoke tests")
-    parser.add_argument("--check", action="store_true", help="exit 1 when a target fails")
+    add_options(parser)
     parser.add_argument(
         "--sizes",
         help="store sizes for recall, comma-separated (e.g. 10000,100000,1000000)",
@@ -719,7 +717,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if options.sizes:
         sizes = tuple(sorted(int(size) for size in options.sizes.split(",")))
         plan = Plan(sizes, plan.queries, plan.writes, plan.warmup, plan.ingest)
-    passed = anyio.run(run, plan, backend=BACKEND)
+    quick = " (quick run: smaller sizes stand in for 10,000 and 100,000)"
+    title = "Targets" + (quick if plan.sizes[-1] < FULL.sizes[1] else "")
+    passed = report(repeat(options.runs, lambda: anyio.run(run, plan, backend=BACKEND)), title)
     return 1 if options.check and not passed else 0
 
 

@@ -5,6 +5,7 @@ Run from the repository root::
     .venv/bin/python benchmarks/starter.py            # full run
     .venv/bin/python benchmarks/starter.py --quick    # a short smoke run
     .venv/bin/python benchmarks/starter.py --check    # exit 1 when a target fails
+    .venv/bin/python benchmarks/starter.py --runs 3   # three full runs, judged by their medians
 
 What is measured, on the asyncio backend, with the profile `mnemon init` writes (runtime,
 documents and spaces under the layered Strategy) loaded with `load_profile(...).open_host()`:
@@ -25,6 +26,7 @@ left at "python" (Python's garbage collector as it is) and set to "serving" (sta
 objects frozen, a young-generation threshold of 20,000; see `docs/hosting.md`). Both
 measure their one-after-another and at-once turns under the same setting.
 
+With `--runs N`, the targets are judged by the median of N full runs (see `targets.py`).
 The exit status is 0 unless `--check` is given, in which case a failed target exits 1.
 """
 
@@ -45,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from targets import Check, add_options, repeat, report
 
 import mnemon
 from mnemon._cli._starter import starter_profile
@@ -248,11 +251,7 @@ async def load(host: mnemon.MemoryHost, users: int) -> Load:
     return Load(time.perf_counter() - started, tuple(samples), errors, refused, lost)
 
 
-def verdict(passed: bool) -> str:
-    return "PASS" if passed else "FAIL"
-
-
-async def under_load(root: Path, plan: Plan, collector: str) -> list[tuple[str, str, bool]]:
+async def under_load(root: Path, plan: Plan, collector: str) -> list[Check]:
     """Print the load section for one `collector` setting and return its checks."""
     folder = root / f"load-{collector}"
     folder.mkdir()
@@ -297,37 +296,38 @@ async def under_load(root: Path, plan: Plan, collector: str) -> list[tuple[str, 
         f"{overload.refused:,} refused (CompositionUnavailable), errors {overload.errors}, "
         f"Sources dropped {overload.dropped}"
     )
-    gain = rate / sequential_rate
-    tail = p99 / p50
     where = f'load, collector "{collector}"'
     return [
-        (
+        Check(
             f"{where}: throughput at {users:,} in flight / sequential >= {MIN_CONCURRENCY_GAIN:g}",
-            f"{gain:.2f}",
-            gain >= MIN_CONCURRENCY_GAIN,
+            rate / sequential_rate,
+            MIN_CONCURRENCY_GAIN,
+            at_least=True,
         ),
-        (f"{where}: p99 / p50 <= {MAX_TAIL_RATIO:g}", f"{tail:.2f}", tail <= MAX_TAIL_RATIO),
-        (
+        Check(f"{where}: p99 / p50 <= {MAX_TAIL_RATIO:g}", p99 / p50, MAX_TAIL_RATIO),
+        Check(
             f"{where}: errors, refusals and dropped Sources at {users:,} == 0",
-            str(concurrent.errors + concurrent.refused + concurrent.dropped),
-            not (concurrent.errors or concurrent.refused or concurrent.dropped),
+            concurrent.errors + concurrent.refused + concurrent.dropped,
+            0,
+            shown="{:.0f}",
         ),
-        (
+        Check(
             f"{where}: errors and dropped Sources at {users * 2:,} == 0",
-            str(overload.errors + overload.dropped),
-            not (overload.errors or overload.dropped),
+            overload.errors + overload.dropped,
+            0,
+            shown="{:.0f}",
         ),
     ]
 
 
-async def run(plan: Plan) -> bool:
-    """Run every measurement, print the report, and return whether all targets passed."""
+async def run(plan: Plan) -> list[Check]:
+    """Run every measurement, print its figures, and return the targets' checks."""
     print(
         f"mnemon starter benchmark: {BACKEND} on Python {platform.python_version()} "
         f"({platform.machine()}), SQLite {sqlite3.sqlite_version}"
     )
     root = Path(tempfile.mkdtemp(prefix="mnemon-bench-starter-"))
-    checks: list[tuple[str, str, bool]] = []
+    checks: list[Check] = []
     try:
         print()
         print("One turn with a recall, by workspace size (median of sequential turns)")
@@ -338,41 +338,31 @@ async def run(plan: Plan) -> bool:
                 f"  {size:>5,} documents  {medians[size]:7.2f} ms  "
                 f"({connections} SQLite connections opened by an unchanged turn)"
             )
-        ratio = medians[SIZES[-1]] / medians[SIZES[0]]
         checks.append(
-            (
+            Check(
                 f"size: {SIZES[-1]:,}-document turn / {SIZES[0]}-document turn "
                 f"<= {MAX_SIZE_RATIO:g}",
-                f"{ratio:.2f}",
-                ratio <= MAX_SIZE_RATIO,
+                medians[SIZES[-1]] / medians[SIZES[0]],
+                MAX_SIZE_RATIO,
             )
         )
         checks.append(
-            (
-                "size: connections an unchanged turn opens == 0",
-                str(connections),
-                connections == 0,
-            )
+            Check("size: connections an unchanged turn opens == 0", connections, 0, shown="{:.0f}")
         )
 
         for collector in COLLECTORS:
             checks += await under_load(root, plan, collector)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print()
-    print("Targets")
-    width = max(len(name) for name, _, _ in checks)
-    for name, figure, passed in checks:
-        print(f"  {name:<{width}}  {figure:>8}  {verdict(passed)}")
-    return all(passed for _, _, passed in checks)
+    return checks
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a short run, for smoke tests")
-    parser.add_argument("--check", action="store_true", help="exit 1 when a target fails")
+    add_options(parser)
     options = parser.parse_args(argv)
-    passed = anyio.run(run, QUICK if options.quick else FULL, backend=BACKEND)
+    plan = QUICK if options.quick else FULL
+    passed = report(repeat(options.runs, lambda: anyio.run(run, plan, backend=BACKEND)))
     return 1 if options.check and not passed else 0
 
 
