@@ -113,3 +113,16 @@ def test_a_plugin_ships_a_manifest_matching_its_distribution(pyproject: Path) ->
 def test_the_core_is_released_as_mnemon_runtime() -> None:
     core = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert core["name"] == "mnemon-runtime"  # `mnemon` on PyPI is an unrelated project
+
+
+@pytest.mark.parametrize(
+    "pyproject", [ROOT / "pyproject.toml", *PYPROJECTS], ids=lambda p: str(p.parent.name)
+)
+def test_a_distribution_ships_its_type_information(pyproject: Path) -> None:
+    # every package is checked with mypy --strict here; without the PEP 561 marker a plugin
+    # author's type checker ignores those types ("missing library stubs or py.typed marker")
+    wheel = tomllib.loads(pyproject.read_text(encoding="utf-8"))["tool"]["hatch"]["build"][
+        "targets"
+    ]["wheel"]
+    for package in wheel["packages"]:
+        assert (pyproject.parent / package / "py.typed").is_file(), f"{package}: no py.typed"
