@@ -30,7 +30,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy mnemon testing/mnemon_testing $(PACKAGES)
+	$(BIN)/mypy mnemon testing/mnemon_testing $(PACKAGES) benchmarks
 	$(BIN)/lint-imports
 
 # build every distribution as a wheel, install the wheels into a fresh venv outside the

@@ -149,7 +149,7 @@ class BenchSource:
         contribution = self._contributions.get(shape)
         if contribution is None:
             text = mnemon.truncate_text(self._text, request.max_characters)
-            fragments = ()
+            fragments: tuple[mnemon.Fragment, ...] = ()
             if text:
                 fragments = (mnemon.Fragment(source_key=self.key, mode=request.mode, text=text),)
             contribution = mnemon.ViewContribution(
@@ -322,8 +322,8 @@ async def open_setup(count: int, delay: float) -> Setup:
             for call, request in facts_calls:
                 group.start_soon(call, request)
         async with anyio.create_task_group() as group:
-            for call, request in project_calls:
-                group.start_soon(call, request)
+            for project, projection in project_calls:
+                group.start_soon(project, projection)
 
     return Setup(host, runtimes, mnemon_turn, baseline_turn)
 

@@ -94,7 +94,10 @@ def compose(request: Any, sources: Any, contributions: Any) -> mnemon.ViewSpec:
     return mnemon.ViewSpec(
         strategy_type_id="all",
         explanation="the one Source, routed",
-        sources=[{"source_key": s.key, "route_ids": [r.id for r in s.routes]} for s in sources],
+        sources=tuple(
+            mnemon.SourceSelection(source_key=s.key, route_ids=tuple(r.id for r in s.routes))
+            for s in sources
+        ),
     )
 
 

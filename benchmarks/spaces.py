@@ -110,7 +110,7 @@ class Corpus:
 
     def __init__(self, seed: int) -> None:
         self.random = random.Random(seed)
-        words = set()
+        words: set[str] = set()
         while len(words) < VOCABULARY:
             words.add("".join(self.random.choices(SYLLABLES, k=self.random.randint(2, 4))))
         self.words = sorted(words)
@@ -144,7 +144,7 @@ class Corpus:
     def queries(self, count: int, seed: int) -> list[tuple[str, str]]:
         """(query, the memory text its words were taken from) pairs."""
         chooser = random.Random(seed)
-        made = []
+        made: list[tuple[str, str]] = []
         while len(made) < count:
             target = chooser.choice(self.texts)
             content = [word for word in query_terms(target) if word not in STOPWORDS]
@@ -657,8 +657,8 @@ async def run(plan: Plan) -> list[Check]:
         f"Storage: {bulk.store_bytes:,.0f} bytes per memory, bare FTS5 table "
         f"{bulk.bare_bytes:,.0f}: {storage:.2f}x"
     )
-    for name, size in bulk.breakdown:
-        print(f"  {name:<32} {size:7,.0f} bytes per memory")
+    for name, per_memory in bulk.breakdown:
+        print(f"  {name:<32} {per_memory:7,.0f} bytes per memory")
     return [
         *(
             Check(

@@ -178,7 +178,8 @@ async def connections_per_turn(host: mnemon.MemoryHost) -> int:
     def counting(*args: Any, **kwargs: Any) -> sqlite3.Connection:
         nonlocal opened
         opened += 1
-        return original(*args, **kwargs)
+        connection: sqlite3.Connection = original(*args, **kwargs)
+        return connection
 
     sqlite3.connect = counting  # type: ignore[assignment]
     try:
