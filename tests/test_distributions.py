@@ -116,7 +116,9 @@ def test_the_core_is_released_as_mnemon_runtime() -> None:
 
 
 @pytest.mark.parametrize(
-    "pyproject", [ROOT / "pyproject.toml", *PYPROJECTS], ids=lambda p: str(p.parent.name)
+    "pyproject",
+    [ROOT / "pyproject.toml", *PYPROJECTS],
+    ids=lambda p: str(p.parent.relative_to(ROOT)),
 )
 def test_a_distribution_ships_its_type_information(pyproject: Path) -> None:
     # every package is checked with mypy --strict here; without the PEP 561 marker a plugin
