@@ -57,6 +57,19 @@ class Held:
             self.inside.remove(user)
         return source.default_facts()
 
+    def hold_first(self, user: str) -> anyio.Event:
+        """Hold `user`'s turn until the returned event is set, then let it end on its own."""
+        first = anyio.Event()
+
+        async def facts(source: FakeSource, request: Any) -> Any:
+            if request.scope.user_id == user:
+                await first.wait()
+                return source.default_facts()
+            return await self._facts(source, request)
+
+        self.probe.on_facts = facts
+        return first
+
     async def settled(self) -> None:
         # every turn that can get in has reached the Source once the loop has gone round a few
         # times with nothing else to do
@@ -122,15 +135,7 @@ async def test_held_back_turns_all_start_when_a_place_frees_and_the_core_is_idle
 ) -> None:
     held = Held()
     users = _users(COMPOSING_AT_ONCE + EXTRA)
-    first = anyio.Event()
-
-    async def facts(source: FakeSource, request: Any) -> Any:
-        if request.scope.user_id == users[0]:
-            await first.wait()  # the first turn ends alone, after the core went idle
-            return source.default_facts()
-        return await held._facts(source, request)
-
-    held.probe.on_facts = facts
+    first = held.hold_first(users[0])  # it ends alone, after the core went idle
     views: list[str] = []
     async with await _host(held) as host, anyio.create_task_group() as group:
         await _start(group, host, users, views, held)
@@ -152,15 +157,7 @@ async def test_a_moment_of_idleness_lets_in_only_as_many_again_as_are_running(
     monkeypatch.setattr("mnemon._engine.pacing.WATCH_SECONDS", 60.0)  # no look but these
     held = Held()
     users = _users(COMPOSING_AT_ONCE + 200)
-    first = anyio.Event()
-
-    async def facts(source: FakeSource, request: Any) -> Any:
-        if request.scope.user_id == users[0]:
-            await first.wait()
-            return source.default_facts()
-        return await held._facts(source, request)
-
-    held.probe.on_facts = facts
+    first = held.hold_first(users[0])
     views: list[str] = []
     async with await _host(held) as host, anyio.create_task_group() as group:
         await _start(group, host, users, views, held)
