@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import anyio
 import pytest
 
 from mnemon import (
@@ -14,6 +16,7 @@ from mnemon import (
     MemoryHost,
     ProjectionRequest,
     RevisionConflict,
+    SourceError,
     SourceFacts,
     SourceInit,
     ViewContribution,
@@ -98,13 +101,16 @@ class Ledger:
         )
 
 
-def ledger_plugin(store: dict[str, list[str]]) -> Plugin:
-    return Plugin(sources=[define_memory_source(MANIFEST, lambda init: Ledger(init, store))])
+def ledger_plugin(store: dict[str, list[str]], kind: type[Ledger] = Ledger) -> Plugin:
+    return Plugin(sources=[define_memory_source(MANIFEST, lambda init: kind(init, store))])
 
 
-async def open_host(store: dict[str, list[str]], **host: Any) -> MemoryHost:
+async def open_host(
+    store: dict[str, list[str]], kind: type[Ledger] = Ledger, **host: Any
+) -> MemoryHost:
     memory = MemoryHost(**host)
-    await memory.mount(ledger_plugin(store), instance_id="ledger", config={"token": "tok-SECRET-9"})
+    plugin = ledger_plugin(store, kind)
+    await memory.mount(plugin, instance_id="ledger", config={"token": "tok-SECRET-9"})
     await memory.mount(strategy_plugin(), instance_id="strategy")
     return memory
 
@@ -204,4 +210,65 @@ async def test_bad_management_requests_are_refused(
             }
         )
     await host.dispose()
+    assert store == {}
+
+
+class FailingLedger(Ledger):
+    """A Ledger whose `set` never finishes, or fails with memory text and a secret in hand."""
+
+    async def manage(self, request: ManageRequest) -> ManagementResult | Any:
+        text = request.input.get("text", "") if request.operation.id == "set" else ""
+        if text == "never answers":
+            await anyio.sleep_forever()
+        if text.startswith("crash"):
+            raise RuntimeError(f"cannot store {text!r} with {self.token}")
+        if text.startswith("busy"):
+            raise SourceError("rate_limited", f"{text} is queued", retry_after=2)
+        return await super().manage(request)
+
+
+async def test_a_mutation_past_the_deadline_is_a_retryable_timeout_and_stores_nothing() -> None:
+    store: dict[str, list[str]] = {}
+    host = await open_host(store, FailingLedger, source_timeout=0.05)
+    client = host.management_client("source:ledger", {"user_id": "u1"})
+    with pytest.raises(ManagementError) as caught:
+        await client.mutate(
+            "set", {"text": "never answers"}, confirmed=True, expected_revision="r0"
+        )
+    assert (caught.value.code, caught.value.retryable) == ("timeout", True)
+    assert str(caught.value) == (
+        "management source:ledger/set: Memory Source source:ledger manage() timed out"
+    )
+    # the Source's call was cancelled, not left running: the next mutation is served at once
+    await client.mutate("set", {"text": "kept"}, confirmed=True, expected_revision="r0")
+    await host.dispose()
+    assert store == {"u1": ["kept"]}
+
+
+async def test_a_failing_mutation_is_reported_without_its_text_or_secrets(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store: dict[str, list[str]] = {}
+    host = await open_host(store, FailingLedger)
+    client = host.management_client("source:ledger", {"user_id": "u1"})
+    with caplog.at_level(logging.INFO, logger="mnemon"):
+        with pytest.raises(ManagementError) as crashed:
+            await client.mutate(
+                "set", {"text": "crash diary"}, confirmed=True, expected_revision="r0"
+            )
+        with pytest.raises(ManagementError) as busy:
+            await client.mutate(
+                "set", {"text": "busy diary"}, confirmed=True, expected_revision="r0"
+            )
+    await host.dispose()
+    assert (crashed.value.code, crashed.value.retryable) == ("source-failed", False)
+    # a SourceError keeps its code and retry advice; its message stays with the Source
+    assert (busy.value.code, busy.value.retryable, busy.value.retry_after) == (
+        "rate_limited",
+        True,
+        2.0,
+    )
+    shown = [str(crashed.value), str(busy.value), caplog.text]
+    assert all("diary" not in text and "tok-SECRET-9" not in text for text in shown)
+    assert "source:ledger/set" in str(crashed.value)
     assert store == {}
