@@ -2,10 +2,13 @@
 
     python spaces_writer.py source   <config json> <prefix> <count>
     python spaces_writer.py provider <store path> <prefix> <count>
+    python spaces_writer.py batches  <store path> <start> <count>
     python spaces_writer.py hang     <store path> <prefix>
 
 `source` writes through a real MemoryHost turn (the user's path); `provider` writes through
-the SQLite Provider in a tight loop; `hang` opens a write transaction, writes half a memory
+the SQLite Provider in a tight loop; `batches` stores the memories `shared-0` to
+`shared-<count - 1>` with `remember_many`, 50 at a time from `start` on (wrapping around),
+and prints `created:<key>` or `replayed:<key>` for each; `hang` opens a write transaction, writes half a memory
 with the store's own row writer, says `mid` and waits to be killed.
 """
 
@@ -84,6 +87,34 @@ async def write_through_provider(path: str, prefix: str, count: int) -> None:
         await adapter.dispose()
 
 
+async def write_batches(path: str, start: int, count: int) -> None:
+    from mnemon_source_spaces import SQLITE_PROVIDER, ProviderInit, RememberRequest, remember_many
+
+    adapter: Any = await SQLITE_PROVIDER.open(
+        ProviderInit(instance_key="writer", data_directory="/", configuration={"path": path})
+    )
+    order = [(start + offset) % count for offset in range(count)]
+    try:
+        for first in range(0, count, 50):
+            requests = [
+                RememberRequest(
+                    parent=PARENT,
+                    text=entry_text("shared", index),
+                    entities=entities_of(index),
+                    idempotency_key=f"shared-{index}",
+                )
+                for index in order[first : first + 50]
+            ]
+            for request, result in zip(
+                requests, await remember_many(adapter, requests), strict=True
+            ):
+                assert result.memory.text == request.text
+                outcome = "created" if result.created else "replayed"
+                print(f"{outcome}:{request.idempotency_key}", flush=True)
+    finally:
+        await adapter.dispose()
+
+
 def hang_mid_write(path: str, prefix: str) -> None:
     import sqlite3
 
@@ -119,6 +150,8 @@ def main() -> None:
     count = int(sys.argv[4])
     if mode == "source":
         anyio.run(write_through_source, orjson.loads(sys.argv[2]), sys.argv[3], count)
+    elif mode == "batches":
+        anyio.run(write_batches, sys.argv[2], int(sys.argv[3]), count)
     else:
         anyio.run(write_through_provider, sys.argv[2], sys.argv[3], count)
 

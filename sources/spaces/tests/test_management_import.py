@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from spaces_test_provider import MemoryProvider, memory_provider
 from test_spaces import WithProviders
 
 from mnemon import ManagementError
+from mnemon_testing import MemoryCompositionRunner
 
 
 async def _import(runner: Any, memories: list[Any], space: str = "memories") -> Any:
@@ -141,6 +143,34 @@ async def test_a_failed_batch_reports_no_result_and_keeps_earlier_batches(
             await _import(runner, [{"text": "second batch"}, {"text": "disk full"}])
         assert "results" not in str(failed.value)
         assert await _texts(runner) == ["first batch"]
+
+
+async def test_an_import_past_the_deadline_is_finished_by_running_it_again_once(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "store.sqlite3"
+    provider = {"type": "sqlite", "path": str(path), "busy_timeout_ms": 10_000}
+    memories = [{"text": f"late note {i}", "idempotency_key": f"late-{i}"} for i in range(50)]
+    runner = MemoryCompositionRunner(source_timeout=0.2)
+    async with await open_spaces(tmp_path, runner=runner, provider=provider) as runner:
+        await _import(runner, [{"text": "first", "idempotency_key": "first"}])
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another process is writing: the batch must wait
+        try:
+            with pytest.raises(ManagementError) as late:
+                await _import(runner, memories)
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        assert (late.value.code, late.value.retryable) == ("timeout", True)
+        assert "late note" not in str(late.value)
+        # the batch the caller gave up on is stored once the store is free; the same
+        # import again replays every memory of it instead of writing any twice
+        again = await _import(runner, memories)
+        stored = await _texts(runner)
+    assert (again["stored"], again["replayed"], again["refused"]) == (0, 50, 0)
+    assert {r["completion"] for r in again["results"]} == {"committed"}
+    assert sorted(stored) == sorted(["first", *(m["text"] for m in memories)])
 
 
 async def test_a_key_another_space_holds_is_refused_there(tmp_path: Path) -> None:

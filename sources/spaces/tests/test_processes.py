@@ -20,6 +20,7 @@ from mnemon_source_spaces import (
     RememberRequest,
     SearchRequest,
 )
+from mnemon_source_spaces._sqlite_layout import document_terms
 from spaces_kit import KEY, SelectSpaces
 from spaces_writer import PARENT, entities_of, text_is_whole
 
@@ -48,14 +49,23 @@ def check_store(path: Path) -> list[tuple[Any, ...]]:
             "INSERT INTO memories_fts (memories_fts, rank) VALUES ('integrity-check', 1)"
         )
         rows = connection.execute(
-            "SELECT m.seq, n.parent, m.id, m.text, m.entities FROM memories m "
+            "SELECT m.seq, n.parent, m.id, m.text, m.entities, m.tags FROM memories m "
             "JOIN namespaces n ON n.slot = m.seq >> 40"
         ).fetchall()
         mentions: dict[tuple[int, str], int] = {}
-        for seq, _, _, text, entities in rows:
+        documents_of: dict[tuple[int, str], int] = {}
+        for seq, _, _, text, entities, tags in rows:
             assert text_is_whole(text), "a memory's text is torn"
-            for key in {" ".join(name.casefold().split()) for name in json.loads(entities)}:
+            names = json.loads(entities)
+            for key in {" ".join(name.casefold().split()) for name in names}:
                 mentions[(seq >> 40, key)] = mentions.get((seq >> 40, key), 0) + 1
+            for term in document_terms(text, json.loads(tags), names):
+                for counted in ((seq >> 40, term), (0, term)):  # the parent's and the store's
+                    documents_of[counted] = documents_of.get(counted, 0) + 1
+        terms = connection.execute("SELECT slot, term, documents FROM terms WHERE documents != 0")
+        assert {(slot, term): n for slot, term, n in terms} == documents_of, (
+            "the term counts disagree with the memories"
+        )
         stored = connection.execute("SELECT slot, key, memories FROM entities").fetchall()
         assert {(slot, key): count for slot, key, count in stored} == mentions, (
             "the entity counts disagree with the memories"
@@ -114,6 +124,23 @@ async def test_four_processes_writing_through_the_source_lose_nothing(tmp_path: 
         found = await turn.execute_route(f"{KEY}/recall", {"query": "p3 entry 199"})
         assert any(item.text.startswith("p3 entry 199 ") for item in found.items)
         await turn.release()
+
+
+async def test_processes_writing_the_same_batches_store_each_memory_once(tmp_path: Path) -> None:
+    store = tmp_path / "shared.sqlite3"
+    count = 400
+    # each process stores every memory, starting at another quarter, so their batches
+    # overlap: every key must be created by exactly one of them and replayed by the others
+    processes = [
+        start("batches", str(store), str(number * count // PROCESSES), str(count))
+        for number in range(PROCESSES)
+    ]
+    lines = await wait_all(processes)
+    created = sorted(line.split(":", 1)[1] for line in lines if line.startswith("created:"))
+    assert created == sorted(f"shared-{index}" for index in range(count))
+    assert len(lines) == PROCESSES * count
+    rows = check_store(store)
+    assert len(rows) == count, f"{len(rows) - count} memories were stored twice"
 
 
 async def test_a_writer_killed_while_writing_leaves_a_clean_store(tmp_path: Path) -> None:
