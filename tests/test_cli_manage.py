@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -447,3 +448,49 @@ def test_ctrl_c_during_an_import_says_how_far_it_got(tmp_path: Path) -> None:
         assert "Run the same import again to finish: it never duplicates" in err
     finished = as_json(mnemon(folder, "import", str(export), "--yes", "--json"))
     assert finished["written"] + finished["unchanged"] == 20_000
+
+
+def test_an_import_batch_past_the_deadline_is_finished_by_running_it_again(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "late"
+    folder.mkdir()
+    assert mnemon(folder, "init").returncode == 0
+    profile = folder / "mnemon.toml"
+    text = profile.read_text(encoding="utf-8")
+    assert "source_timeout = 10.0" in text
+    profile.write_text(text.replace("source_timeout = 10.0", "source_timeout = 0.5"), "utf-8")
+
+    def export(name: str, texts: list[str]) -> Path:
+        records = [
+            {"kind": "memory", "source": "source:spaces", "space": "personal", "text": text}
+            for text in texts
+        ]
+        header = {"format": "mnemon-export", "version": 1, "scope": {"user_id": "late"}}
+        lines = [header, *records, {"kind": "end", "records": len(records)}]
+        path = tmp_path / name
+        path.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+        return path
+
+    assert mnemon(folder, "import", str(export("one.jsonl", ["first"])), "--yes").returncode == 0
+    [store] = folder.glob(".mnemon/**/spaces.sqlite3")
+    many = export("many.jsonl", [f"late note {index}" for index in range(30)])
+    other = sqlite3.connect(store, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process is writing: the batch must wait
+    try:
+        late = mnemon(folder, "import", str(many), "--yes")
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert late.returncode == 1
+    assert late.stderr == (
+        "Error: source:spaces/import: timeout: a batch of 30 memories failed and may or may not "
+        "have been stored; nothing was written before it. Run the same import again to finish: "
+        "it never duplicates\n"
+    )
+    assert "imported" not in late.stdout  # nothing claims the batch
+    finished = as_json(mnemon(folder, "import", str(many), "--yes", "--json"))
+    assert finished["written"] + finished["unchanged"] == 30
+    with sqlite3.connect(store) as connection:
+        texts = [row[0] for row in connection.execute("SELECT text FROM memories")]
+    assert sorted(texts) == sorted(["first", *(f"late note {index}" for index in range(30))])

@@ -549,10 +549,15 @@ async def _import_batch(
     try:
         result = await mutate(host, key, scope, "import", payload)
     except ManagementError as exc:
+        before = (
+            f"the {tally.written} record(s) written before it are kept"
+            if tally.written
+            else "nothing was written before it"
+        )
         raise CommandError(
             f"{key}/import: {exc.code}: a batch of {len(sent)} memories failed and may or may "
-            f"not have been stored; the {tally.written} written before it are kept. Run the "
-            "same import again to finish: it never duplicates",
+            f"not have been stored; {before}. Run the same import again to finish: it never "
+            "duplicates",
             code=exc.code,
         ) from None
     output = result.output if isinstance(result.output, Mapping) else {}
