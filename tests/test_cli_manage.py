@@ -459,7 +459,7 @@ def test_an_import_batch_past_the_deadline_is_finished_by_running_it_again(
     profile = folder / "mnemon.toml"
     text = profile.read_text(encoding="utf-8")
     assert "source_timeout = 10.0" in text
-    profile.write_text(text.replace("source_timeout = 10.0", "source_timeout = 0.5"), "utf-8")
+    profile.write_text(text.replace("source_timeout = 10.0", "source_timeout = 1.0"), "utf-8")
 
     def export(name: str, texts: list[str]) -> Path:
         records = [

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 import pytest
 from mnemon_source_spaces import ProviderError, RememberRequest, RememberResult
 from spaces_kit import ADA, KEY, open_spaces
@@ -145,13 +147,22 @@ async def test_a_failed_batch_reports_no_result_and_keeps_earlier_batches(
         assert await _texts(runner) == ["first batch"]
 
 
+def _wait_for_rows(path: Path, count: int) -> None:
+    """Poll the store until it holds `count` memories (the per-test timeout ends a hang)."""
+    while True:
+        with sqlite3.connect(path) as connection:
+            if connection.execute("SELECT count(*) FROM memories").fetchone()[0] >= count:
+                return
+        time.sleep(0.01)
+
+
 async def test_an_import_past_the_deadline_is_finished_by_running_it_again_once(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "store.sqlite3"
     provider = {"type": "sqlite", "path": str(path), "busy_timeout_ms": 10_000}
     memories = [{"text": f"late note {i}", "idempotency_key": f"late-{i}"} for i in range(50)]
-    runner = MemoryCompositionRunner(source_timeout=0.2)
+    runner = MemoryCompositionRunner(source_timeout=1.0)
     async with await open_spaces(tmp_path, runner=runner, provider=provider) as runner:
         await _import(runner, [{"text": "first", "idempotency_key": "first"}])
         other = sqlite3.connect(path, isolation_level=None)
@@ -164,8 +175,9 @@ async def test_an_import_past_the_deadline_is_finished_by_running_it_again_once(
             other.close()
         assert (late.value.code, late.value.retryable) == ("timeout", True)
         assert "late note" not in str(late.value)
-        # the batch the caller gave up on is stored once the store is free; the same
-        # import again replays every memory of it instead of writing any twice
+        # the batch the caller gave up on is stored once the store is free ...
+        await anyio.to_thread.run_sync(_wait_for_rows, path, 1 + len(memories))
+        # ... and the same import again replays every memory of it, writing none twice
         again = await _import(runner, memories)
         stored = await _texts(runner)
     assert (again["stored"], again["replayed"], again["refused"]) == (0, 50, 0)
