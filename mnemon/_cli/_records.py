@@ -7,7 +7,7 @@ the management plane is scope-bound, like everything else.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from .._errors import ManagementError
@@ -19,6 +19,7 @@ __all__ = [
     "FIRST_PARTY",
     "document_records",
     "management_entry",
+    "memory_pages",
     "memory_records",
     "mutate",
     "runtime_records",
@@ -66,10 +67,17 @@ async def space_names(client: ManagementClient) -> list[dict[str, Any]]:
     return [dict(space) for space in spaces if isinstance(space, Mapping)]
 
 
-async def memory_records(
+async def memory_pages(
     client: ManagementClient, key: str, space: str | None = None
-) -> list[dict[str, Any]]:
-    """Every memory of the spaces (or of `space`), newest first, as export records."""
+) -> AsyncIterator[list[dict[str, Any]]]:
+    """Every memory of the spaces (or of `space`), newest first, as export records, by page.
+
+    A caller that keeps less than the records (`mnemon import` keeps their keys) holds one
+    page of them at a time, however large the spaces are.
+
+    Raises:
+        CommandError: `space` is not one of the spaces this scope sees.
+    """
     names = [item["name"] for item in await space_names(client)]
     if space is not None:
         if space not in names:
@@ -79,7 +87,6 @@ async def memory_records(
                 code="unknown-space",
             )
         names = [space]
-    records = []
     for name in names:
         cursor = None
         while True:
@@ -87,24 +94,34 @@ async def memory_records(
             if cursor:
                 payload["cursor"] = cursor
             page = await client.read("list", payload)
-            for memory in page.get("memories", []):
-                records.append(
-                    {
-                        "kind": "memory",
-                        "source": key,
-                        "type": "spaces",
-                        "space": name,
-                        "id": memory["id"],
-                        "text": memory["text"],
-                        "tags": list(memory.get("tags", [])),
-                        "entities": list(memory.get("entities", [])),
-                        "created_at": memory.get("created_at"),
-                    }
-                )
+            yield [
+                {
+                    "kind": "memory",
+                    "source": key,
+                    "type": "spaces",
+                    "space": name,
+                    "id": memory["id"],
+                    "text": memory["text"],
+                    "tags": list(memory.get("tags", [])),
+                    "entities": list(memory.get("entities", [])),
+                    "created_at": memory.get("created_at"),
+                }
+                for memory in page.get("memories", [])
+            ]
             cursor = page.get("next_cursor")
             if not cursor:
                 break
-    return records
+
+
+async def memory_records(
+    client: ManagementClient, key: str, space: str | None = None
+) -> list[dict[str, Any]]:
+    """Every memory of the spaces (or of `space`), newest first, as export records.
+
+    Raises:
+        CommandError: `space` is not one of the spaces this scope sees.
+    """
+    return [record async for page in memory_pages(client, key, space) for record in page]
 
 
 async def runtime_records(client: ManagementClient, key: str) -> list[dict[str, Any]]:

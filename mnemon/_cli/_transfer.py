@@ -50,6 +50,7 @@ from ._progress import progress
 from ._records import (
     FIRST_PARTY,
     document_records,
+    memory_pages,
     memory_records,
     missing_scope,
     mutate,
@@ -392,20 +393,20 @@ class _Memory:
     """A memory record ready to send: what `import` takes, its size, and its content."""
 
     number: int
-    content: tuple[str, ...]
+    key: str  # its idempotency key, made from its content: the same content, the same key
     item: dict[str, Any]  # text, tags, entities and the idempotency key
     size: int  # bytes of its compact JSON
 
 
 def _memory(number: int, record: dict[str, Any]) -> _Memory:
-    content = _memory_content(record)
+    key = _memory_key(record)
     item = {
         "text": record["text"],
         "tags": _labels(record.get("tags")),
         "entities": _labels(record.get("entities")),
-        "idempotency_key": _key("memory", *content),
+        "idempotency_key": key,
     }
-    return _Memory(number, content, item, len(orjson.dumps(item)))
+    return _Memory(number, key, item, len(orjson.dumps(item)))
 
 
 def _labels(value: Any) -> Any:
@@ -421,6 +422,7 @@ async def _import(
         catalog = _catalog(host)
         mapping: dict[str, str] = {}
         present: dict[str, set[tuple[str, ...]]] = {}
+        known: dict[str, set[str]] = {}  # the keys of the memories in each spaces Source
         targets = sorted({_target(catalog, record, mapping) for record in records})
         # a View is composed only for Sources written through the model's actions
         one_by_one = [
@@ -470,19 +472,22 @@ async def _import(
                 advance(1)
             budget = profile.max_input_bytes - _ENVELOPE
             for key, space, batch in _memory_batches(catalog, mapping, records, memories, budget):
-                if key not in present:
+                if key not in known:
                     # memories written before without a key (by `remember`) are recognised by
-                    # content
+                    # content: each by the key its content makes, kept a page at a time, so
+                    # a large space costs no copy of its texts
                     client = host.management_client(key, scope)
-                    present[key] = {
-                        _memory_content(item) for item in await memory_records(client, key)
+                    known[key] = {
+                        _memory_key(item)
+                        async for page in memory_pages(client, key)
+                        for item in page
                     }
                 if _bulk(catalog, key):
-                    await _import_batch(host, key, scope, space, batch, present[key], tally, budget)
+                    await _import_batch(host, key, scope, space, batch, known[key], tally, budget)
                 else:
                     assert turn is not None
                     for memory in batch:
-                        await _import_memory(turn, key, space, memory, present[key], tally)
+                        await _import_memory(turn, key, space, memory, known[key], tally)
                 advance(len(batch))
 
 
@@ -524,7 +529,7 @@ async def _import_batch(
     scope: Scope,
     space: str,
     batch: list[_Memory],
-    present: set[tuple[str, ...]],
+    known: set[str],
     tally: ImportTally,
     budget: int,
 ) -> None:
@@ -535,7 +540,7 @@ async def _import_batch(
     """
     sent: list[_Memory] = []
     for memory in batch:
-        if memory.content in present:
+        if memory.key in known:
             tally.unchanged += 1
         elif memory.size > budget:
             # the host would refuse the whole call: this one memory alone is refused
@@ -580,7 +585,7 @@ async def _import_batch(
                 visible_text(str(outcome.get("message", "")), keep_newlines=False),
             )
             continue
-        present.add(memory.content)
+        known.add(memory.key)
         if outcome.get("replayed") is True:
             tally.unchanged += 1
         else:
@@ -599,10 +604,10 @@ async def _import_memory(
     key: str,
     space: str,
     memory: _Memory,
-    present: set[tuple[str, ...]],
+    known: set[str],
     tally: ImportTally,
 ) -> None:
-    if memory.content in present:
+    if memory.key in known:
         tally.unchanged += 1
         return
     item = memory.item
@@ -611,17 +616,17 @@ async def _import_memory(
     tally.in_flight = 1
     outcome = await _write_action(turn, f"{key}/remember", payload, item["idempotency_key"])
     tally.in_flight = 0
-    present.add(memory.content)
+    known.add(memory.key)
     if outcome["status"] == "written":
         tally.written += 1
     else:
         tally.unchanged += 1
 
 
-def _memory_content(record: dict[str, Any]) -> tuple[str, ...]:
+def _memory_key(record: dict[str, Any]) -> str:
     tags = _labels_json(record.get("tags"))
     entities = _labels_json(record.get("entities"))
-    return (str(record["space"]), str(record["text"]), tags, entities)
+    return _key("memory", str(record["space"]), str(record["text"]), tags, entities)
 
 
 def _labels_json(value: Any) -> str:
