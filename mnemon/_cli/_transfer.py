@@ -390,7 +390,7 @@ class ImportTally:
 
 @dataclass(frozen=True, slots=True)
 class _Memory:
-    """A memory record ready to send: what `import` takes, its size, and its content."""
+    """A memory record ready to send: what `import` takes, its size, and its content's key."""
 
     number: int
     key: str  # its idempotency key, made from its content: the same content, the same key

@@ -8,8 +8,8 @@
 `source` writes through a real MemoryHost turn (the user's path); `provider` writes through
 the SQLite Provider in a tight loop; `batches` stores the memories `shared-0` to
 `shared-<count - 1>` with `remember_many`, 50 at a time from `start` on (wrapping around),
-and prints `created:<key>` or `replayed:<key>` for each; `hang` opens a write transaction, writes half a memory
-with the store's own row writer, says `mid` and waits to be killed.
+and prints `created:<key>` or `replayed:<key>` for each; `hang` opens a write transaction,
+writes half a memory with the store's own row writer, says `mid` and waits to be killed.
 """
 
 from __future__ import annotations
