@@ -450,6 +450,50 @@ def test_ctrl_c_during_an_import_says_how_far_it_got(tmp_path: Path) -> None:
     assert finished["written"] + finished["unchanged"] == 20_000
 
 
+def test_an_export_interrupted_part_way_leaves_no_file(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import time
+
+    from tests.test_cli import MNEMON, environment
+
+    folder = tmp_path / "exporting"
+    folder.mkdir()
+    assert mnemon(folder, "init").returncode == 0
+    records = [
+        {"kind": "memory", "source": "source:spaces", "space": "personal", "text": f"note {i}"}
+        for i in range(20_000)
+    ]
+    header = {"format": "mnemon-export", "version": 1, "scope": {"user_id": "big"}}
+    lines = [header, *records, {"kind": "end", "records": len(records)}]
+    source = tmp_path / "many.jsonl"
+    source.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    assert mnemon(folder, "import", str(source), "--yes").returncode == 0
+    out = tmp_path / "out.jsonl"
+    partial = tmp_path / "out.jsonl.partial"
+    process = subprocess.Popen(
+        [MNEMON, "--no-color", "export", "--user", "big", "--out", str(out)],
+        cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=environment(folder),
+    )  # fmt: skip
+    # polls for a state, not for time: once its header is written, the export is under way
+    while not (partial.exists() and partial.stat().st_size > 0):
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.005)
+    process.send_signal(signal.SIGINT)
+    out_text, err = process.communicate(timeout=60)
+    assert process.returncode == 130, (out_text, err)
+    # nothing that looks like an export, whole or half
+    assert not partial.exists()
+    assert not out.exists()
+    finished = as_json(mnemon(folder, "export", "--user", "big", "--out", str(out), "--json"))
+    assert finished["records"] == 20_000
+    assert json.loads(out.read_text(encoding="utf-8").splitlines()[-1]) == {
+        "kind": "end",
+        "records": 20_000,
+    }
+
+
 def test_an_import_batch_past_the_deadline_is_finished_by_running_it_again(
     tmp_path: Path,
 ) -> None:

@@ -19,7 +19,7 @@ import hashlib
 import json
 import re
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,7 +30,7 @@ import click
 import orjson
 
 from .._errors import ActionError, ManagementError
-from .._host import MemoryHost, MemoryTurn
+from .._host import ManagementClient, MemoryHost, MemoryTurn
 from .._models import ActionOffer, ManagementEntry, Scope
 from .._text import visible_text
 from ._options import (
@@ -51,7 +51,6 @@ from ._records import (
     FIRST_PARTY,
     document_records,
     memory_pages,
-    memory_records,
     missing_scope,
     mutate,
     runtime_records,
@@ -86,30 +85,31 @@ def _key(*parts: Any) -> str:
 # ---------------------------------------------------------------------- export
 
 
-async def _export(path: Path, scope: Scope) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+async def _export(path: Path, scope: Scope, write: Callable[[str], object]) -> _Exported:
+    """Write the scope's export line by line with `write`: its header, records, end line.
+
+    The Sources are probed first (the header names the ones this scope cannot reach); then
+    each one's records are written as they are read, a page at a time for memories, so a
+    large store is never held in memory. A failure part way leaves no end line: `import`
+    refuses what was written.
+    """
     async with open_memory(path) as (_, host):
-        records: list[dict[str, Any]] = []
         sources = []
         skipped = []
-        catalog = [e for e in host.management_catalog() if e.type_id in FIRST_PARTY]
-        with progress("export", total=len(catalog)) as advance:
-            for entry in catalog:
-                client = host.management_client(entry.source_key, scope)
-                try:
-                    if entry.type_id == "spaces":
-                        found = await memory_records(client, entry.source_key)
-                    elif entry.type_id == "runtime":
-                        found = await runtime_records(client, entry.source_key)
-                    else:
-                        found = await document_records(client, entry.source_key, bodies=True)
-                except ManagementError as exc:
-                    if not missing_scope(exc):
-                        raise
-                    skipped.append(entry.source_key)  # this scope has no data there
-                else:
-                    records += found
-                    sources.append({"source": entry.source_key, "type": entry.type_id})
-                advance(1)
+        entries = []
+        for entry in host.management_catalog():
+            if entry.type_id not in FIRST_PARTY:
+                continue
+            operation, probe = _PROBES[entry.type_id]
+            try:
+                await host.management_client(entry.source_key, scope).read(operation, probe)
+            except ManagementError as exc:
+                if not missing_scope(exc):
+                    raise
+                skipped.append(entry.source_key)  # this scope has no data there
+                continue
+            entries.append(entry)
+            sources.append({"source": entry.source_key, "type": entry.type_id})
         header = {
             "format": FORMAT,
             "version": VERSION,
@@ -118,14 +118,36 @@ async def _export(path: Path, scope: Scope) -> tuple[dict[str, Any], list[dict[s
             "sources": sources,
             "skipped": skipped,
         }
-        return header, records
+        write(json.dumps(header, ensure_ascii=False))
+        count = 0
+        with progress("export", total=len(entries)) as advance:
+            for entry in entries:
+                client = host.management_client(entry.source_key, scope)
+                async for page in _record_pages(client, entry):
+                    for record in page:
+                        write(json.dumps(record, ensure_ascii=False))
+                    count += len(page)
+                advance(1)
+        write(json.dumps({"kind": "end", "records": count}))
+        return _Exported(header, count)
 
 
-def _lines(header: dict[str, Any], records: list[dict[str, Any]]) -> Iterator[str]:
-    yield json.dumps(header, ensure_ascii=False)
-    for record in records:
-        yield json.dumps(record, ensure_ascii=False)
-    yield json.dumps({"kind": "end", "records": len(records)})
+@dataclass(frozen=True, slots=True)
+class _Exported:
+    header: dict[str, Any]
+    records: int
+
+
+async def _record_pages(
+    client: ManagementClient, entry: ManagementEntry
+) -> AsyncIterator[list[dict[str, Any]]]:
+    if entry.type_id == "spaces":
+        async for page in memory_pages(client, entry.source_key):
+            yield page
+    elif entry.type_id == "runtime":
+        yield await runtime_records(client, entry.source_key)
+    else:
+        yield await document_records(client, entry.source_key, bodies=True)
 
 
 @click.command()
@@ -150,28 +172,31 @@ def export(
     if out is not None and out.exists() and not force:
         shown = shown_path(out, profile_path(ctx).parent, name_if_outside=True)
         raise CommandError(f"{shown} exists; use --force to overwrite it", code="exists")
-    header, records = run(functools.partial(_export, profile_path(ctx), scope_of(options)))
+    job = functools.partial(_export, profile_path(ctx), scope_of(options))
     if out is None:
         if as_json:
             raise FlagError("--json needs --out FILE: the export itself is written to stdout")
-        for line in _lines(header, records):
-            click.echo(line)
+        run(functools.partial(job, click.echo))
         return
     partial = out.with_name(out.name + ".partial")
-    with partial.open("w", encoding="utf-8") as handle:
-        for line in _lines(header, records):
-            handle.write(line + "\n")
+    try:
+        with partial.open("w", encoding="utf-8") as handle:
+            exported = run(functools.partial(job, lambda line: handle.write(line + "\n")))
+    except BaseException:
+        partial.unlink(missing_ok=True)  # an export that did not finish leaves no file
+        raise
     partial.replace(out)  # a reader never sees half a file under the final name
+    header = exported.header
     summary = {
         "out": shown_path(out, profile_path(ctx).parent, name_if_outside=True),
-        "records": len(records),
+        "records": exported.records,
         "sources": header["sources"],
         "skipped": header["skipped"],
     }
     if as_json:
         echo_json(summary)
         return
-    printer_of(ctx).ok(f"exported {len(records)} record(s) to {summary['out']}")
+    printer_of(ctx).ok(f"exported {exported.records} record(s) to {summary['out']}")
     for key in header["skipped"]:
         printer_of(ctx).warn(f"{key} skipped: the scope lacks an id it partitions by")
 
