@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
+import subprocess
+import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
-from tests.test_cli import mnemon
+from tests.test_cli import MNEMON, environment, mnemon
 from tests.test_cli_manager import run, third_party
 
 ADA = ("--user", "ada", "--workspace", "billing")
@@ -18,6 +22,27 @@ def as_json(result: object) -> object:
     stdout = result.stdout  # type: ignore[attr-defined]
     assert result.returncode == 0, result.stderr  # type: ignore[attr-defined]
     return json.loads(stdout)
+
+
+def memory_export(path: Path, user: str, texts: Iterable[str]) -> Path:
+    """An export file at `path` of `texts` as memories of `user`'s `personal` space."""
+    records = [
+        {"kind": "memory", "source": "source:spaces", "space": "personal", "text": text}
+        for text in texts
+    ]
+    header = {"format": "mnemon-export", "version": 1, "scope": {"user_id": user}}
+    lines = [header, *records, {"kind": "end", "records": len(records)}]
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    return path
+
+
+def start(folder: Path, *arguments: str) -> subprocess.Popen[str]:
+    """`mnemon` running on in the background with `folder`'s profile, its output piped."""
+    return subprocess.Popen(
+        [MNEMON, "--no-color", *arguments],
+        cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=environment(folder),
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -304,9 +329,6 @@ def test_route_and_act_drive_a_third_party_source(tmp_path: Path) -> None:
 def test_import_shows_progress_on_a_terminal_only(project: Path, tmp_path: Path) -> None:
     import os
     import pty
-    import subprocess
-
-    from tests.test_cli import MNEMON, environment
 
     out = tmp_path / "ada.jsonl"
     as_json(mnemon(project, "export", *ADA, "--out", str(out), "--json"))
@@ -413,28 +435,11 @@ def test_an_interrupted_import_says_how_far_it_got() -> None:
 
 
 def test_ctrl_c_during_an_import_says_how_far_it_got(tmp_path: Path) -> None:
-    import signal
-    import subprocess
-    import time
-
-    from tests.test_cli import MNEMON, environment
-
     folder = tmp_path / "interrupted"
     folder.mkdir()
     assert mnemon(folder, "init").returncode == 0
-    records = [
-        {"kind": "memory", "source": "source:spaces", "space": "personal", "text": f"note {i}"}
-        for i in range(20_000)
-    ]
-    header = {"format": "mnemon-export", "version": 1, "scope": {"user_id": "ctrl"}}
-    lines = [header, *records, {"kind": "end", "records": len(records)}]
-    export = tmp_path / "many.jsonl"
-    export.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
-    process = subprocess.Popen(
-        [MNEMON, "--no-color", "import", str(export), "--yes"],
-        cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=environment(folder),
-    )  # fmt: skip
+    export = memory_export(tmp_path / "many.jsonl", "ctrl", (f"note {i}" for i in range(20_000)))
+    process = start(folder, "import", str(export), "--yes")
     # polls for a state, not for time: once the store is open, the import is under way
     while not list(folder.glob(".mnemon/**/spaces.sqlite3-wal")):
         assert process.poll() is None, process.communicate()
@@ -451,31 +456,14 @@ def test_ctrl_c_during_an_import_says_how_far_it_got(tmp_path: Path) -> None:
 
 
 def test_an_export_interrupted_part_way_leaves_no_file(tmp_path: Path) -> None:
-    import signal
-    import subprocess
-    import time
-
-    from tests.test_cli import MNEMON, environment
-
     folder = tmp_path / "exporting"
     folder.mkdir()
     assert mnemon(folder, "init").returncode == 0
-    records = [
-        {"kind": "memory", "source": "source:spaces", "space": "personal", "text": f"note {i}"}
-        for i in range(20_000)
-    ]
-    header = {"format": "mnemon-export", "version": 1, "scope": {"user_id": "big"}}
-    lines = [header, *records, {"kind": "end", "records": len(records)}]
-    source = tmp_path / "many.jsonl"
-    source.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    source = memory_export(tmp_path / "many.jsonl", "big", (f"note {i}" for i in range(20_000)))
     assert mnemon(folder, "import", str(source), "--yes").returncode == 0
     out = tmp_path / "out.jsonl"
     partial = tmp_path / "out.jsonl.partial"
-    process = subprocess.Popen(
-        [MNEMON, "--no-color", "export", "--user", "big", "--out", str(out)],
-        cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=environment(folder),
-    )  # fmt: skip
+    process = start(folder, "export", "--user", "big", "--out", str(out))
     # polls for a state, not for time: once its header is written, the export is under way
     while not (partial.exists() and partial.stat().st_size > 0):
         assert process.poll() is None, process.communicate()
@@ -504,21 +492,11 @@ def test_an_import_batch_past_the_deadline_is_finished_by_running_it_again(
     text = profile.read_text(encoding="utf-8")
     assert "source_timeout = 10.0" in text
     profile.write_text(text.replace("source_timeout = 10.0", "source_timeout = 1.0"), "utf-8")
-
-    def export(name: str, texts: list[str]) -> Path:
-        records = [
-            {"kind": "memory", "source": "source:spaces", "space": "personal", "text": text}
-            for text in texts
-        ]
-        header = {"format": "mnemon-export", "version": 1, "scope": {"user_id": "late"}}
-        lines = [header, *records, {"kind": "end", "records": len(records)}]
-        path = tmp_path / name
-        path.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
-        return path
-
-    assert mnemon(folder, "import", str(export("one.jsonl", ["first"])), "--yes").returncode == 0
+    first = memory_export(tmp_path / "one.jsonl", "late", ["first"])
+    assert mnemon(folder, "import", str(first), "--yes").returncode == 0
     [store] = folder.glob(".mnemon/**/spaces.sqlite3")
-    many = export("many.jsonl", [f"late note {index}" for index in range(30)])
+    late_notes = (f"late note {index}" for index in range(30))
+    many = memory_export(tmp_path / "many.jsonl", "late", late_notes)
     other = sqlite3.connect(store, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another process is writing: the batch must wait
     try:
