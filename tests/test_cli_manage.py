@@ -270,6 +270,28 @@ def test_import_refuses_a_file_it_cannot_take_whole(
         assert as_json(mnemon(project, "list", "--user", "kim", "--json"))["items"] == []
 
 
+def test_import_refuses_a_file_that_is_not_utf8_by_that_name(project: Path, tmp_path: Path) -> None:
+    latin1 = (
+        b'{"format": "mnemon-export", "version": 1, "scope": {"user_id": "lat"}}\n'
+        b'{"kind": "memory", "source": "source:spaces", "space": "personal", "text": "caf\xe9"}\n'
+        b'{"kind": "end", "records": 1}\n'
+    )
+    bad = tmp_path / "latin1.jsonl"
+    bad.write_bytes(latin1)
+    from_file = mnemon(project, "import", str(bad), "--yes")
+    assert from_file.returncode == 1
+    assert from_file.stderr.endswith("latin1.jsonl: must be UTF-8 text\n")
+    # standard input is read as bytes too: not mistaken for a lone surrogate escape
+    from_stdin = subprocess.run(
+        [MNEMON, "--no-color", "import", "-", "--yes"],
+        cwd=project, input=latin1, capture_output=True, timeout=120, check=False,
+        env=environment(project),
+    )  # fmt: skip
+    assert from_stdin.returncode == 1
+    assert from_stdin.stderr == b"Error: standard input: must be UTF-8 text\n"
+    assert as_json(mnemon(project, "list", "--user", "lat", "--json"))["items"] == []
+
+
 def test_export_to_stdout_and_import_from_stdin(project: Path) -> None:
     exported = mnemon(project, "export", "--user", "ada", "--workspace", "billing")
     assert exported.returncode == 0, exported.stderr

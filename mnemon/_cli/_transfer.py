@@ -19,8 +19,10 @@ import hashlib
 import json
 import re
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import AsyncExitStack
+import tempfile
+from array import array
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -68,6 +70,7 @@ _PROBES: dict[str, tuple[str, dict[str, Any]]] = {
     "documents": ("list", {"limit": 1}),
 }
 _KINDS = {"memory": "spaces", "fact": "runtime", "note": "runtime", "document": "documents"}
+_KIND_CODES = {kind: code for code, kind in enumerate(_KINDS)}
 _SHOWN_REFUSALS = 10
 IMPORT_BATCH = 1_000  # the most memories the spaces Source's `import` takes in one call
 _ENVELOPE = 1_024  # room for the batch's own JSON around its memories
@@ -204,16 +207,88 @@ def export(
 # ---------------------------------------------------------------------- import
 
 
-def read_export(handle: IO[str], name: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The header and records of an export file, checked line by line.
+class ExportRecords:
+    """The records of an export file, checked whole, kept on disk and read back one by one.
+
+    `read_export` copies each record's line to `spool` (a private temporary file) as it
+    checks it and keeps only where the line starts and what kind of record it holds (9
+    bytes a record), so a file of a million records is not held in memory; and what is
+    imported is exactly what was checked, whatever happens to the file meanwhile.
+    """
+
+    def __init__(self, spool: IO[bytes]) -> None:
+        self._spool = spool
+        self._starts = array("q")
+        self._kinds = bytearray()
+        self.sources: set[tuple[str, str]] = set()  # (kind, source) of the records
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    def add(self, line: bytes, record: dict[str, Any]) -> None:
+        """Keep one checked record: its line, as read.
+
+        Raises:
+            CommandError: the temporary copy cannot be written (a full disk).
+        """
+        try:
+            start = self._spool.tell()
+            self._spool.write(line if line.endswith(b"\n") else line + b"\n")
+        except OSError as exc:
+            raise CommandError(
+                f"nothing was imported: the records' temporary copy cannot be written "
+                f"({exc.strerror or 'error'})",
+                code="no-space",
+            ) from None
+        self._starts.append(start)
+        self._kinds.append(_KIND_CODES[record["kind"]])
+        self.sources.add((record["kind"], record["source"]))
+
+    def numbered(self, *, memories: bool) -> Iterator[tuple[int, dict[str, Any]]]:
+        """(record number, record) of the memories, newest last; or of the other records."""
+        wanted = range(len(self) - 1, -1, -1) if memories else range(len(self))
+        for index in wanted:
+            if (self._kinds[index] == _KIND_CODES["memory"]) == memories:
+                yield index + 1, self._record(index)
+
+    def _record(self, index: int) -> dict[str, Any]:
+        self._spool.seek(self._starts[index])
+        record: dict[str, Any] = orjson.loads(self._spool.readline())
+        return record
+
+
+@contextmanager
+def _spool() -> Iterator[IO[bytes]]:
+    """A private temporary file (no name: only this process reaches it), deleted after.
 
     Raises:
-        CommandError: not an export, another format version, a bad line, or a file cut short.
+        CommandError: the temporary folder cannot be written.
+    """
+    try:
+        spool = tempfile.TemporaryFile()  # noqa: SIM115 - closed by the `with` below
+    except OSError as exc:
+        raise CommandError(
+            f"nothing was imported: no temporary file can be made ({exc.strerror or 'error'})",
+            code="no-space",
+        ) from None
+    with spool:
+        yield spool
+
+
+def read_export(handle: IO[bytes], name: str, records: ExportRecords) -> dict[str, Any]:
+    """The header of an export file; its records go to `records`, checked line by line.
+
+    Raises:
+        CommandError: not UTF-8, not an export, another format version, a bad line, or a
+            file cut short.
     """
     header: dict[str, Any] | None = None
-    records: list[dict[str, Any]] = []
     ended = False
-    for number, line in enumerate(handle, start=1):
+    for number, raw in enumerate(handle, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CommandError(f"{name}: must be UTF-8 text", code="invalid-file") from None
         if not line.strip():
             continue
         try:
@@ -265,14 +340,14 @@ def read_export(handle: IO[str], name: str) -> tuple[dict[str, Any], list[dict[s
                 f"{name}: line {number}: a {kind} record needs {missing[0]!r} (a string)",
                 code="invalid-file",
             )
-        records.append(value)
+        records.add(raw, value)
     if header is None:
         raise CommandError(f"{name}: empty, not a mnemon export", code="invalid-file")
     if not ended:
         raise CommandError(
             f"{name}: cut short (no end line): nothing was imported", code="invalid-file"
         )
-    return header, records
+    return header
 
 
 _LONG_DIGITS = re.compile(r"\d{19}")  # the shortest integer that may not fit in 64 bits
@@ -337,11 +412,10 @@ def _catalog(host: MemoryHost) -> dict[str, ManagementEntry]:
 
 
 def _target(
-    catalog: Mapping[str, ManagementEntry], record: dict[str, Any], mapping: dict[str, str]
+    catalog: Mapping[str, ManagementEntry], kind: str, source: str, mapping: dict[str, str]
 ) -> str:
     """The mounted Source a record goes to: the same key and type, else the first of its type."""
-    wanted_type = _KINDS[record["kind"]]
-    source = str(record["source"])
+    wanted_type = _KINDS[kind]
     entry = catalog.get(source)
     if entry is not None and entry.type_id == wanted_type:
         return source
@@ -352,7 +426,7 @@ def _target(
                 break
         else:
             raise CommandError(
-                f"the file holds {record['kind']} records of {source}, and no {wanted_type} "
+                f"the file holds {kind} records of {source}, and no {wanted_type} "
                 "Source is mounted: nothing more was imported",
                 code="unknown-source",
             )
@@ -418,6 +492,8 @@ class _Memory:
     """A memory record ready to send: what `import` takes, its size, and its content's key."""
 
     number: int
+    source: str  # the Source and space the record names
+    space: str
     key: str  # its idempotency key, made from its content: the same content, the same key
     item: dict[str, Any]  # text, tags, entities and the idempotency key
     size: int  # bytes of its compact JSON
@@ -431,7 +507,8 @@ def _memory(number: int, record: dict[str, Any]) -> _Memory:
         "entities": _labels(record.get("entities")),
         "idempotency_key": key,
     }
-    return _Memory(number, key, item, len(orjson.dumps(item)))
+    size = len(orjson.dumps(item))
+    return _Memory(number, str(record["source"]), str(record["space"]), key, item, size)
 
 
 def _labels(value: Any) -> Any:
@@ -439,16 +516,14 @@ def _labels(value: Any) -> Any:
     return list(value) if isinstance(value, list | tuple) else value if value else []
 
 
-async def _import(
-    path: Path, scope: Scope, records: list[dict[str, Any]], tally: ImportTally
-) -> None:
+async def _import(path: Path, scope: Scope, records: ExportRecords, tally: ImportTally) -> None:
     async with AsyncExitStack() as stack:
         profile, host = await stack.enter_async_context(open_memory(path, operator=True))
         catalog = _catalog(host)
         mapping: dict[str, str] = {}
         present: dict[str, set[tuple[str, ...]]] = {}
         known: dict[str, set[str]] = {}  # the keys of the memories in each spaces Source
-        targets = sorted({_target(catalog, record, mapping) for record in records})
+        targets = sorted({_target(catalog, *pair, mapping) for pair in records.sources})
         # a View is composed only for Sources written through the model's actions
         one_by_one = [
             k for k in targets if _type_of(catalog, k) == "spaces" and not _bulk(catalog, k)
@@ -475,18 +550,11 @@ async def _import(
                     code="no-action",
                 )
         # memories are listed newest first: written oldest first, they keep their order
-        numbered = list(enumerate(records, start=1))
-        memories = [
-            _memory(number, record)
-            for number, record in reversed(numbered)
-            if record["kind"] == "memory"
-        ]
+        memories = (_memory(n, record) for n, record in records.numbered(memories=True))
         with progress("import", total=len(records)) as advance:
-            for record in records:
+            for _, record in records.numbered(memories=False):
                 kind = record["kind"]
-                if kind == "memory":
-                    continue
-                key = _target(catalog, record, mapping)
+                key = _target(catalog, kind, record["source"], mapping)
                 tally.in_flight = 1
                 if kind in ("fact", "note"):
                     outcome = await _import_entry(host, key, scope, record, present)
@@ -496,7 +564,7 @@ async def _import(
                 setattr(tally, outcome["status"], getattr(tally, outcome["status"]) + 1)
                 advance(1)
             budget = profile.max_input_bytes - _ENVELOPE
-            for key, space, batch in _memory_batches(catalog, mapping, records, memories, budget):
+            for key, space, batch in _memory_batches(catalog, mapping, memories, budget):
                 if key not in known:
                     # memories written before without a key (by `remember`) are recognised by
                     # content: each by the key its content makes, kept a page at a time, so
@@ -525,8 +593,7 @@ def _bulk(catalog: Mapping[str, ManagementEntry], key: str) -> bool:
 def _memory_batches(
     catalog: Mapping[str, ManagementEntry],
     mapping: dict[str, str],
-    records: list[dict[str, Any]],
-    memories: list[_Memory],
+    memories: Iterable[_Memory],
     budget: int,
 ) -> Iterator[tuple[str, str, list[_Memory]]]:
     """Runs of memories for one Source and space, at most `IMPORT_BATCH` and `budget` bytes."""
@@ -534,8 +601,7 @@ def _memory_batches(
     where: tuple[str, str] | None = None
     size = 0
     for memory in memories:
-        record = records[memory.number - 1]
-        here = (_target(catalog, record, mapping), str(record["space"]))
+        here = (_target(catalog, "memory", memory.source, mapping), memory.space)
         item = memory.size + 8  # its comma, with room to spare
         if batch and (here != where or len(batch) >= IMPORT_BATCH or size + item > budget):
             assert where is not None
@@ -720,29 +786,28 @@ def import_(ctx: click.Context, /, file: Path, yes: bool, as_json: bool, **optio
     file twice writes nothing the second time.
     """
     name = "standard input" if str(file) == "-" else shown_path(file, name_if_outside=True)
-    if str(file) == "-":
-        if not yes:
-            raise FlagError(
-                "FILE from standard input needs --yes (the prompt reads the same input)"
-            )
-        header, records = read_export(sys.stdin, name)
-    else:
-        try:
-            with file.open(encoding="utf-8") as handle:
-                header, records = read_export(handle, name)
-        except UnicodeDecodeError:
-            raise CommandError(f"{name}: must be UTF-8 text", code="invalid-file") from None
-        except OSError as exc:
-            raise CommandError(
-                f"{name}: cannot be read ({exc.strerror or 'error'})", code="invalid-file"
-            ) from None
-    scope = scope_of(options)
-    if not scope.model_dump(exclude_none=True):
-        scope = scope_of_header(header)
-    if not yes and not confirm(f"Import {len(records)} record(s)?", err=as_json):
-        raise CommandError("nothing was imported: you did not confirm", code="not-confirmed")
-    tally = ImportTally()
-    run(functools.partial(_import, profile_path(ctx), scope, records, tally), tally.interrupted)
+    if str(file) == "-" and not yes:
+        raise FlagError("FILE from standard input needs --yes (the prompt reads the same input)")
+    with _spool() as spool:
+        records = ExportRecords(spool)
+        if str(file) == "-":
+            header = read_export(sys.stdin.buffer, name, records)
+        else:
+            try:
+                with file.open("rb") as handle:
+                    header = read_export(handle, name, records)
+            except OSError as exc:
+                raise CommandError(
+                    f"{name}: cannot be read ({exc.strerror or 'error'})", code="invalid-file"
+                ) from None
+        scope = scope_of(options)
+        if not scope.model_dump(exclude_none=True):
+            scope = scope_of_header(header)
+        if not yes and not confirm(f"Import {len(records)} record(s)?", err=as_json):
+            raise CommandError("nothing was imported: you did not confirm", code="not-confirmed")
+        tally = ImportTally()
+        job = functools.partial(_import, profile_path(ctx), scope, records, tally)
+        run(job, tally.interrupted)
     refusals = sorted(tally.refusals, key=lambda refusal: refusal["record"])
     summary = {
         "records": len(records),
