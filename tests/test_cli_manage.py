@@ -156,6 +156,26 @@ def test_forget_deletes_a_memory_by_the_id_recall_shows(project: Path) -> None:
     assert json.loads(again.stdout)["error"]["code"] == "not-found"
 
 
+def test_forget_finds_the_space_of_an_old_memory_past_the_first_page(
+    project: Path, tmp_path: Path
+) -> None:
+    texts = [f"hal note {index}" for index in range(150)]  # the last is the oldest
+    export = memory_export(tmp_path / "hal.jsonl", "hal", texts)
+    assert mnemon(project, "import", str(export), "--yes").returncode == 0
+    other = ("--space", "project", "--user", "hal", "--yes")
+    assert mnemon(project, "remember", "Hal's project", *other).returncode == 0
+    items = as_json(mnemon(project, "list", "--user", "hal", "--json"))["items"]
+    ids = {item["text"]: item["id"] for item in items}
+    for text in ("hal note 149", "Hal's project"):  # the second page of one space; another
+        gone = as_json(mnemon(project, "forget", ids[text], "--user", "hal", "--yes", "--json"))
+        assert gone["forgotten"] is True
+    left = {
+        item["text"]
+        for item in as_json(mnemon(project, "list", "--user", "hal", "--json"))["items"]
+    }
+    assert left == set(texts[:149])
+
+
 def test_facts_replace_and_rm(project: Path) -> None:
     mnemon(project, "facts", "add", "Gus likes jazz.", "--user", "gus", "--yes")
     mnemon(project, "facts", "add", "Gus plays chess.", "--user", "gus", "--yes")

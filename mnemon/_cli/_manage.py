@@ -39,6 +39,7 @@ from ._records import (
     FIRST_PARTY,
     document_records,
     management_entry,
+    memory_pages,
     memory_records,
     missing_scope,
     mutate,
@@ -158,15 +159,20 @@ async def _forget(
         if space is None:
             # the space is found from the memory itself: the id recall and list print
             # a recall result's id is the memory id, then `~` and what the handle is bound to
-            records = await memory_records(client, entry.source_key)
-            found = [r for r in records if r["id"] in (memory, *_handle_prefix(memory))]
-            if not found:
+            ids = (memory, *_handle_prefix(memory))
+            found = None
+            # newest first, a page at a time: a recent memory is found without reading the rest
+            async for page in memory_pages(client, entry.source_key):
+                found = next((record for record in page if record["id"] in ids), None)
+                if found is not None:
+                    break
+            if found is None:
                 raise CommandError(
                     f"no memory with that id in the spaces of {entry.source_key} this scope "
                     "sees (ids are shown by `mnemon list` and `mnemon recall`)",
                     code="not-found",
                 )
-            space = str(found[0]["space"])
+            space = str(found["space"])
         result = await mutate(
             host, entry.source_key, scope, "forget", {"space": space, "id": memory}
         )
