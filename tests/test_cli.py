@@ -36,6 +36,19 @@ def mnemon(
     )
 
 
+def start(cwd: Path, *arguments: str, **extra: str) -> subprocess.Popen[str]:
+    """`mnemon --no-color ARGUMENTS` running in the background in `cwd`, its streams piped."""
+    return subprocess.Popen(
+        [MNEMON, "--no-color", *arguments],
+        cwd=cwd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment(cwd, **extra),
+    )
+
+
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("project")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_cli import MNEMON, environment, mnemon
+from tests.test_cli import start as start_mnemon
 
 PLUGINS = '''\
 """Plugins for the mnemon command's tests: hostile text, accepted writes, a blocked write."""
@@ -191,17 +192,8 @@ def test_a_write_that_timed_out_is_unknown(tmp_path: Path) -> None:
 
 
 def start(folder: Path, *arguments: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [MNEMON, "--no-color", *arguments],
-        cwd=folder,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=environment(
-            folder, PYTHONPATH=str(folder), MNEMON_TEST_WRITING=str(folder / "writing")
-        ),
-    )
+    writing = str(folder / "writing")
+    return start_mnemon(folder, *arguments, PYTHONPATH=str(folder), MNEMON_TEST_WRITING=writing)
 
 
 def wait_for(ready: object, process: subprocess.Popen[str]) -> None:

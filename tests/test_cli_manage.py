@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cli import MNEMON, environment, mnemon
+from tests.test_cli import MNEMON, environment, mnemon, start
 from tests.test_cli_manager import run, third_party
 
 ADA = ("--user", "ada", "--workspace", "billing")
@@ -34,15 +34,6 @@ def memory_export(path: Path, user: str, texts: Iterable[str]) -> Path:
     lines = [header, *records, {"kind": "end", "records": len(records)}]
     path.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
     return path
-
-
-def start(folder: Path, *arguments: str) -> subprocess.Popen[str]:
-    """`mnemon` running on in the background with `folder`'s profile, its output piped."""
-    return subprocess.Popen(
-        [MNEMON, "--no-color", *arguments],
-        cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=environment(folder),
-    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
