@@ -107,6 +107,42 @@ def test_list_shows_memories_facts_and_documents_of_the_scope(project: Path) -> 
     assert "--space: no space 'nope'" in unknown.stderr
 
 
+def test_list_limit_shows_the_newest_of_each_kind_and_says_more_were_left_out(
+    project: Path,
+) -> None:
+    one = as_json(mnemon(project, "list", *ADA, "--limit", "1", "--json"))
+    by_kind: dict[str, list[object]] = {}
+    for item in one["items"]:
+        by_kind.setdefault(item["kind"], []).append(item.get("text", item.get("title")))
+    assert by_kind["memory"] == ["Ada's invoices are due on the 5th.", "Billing uses euros."]
+    assert by_kind["fact"] == ["Ada is left-handed."]  # the first, as without --limit
+    assert len(by_kind["document"]) == 1
+    assert one["more"] is True
+    shown = mnemon(project, "list", *ADA, "--limit", "1")
+    assert "more not shown: --limit 1 shows at most 1 of each kind" in shown.stdout
+    every = as_json(mnemon(project, "list", *ADA, "--limit", "2", "--json"))
+    assert len(every["items"]) == 3 + 2 + 2
+    assert every["more"] is False
+    assert as_json(mnemon(project, "list", *ADA, "--json"))["more"] is False
+    assert "more not shown" not in mnemon(project, "list", *ADA, "--limit", "2").stdout
+    # only facts were asked for: the notes and memories past the limit are not "more"
+    facts = as_json(mnemon(project, "list", *ADA, "--kind", "fact", "--limit", "2", "--json"))
+    assert (len(facts["items"]), facts["more"]) == (2, False)
+    refused = mnemon(project, "list", *ADA, "--limit", "0")
+    assert refused.returncode == 2
+    assert "--limit" in refused.stderr
+
+
+def test_list_limit_reads_past_a_page_and_stops_at_the_limit(project: Path, tmp_path: Path) -> None:
+    texts = [f"ivy note {index}" for index in range(250)]  # newest first, as exported
+    export = memory_export(tmp_path / "ivy.jsonl", "ivy", texts)
+    assert mnemon(project, "import", str(export), "--yes").returncode == 0
+    for limit, more in ((120, True), (249, True), (250, False), (400, False)):
+        listed = as_json(mnemon(project, "list", "--user", "ivy", "--limit", str(limit), "--json"))
+        assert [item["text"] for item in listed["items"]] == texts[:limit]
+        assert listed["more"] is more
+
+
 def test_remember_reads_standard_input_and_a_file_never_a_literal_dash(
     project: Path, tmp_path: Path
 ) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -68,12 +69,34 @@ def _reason(exc: MnemonError, profile: Profile, entry: ManagementEntry, scope: S
 # ---------------------------------------------------------------------- list
 
 
+def _first(
+    records: list[dict[str, Any]], kinds: set[str], limit: int | None
+) -> tuple[list[dict[str, Any]], bool]:
+    """The records of `kinds`, at most `limit` of each kind, in order; whether any were cut."""
+    wanted = [record for record in records if record["kind"] in kinds]
+    if limit is None:
+        return wanted, False
+    seen: Counter[str] = Counter()
+    kept = []
+    for record in wanted:
+        seen[record["kind"]] += 1
+        if seen[record["kind"]] <= limit:
+            kept.append(record)
+    return kept, len(kept) < len(wanted)
+
+
 async def _list(
-    path: Path, scope: Scope, source: str | None, space: str | None, kinds: set[str]
+    path: Path,
+    scope: Scope,
+    source: str | None,
+    space: str | None,
+    kinds: set[str],
+    limit: int | None,
 ) -> dict[str, Any]:
     async with open_memory(path) as (profile, host):
         items: list[dict[str, Any]] = []
         skipped: list[dict[str, str]] = []
+        more = False
         for entry in host.management_catalog():
             if entry.type_id not in FIRST_PARTY:
                 continue
@@ -82,11 +105,19 @@ async def _list(
             client = host.management_client(entry.source_key, scope)
             try:
                 if entry.type_id == "spaces" and "memory" in kinds:
-                    items += await memory_records(client, entry.source_key, space)
+                    records, cut = await memory_records(
+                        client, entry.source_key, space, limit=limit
+                    )
                 elif entry.type_id == "runtime" and kinds & {"fact", "note"} and space is None:
-                    items += await runtime_records(client, entry.source_key)
+                    read = await runtime_records(client, entry.source_key)
+                    records, cut = _first(read, kinds, limit)
                 elif entry.type_id == "documents" and "document" in kinds and space is None:
-                    items += await document_records(client, entry.source_key)
+                    read = await document_records(client, entry.source_key)
+                    records, cut = _first(read, kinds, limit)
+                else:
+                    continue
+                items += records
+                more = more or cut
             except ManagementError as exc:
                 reason = _reason(exc, profile, entry, scope)
                 skipped.append({"source_key": entry.source_key, "reason": reason})
@@ -96,7 +127,8 @@ async def _list(
                 skipped.append({"source_key": entry.source_key, "reason": exc.format_message()})
         return {
             "scope": scope.model_dump(exclude_none=True),
-            "items": [item for item in items if item["kind"] in kinds],
+            "items": items,
+            "more": more,
             "skipped": skipped,
         }
 
@@ -111,6 +143,13 @@ async def _list(
     multiple=True,
     help="Only these kinds (repeatable): memory, fact, note, document.",
 )
+@click.option(
+    "--limit",
+    type=click.IntRange(1, None),
+    default=None,
+    help="At most this many of each kind: the newest memories of each space, the first "
+    "facts, notes and documents.",
+)
 @identity
 @json_option
 @click.pass_context
@@ -120,13 +159,20 @@ def list_memory(
     source: str | None,
     space: str | None,
     kinds: tuple[str, ...],
+    limit: int | None,
     as_json: bool,
     **options: Any,
 ) -> None:
     """List the memories, facts, notes and documents the scope's flags see."""
     report = run(
         functools.partial(
-            _list, profile_path(ctx), scope_of(options), source, space, set(kinds or _KINDS)
+            _list,
+            profile_path(ctx),
+            scope_of(options),
+            source,
+            space,
+            set(kinds or _KINDS),
+            limit,
         )
     )
     if as_json:
@@ -138,6 +184,11 @@ def list_memory(
         where = item.get("space") or item.get("target") or ""
         label = item.get("title") or item.get("text", "")
         printer.line(f"{item['kind']:<9} {where:<10} {item['id']}  {label}".replace("\n", " "))
+    if report["more"]:
+        printer.line(
+            f"more not shown: --limit {limit} shows at most {limit} of each kind "
+            "(memories: of each space)"
+        )
     for skipped in report["skipped"]:
         printer.warn(f"{skipped['source_key']} skipped: {skipped['reason']}")
 

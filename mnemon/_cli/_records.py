@@ -7,6 +7,7 @@ the management plane is scope-bound, like everything else.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -68,12 +69,13 @@ async def space_names(client: ManagementClient) -> list[dict[str, Any]]:
 
 
 async def memory_pages(
-    client: ManagementClient, key: str, space: str | None = None
+    client: ManagementClient, key: str, space: str | None = None, *, limit: int | None = None
 ) -> AsyncIterator[list[dict[str, Any]]]:
     """Every memory of the spaces (or of `space`), newest first, as export records, by page.
 
     A caller that keeps less than the records (`mnemon import` keeps their keys) holds one
-    page of them at a time, however large the spaces are.
+    page of them at a time, however large the spaces are. With `limit`, only the newest
+    `limit` of each space are read.
 
     Raises:
         CommandError: `space` is not one of the spaces this scope sees.
@@ -89,11 +91,13 @@ async def memory_pages(
         names = [space]
     for name in names:
         cursor = None
-        while True:
-            payload: dict[str, Any] = {"space": name, "limit": _PAGE}
+        left = limit
+        while left is None or left > 0:
+            payload: dict[str, Any] = {"space": name, "limit": min(_PAGE, left or _PAGE)}
             if cursor:
                 payload["cursor"] = cursor
             page = await client.read("list", payload)
+            memories = page.get("memories", [])[:left]  # a Source may return more than asked
             yield [
                 {
                     "kind": "memory",
@@ -106,22 +110,37 @@ async def memory_pages(
                     "entities": list(memory.get("entities", [])),
                     "created_at": memory.get("created_at"),
                 }
-                for memory in page.get("memories", [])
+                for memory in memories
             ]
+            if left is not None:
+                left -= len(memories)
             cursor = page.get("next_cursor")
             if not cursor:
                 break
 
 
 async def memory_records(
-    client: ManagementClient, key: str, space: str | None = None
-) -> list[dict[str, Any]]:
-    """Every memory of the spaces (or of `space`), newest first, as export records.
+    client: ManagementClient, key: str, space: str | None = None, *, limit: int | None = None
+) -> tuple[list[dict[str, Any]], bool]:
+    """The memories of the spaces (or of `space`), newest first, as export records.
+
+    All of them, or the newest `limit` of each space; the flag says whether a space holds
+    more than were returned (one more than `limit` is read to know).
 
     Raises:
         CommandError: `space` is not one of the spaces this scope sees.
     """
-    return [record async for page in memory_pages(client, key, space) for record in page]
+    records: list[dict[str, Any]] = []
+    per_space: Counter[str] = Counter()
+    more = False
+    async for page in memory_pages(client, key, space, limit=None if limit is None else limit + 1):
+        for record in page:
+            per_space[record["space"]] += 1
+            if limit is not None and per_space[record["space"]] > limit:
+                more = True
+            else:
+                records.append(record)
+    return records, more
 
 
 async def runtime_records(client: ManagementClient, key: str) -> list[dict[str, Any]]:
