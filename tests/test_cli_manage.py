@@ -417,6 +417,7 @@ def test_import_shows_progress_on_a_terminal_only(project: Path, tmp_path: Path)
     os.close(terminal)
     assert result.returncode == 0
     assert json.loads(result.stdout)["written"] > 0  # stdout stays clean JSON
+    assert b"reading source:spaces" in drawn  # what it holds, before the first write
     assert b"import" in drawn
     assert b"100%" in drawn
 

@@ -56,6 +56,7 @@ from ._records import (
     missing_scope,
     mutate,
     runtime_records,
+    space_names,
 )
 from ._session import missing_flags, open_memory, operator_turn
 
@@ -549,6 +550,11 @@ async def _import(path: Path, scope: Scope, records: ExportRecords, tally: Impor
                     "(see `mnemon inspect` with the same flags)",
                     code="no-action",
                 )
+        # memories written before without a key (by `remember`) are recognised by content
+        for kind, source in sorted(records.sources):
+            key = _target(catalog, kind, source, mapping)
+            if kind == "memory" and key not in known:
+                known[key] = await _memory_keys(host.management_client(key, scope), key)
         # memories are listed newest first: written oldest first, they keep their order
         memories = (_memory(n, record) for n, record in records.numbered(memories=True))
         with progress("import", total=len(records)) as advance:
@@ -565,16 +571,6 @@ async def _import(path: Path, scope: Scope, records: ExportRecords, tally: Impor
                 advance(1)
             budget = profile.max_input_bytes - _ENVELOPE
             for key, space, batch in _memory_batches(catalog, mapping, memories, budget):
-                if key not in known:
-                    # memories written before without a key (by `remember`) are recognised by
-                    # content: each by the key its content makes, kept a page at a time, so
-                    # a large space costs no copy of its texts
-                    client = host.management_client(key, scope)
-                    known[key] = {
-                        _memory_key(item)
-                        async for page in memory_pages(client, key)
-                        for item in page
-                    }
                 if _bulk(catalog, key):
                     await _import_batch(host, key, scope, space, batch, known[key], tally, budget)
                 else:
@@ -582,6 +578,24 @@ async def _import(path: Path, scope: Scope, records: ExportRecords, tally: Impor
                     for memory in batch:
                         await _import_memory(turn, key, space, memory, known[key], tally)
                 advance(len(batch))
+
+
+async def _memory_keys(client: ManagementClient, key: str) -> set[str]:
+    """The key each memory of the Source's spaces makes from its content.
+
+    Read a page at a time and kept as keys only, so a large space costs no copy of its
+    texts; a progress bar counts the memories read, since a space of a million takes about
+    half a minute before the first write.
+    """
+    spaces = await space_names(client)
+    counts = [space["memories"] for space in spaces if type(space.get("memories")) is int]
+    total = sum(counts) if len(counts) == len(spaces) else None  # a Provider may not count
+    keys: set[str] = set()
+    with progress(f"reading {key}", total=total) as advance:
+        async for page in memory_pages(client, key):
+            keys.update(_memory_key(item) for item in page)
+            advance(len(page))
+    return keys
 
 
 def _bulk(catalog: Mapping[str, ManagementEntry], key: str) -> bool:
