@@ -551,10 +551,10 @@ async def _import(path: Path, scope: Scope, records: ExportRecords, tally: Impor
                     code="no-action",
                 )
         # memories written before without a key (by `remember`) are recognised by content
-        for kind, source in sorted(records.sources):
-            key = _target(catalog, kind, source, mapping)
-            if kind == "memory" and key not in known:
-                known[key] = await _memory_keys(host.management_client(key, scope), key)
+        for key in sorted(
+            {_target(catalog, *pair, mapping) for pair in records.sources if pair[0] == "memory"}
+        ):
+            known[key] = await _memory_keys(host.management_client(key, scope), key)
         # memories are listed newest first: written oldest first, they keep their order
         memories = (_memory(n, record) for n, record in records.numbered(memories=True))
         with progress("import", total=len(records)) as advance:
