@@ -125,9 +125,18 @@ def test_list_limit_shows_the_newest_of_each_kind_and_says_more_were_left_out(
     assert every["more"] is False
     assert as_json(mnemon(project, "list", *ADA, "--json"))["more"] is False
     assert "more not shown" not in mnemon(project, "list", *ADA, "--limit", "2").stdout
-    # only facts were asked for: the notes and memories past the limit are not "more"
-    facts = as_json(mnemon(project, "list", *ADA, "--kind", "fact", "--limit", "2", "--json"))
-    assert (len(facts["items"]), facts["more"]) == (2, False)
+    nia = ("--user", "nia", "--agent", "helper")
+    assert mnemon(project, "facts", "add", "Nia rows.", *nia, "--yes").returncode == 0
+    for note in ("Check the invoices first.", "Nia prefers short answers."):
+        assert mnemon(project, "facts", "add", note, "--note", *nia, "--yes").returncode == 0
+    # only facts were asked for: the notes past the limit are not "more"
+    facts = as_json(mnemon(project, "list", *nia, "--kind", "fact", "--limit", "1", "--json"))
+    assert ([i["text"] for i in facts["items"]], facts["more"]) == (["Nia rows."], False)
+    notes = as_json(mnemon(project, "list", *nia, "--kind", "note", "--limit", "1", "--json"))
+    assert ([i["text"] for i in notes["items"]], notes["more"]) == (
+        ["Check the invoices first."],
+        True,
+    )
     refused = mnemon(project, "list", *ADA, "--limit", "0")
     assert refused.returncode == 2
     assert "--limit" in refused.stderr
