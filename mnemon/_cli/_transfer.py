@@ -524,7 +524,9 @@ async def _import(path: Path, scope: Scope, records: ExportRecords, tally: Impor
         mapping: dict[str, str] = {}
         present: dict[str, set[tuple[str, ...]]] = {}
         known: dict[str, set[str]] = {}  # the keys of the memories in each spaces Source
-        targets = sorted({_target(catalog, *pair, mapping) for pair in records.sources})
+        # each (kind, Source) of the file resolved once to the mounted Source it goes to
+        resolved = {pair: _target(catalog, *pair, mapping) for pair in records.sources}
+        targets = sorted(set(resolved.values()))
         # a View is composed only for Sources written through the model's actions
         one_by_one = [
             k for k in targets if _type_of(catalog, k) == "spaces" and not _bulk(catalog, k)
@@ -551,9 +553,7 @@ async def _import(path: Path, scope: Scope, records: ExportRecords, tally: Impor
                     code="no-action",
                 )
         # memories written before without a key (by `remember`) are recognised by content
-        for key in sorted(
-            {_target(catalog, *pair, mapping) for pair in records.sources if pair[0] == "memory"}
-        ):
+        for key in sorted({to for (kind, _), to in resolved.items() if kind == "memory"}):
             known[key] = await _memory_keys(host.management_client(key, scope), key)
         # memories are listed newest first: written oldest first, they keep their order
         memories = (_memory(n, record) for n, record in records.numbered(memories=True))
