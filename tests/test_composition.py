@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import logging
 import re
 from typing import Any
 
@@ -110,18 +111,33 @@ async def test_an_undeclared_route_is_rejected_and_the_source_disposed_once() ->
     ],
     ids=["capability", "route", "action", "role", "type", "key"],
 )
-async def test_facts_contradicting_the_manifest_reject_the_view(
-    change: dict[str, Any], message: str
+async def test_facts_contradicting_the_manifest_cost_only_their_source(
+    change: dict[str, Any], message: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     async def lying(source: FakeSource, request: Any) -> SourceFacts:
         return source.default_facts().model_copy(update=change)
 
-    source, _ = fake_source(Probe(on_facts=lying))
+    source, probe = fake_source(Probe(on_facts=lying))
+    other, _ = fake_source()
+    caplog.set_level(logging.DEBUG, logger="mnemon")
     async with MemoryHost() as host:
         await host.mount(source, instance_id="a")
+        await host.mount(other, instance_id="b")
         await host.mount(strategy_plugin(), instance_id="strategy")
-        with pytest.raises(CompositionRejected, match=message):
-            await host.begin_turn()
+        async with host.turn() as turn:
+            assert [c.source_key for c in turn.view.consistency] == ["source:b"]
+            assert [(d.key, d.code, d.message) for d in turn.view.diagnostics] == [
+                (
+                    "source:a",
+                    "source-facts-invalid",
+                    "Memory Source source:a facts() broke its contract",
+                )
+            ]
+    assert probe.project_calls == 0
+    # which rule broke (with what the Source said) is logged for its author, at DEBUG only
+    said = [r for r in caplog.records if message in r.getMessage()]
+    assert said
+    assert all(r.levelno == logging.DEBUG for r in said)
 
 
 async def test_grant_values_never_appear_in_the_view_or_the_wake() -> None:
@@ -325,8 +341,8 @@ async def test_a_required_unavailable_source_rejects_and_an_optional_one_is_skip
         "malformed",
     ],
 )
-async def test_projections_breaking_the_contract_reject_the_view(
-    contribution: Any, message: str
+async def test_projections_breaking_the_contract_cost_only_their_source(
+    contribution: Any, message: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     async def project(source: FakeSource, request: Any) -> Any:
         return contribution(source.key, request)
@@ -336,7 +352,23 @@ async def test_projections_breaking_the_contract_reject_the_view(
     async with MemoryHost() as host:
         await host.mount(source, instance_id="a")
         await host.mount(other, instance_id="b")
-        await host.mount(strategy_plugin(), instance_id="strategy")
+        unmount = await host.mount(strategy_plugin(), instance_id="strategy")
+        # optional: the View is served without it, with a coded diagnostic and no detail
+        async with host.turn() as turn:
+            assert [c.source_key for c in turn.view.consistency] == ["source:b"]
+            assert {f.source_key for f in turn.view.fragments} == {"source:b"}
+            assert [(d.key, d.code, d.message) for d in turn.view.diagnostics] == [
+                (
+                    "source:a",
+                    "source-project-invalid",
+                    "Memory Source source:a project() broke its contract",
+                )
+            ]
+        # the rule that broke is for the plugin's author, at DEBUG only
+        assert not [r for r in caplog.records if r.levelno >= logging.INFO and "returned" in r.msg]
+        await unmount()
+        # required: the turn is rejected, and the host's developer learns which rule broke
+        await host.mount(strategy_plugin(required=True), instance_id="strict")
         with pytest.raises(CompositionRejected, match=message):
             await host.begin_turn()
 

@@ -269,9 +269,13 @@ async def test_a_source_reports_why_it_is_unavailable_only_as_a_code() -> None:
     async with MemoryHost() as host:
         await host.mount(second, instance_id="b")
         await host.mount(strategy_plugin(), instance_id="strategy")
-        with pytest.raises(CompositionRejected, match=r"facts\(\)\.reason") as caught:
-            await host.begin_turn()
-        assert "s3cr3t" not in str(caught.value)
+        # free text where a code belongs breaks the contract: the Source is dropped, coded
+        async with host.turn() as turn:
+            assert [(d.key, d.code) for d in turn.view.diagnostics] == [
+                ("source:b", "source-facts-invalid")
+            ]
+            assert "s3cr3t" not in turn.wake()
+            assert "s3cr3t" not in turn.view.model_dump_json()
 
 
 async def test_a_failing_sources_exception_is_logged_only_at_debug_on_mnemon_loggers(

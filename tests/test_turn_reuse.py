@@ -148,9 +148,12 @@ async def test_facts_a_source_changes_in_place_are_checked_again() -> None:
         async with host.turn(scope={"user_id": "u"}) as turn:
             assert turn.view.consistency[0].revision == "r2"
         shared["role"] = "other"
-        with pytest.raises(CompositionRejected, match="contradicts its manifest"):
-            async with host.turn(scope={"user_id": "u"}):
-                pass
+        # facts that now contradict the manifest cost only their Source: unavailable, coded
+        async with host.turn(scope={"user_id": "u"}) as turn:
+            assert turn.view.consistency == ()
+            assert [(d.key, d.code) for d in turn.view.diagnostics] == [
+                ("source:a", "source-facts-invalid")
+            ]
 
 
 def reusing_probe(reuse: bool) -> Probe:

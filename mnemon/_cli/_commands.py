@@ -470,8 +470,10 @@ _HEALTH = {
     "source-unavailable": "unavailable",
     "source-facts-timeout": "facts timed out",
     "source-facts-failed": "facts failed",
+    "source-facts-invalid": "facts broke the Source contract",
     "source-project-timeout": "projection timed out",
     "source-project-failed": "projection failed",
+    "source-project-invalid": "projection broke the Source contract",
     "source-not-selected": "serving, not selected by the Strategy",
 }
 

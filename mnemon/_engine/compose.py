@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -48,7 +49,8 @@ __all__ = ["PinnedView", "checked_facts", "compose_view"]
 _M = TypeVar("_M", bound=BaseModel)
 _UNHASHED = {"id", "digest", "generation_id", "created_at"}
 
-_PHASE_WORDS = {"timeout": "timed out", "failed": "failed"}
+_PHASE_WORDS = {"timeout": "timed out", "failed": "failed", "invalid": "broke its contract"}
+_log = logging.getLogger("mnemon.compose")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +64,7 @@ class PinnedView:
 
 
 def _outage(key: str, phase: str, failure: str) -> Diagnostic:
+    # `invalid`: the answer broke the contract; a plugin's broken answer costs only that plugin
     return Diagnostic(
         code=f"source-{phase}-{failure}",
         message=f"Memory Source {key} {phase}() {_PHASE_WORDS[failure]}",
@@ -93,6 +96,12 @@ def checked_facts(slot: SourceSlot, value: Any) -> SourceFacts:
     if problem is not None:
         raise CompositionRejected(f"{subject} contradicts its manifest: {problem}")
     return facts
+
+
+def _contract_broken(key: str, phase: str, broken: CompositionRejected) -> None:
+    # the rule's wording may quote what the Source answered: only at DEBUG, for its author
+    _log.warning("Memory Source %s %s() broke its contract", key, phase)
+    _log.debug("Memory Source %s %s(): %s", key, phase, broken)
 
 
 def _reported(key: str, facts: SourceFacts) -> Diagnostic:
@@ -467,7 +476,13 @@ async def compose_view(generation: Generation, request: CompositionRequest) -> P
         # the very facts model checked before (frozen): the same candidate and diagnostic;
         # a plain value is checked every time (its owner may have changed it in place)
         if known is None or known[0] is not value or not isinstance(value, SourceFacts):
-            facts = checked_facts(slot, value)
+            try:
+                facts = checked_facts(slot, value)
+            except CompositionRejected as broken:
+                _contract_broken(slot.key, "facts", broken)
+                diagnostics.append(_outage(slot.key, "facts", "invalid"))
+                candidates[slot.key] = _candidate(slot, _unavailable(slot))
+                continue
             note = _reported(slot.key, facts) if facts.availability != "ready" else None
             known = cache[entry] = (value, (_candidate(slot, facts), note))
         candidate, note = known[1]
@@ -536,23 +551,32 @@ async def compose_view(generation: Generation, request: CompositionRequest) -> P
     for outcome in outcomes:
         selection = by_key[outcome.key]
         project_request = requests[outcome.key]
-        failure = outcome.failure
+        failure: str | None = outcome.failure
+        broken: CompositionRejected | None = None
         if failure is None:
-            contribution = _checked_contribution(
-                generation.by_key[outcome.key], selection, project_request, outcome.value
-            )
-            if (
-                contribution.revision is not None
-                and contribution.revision != project_request.expected_revision
-            ):
-                # the Source moved on between facts and project: this is not the pinned revision
-                failure = "failed"
+            try:
+                contribution = _checked_contribution(
+                    generation.by_key[outcome.key], selection, project_request, outcome.value
+                )
+            except CompositionRejected as exc:
+                broken, failure = exc, "invalid"
+                _contract_broken(outcome.key, "project", exc)
             else:
-                results[outcome.key] = contribution
+                if (
+                    contribution.revision is not None
+                    and contribution.revision != project_request.expected_revision
+                ):
+                    # the Source moved on between facts and project: not the pinned revision
+                    failure = "failed"
+                else:
+                    results[outcome.key] = contribution
         if failure is not None:
             if selection.required:
+                # the host's developer learns which rule broke; the model never sees this
+                detail = f": {broken}" if broken is not None else ""
                 raise CompositionRejected(
-                    f"required Memory Source {outcome.key} project() {_PHASE_WORDS[failure]}"
+                    f"required Memory Source {outcome.key} project() "
+                    f"{_PHASE_WORDS[failure]}{detail}"
                 )
             diagnostics.append(_outage(outcome.key, "project", failure))
             del by_key[outcome.key]
