@@ -478,8 +478,8 @@ async def compose_view(generation: Generation, request: CompositionRequest) -> P
         if known is None or known[0] is not value or not isinstance(value, SourceFacts):
             try:
                 facts = checked_facts(slot, value)
-            except CompositionRejected as broken:
-                _contract_broken(slot.key, "facts", broken)
+            except CompositionRejected as exc:
+                _contract_broken(slot.key, "facts", exc)
                 diagnostics.append(_outage(slot.key, "facts", "invalid"))
                 candidates[slot.key] = _candidate(slot, _unavailable(slot))
                 continue
@@ -552,14 +552,14 @@ async def compose_view(generation: Generation, request: CompositionRequest) -> P
         selection = by_key[outcome.key]
         project_request = requests[outcome.key]
         failure: str | None = outcome.failure
-        broken: CompositionRejected | None = None
+        invalid: CompositionRejected | None = None
         if failure is None:
             try:
                 contribution = _checked_contribution(
                     generation.by_key[outcome.key], selection, project_request, outcome.value
                 )
             except CompositionRejected as exc:
-                broken, failure = exc, "invalid"
+                invalid, failure = exc, "invalid"
                 _contract_broken(outcome.key, "project", exc)
             else:
                 if (
@@ -573,7 +573,7 @@ async def compose_view(generation: Generation, request: CompositionRequest) -> P
         if failure is not None:
             if selection.required:
                 # the host's developer learns which rule broke; the model never sees this
-                detail = f": {broken}" if broken is not None else ""
+                detail = f": {invalid}" if invalid is not None else ""
                 raise CompositionRejected(
                     f"required Memory Source {outcome.key} project() "
                     f"{_PHASE_WORDS[failure]}{detail}"
