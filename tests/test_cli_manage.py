@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import time
 from collections.abc import Iterable
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
@@ -541,17 +542,27 @@ def test_an_export_interrupted_part_way_leaves_no_file(tmp_path: Path) -> None:
     source = memory_export(tmp_path / "many.jsonl", "big", (f"note {i}" for i in range(20_000)))
     assert mnemon(folder, "import", str(source), "--yes").returncode == 0
     out = tmp_path / "out.jsonl"
-    partial = tmp_path / "out.jsonl.partial"
     process = start(folder, "export", "--user", "big", "--out", str(out))
+
+    def temporaries() -> list[Path]:  # written aside under a fresh name: .out.jsonl.<hex>.tmp
+        return list(tmp_path.glob(".out.jsonl.*.tmp"))
+
+    def started() -> bool:
+        sizes = []
+        for partial in temporaries():
+            with suppress(FileNotFoundError):  # renamed into place meanwhile
+                sizes.append(partial.stat().st_size)
+        return any(sizes)
+
     # polls for a state, not for time: once its header is written, the export is under way
-    while not (partial.exists() and partial.stat().st_size > 0):
+    while not started():
         assert process.poll() is None, process.communicate()
         time.sleep(0.005)
     process.send_signal(signal.SIGINT)
     out_text, err = process.communicate(timeout=60)
     assert process.returncode == 130, (out_text, err)
     # nothing that looks like an export, whole or half
-    assert not partial.exists()
+    assert temporaries() == []
     assert not out.exists()
     finished = as_json(mnemon(folder, "export", "--user", "big", "--out", str(out), "--json"))
     assert finished["records"] == 20_000

@@ -17,25 +17,36 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import re
 import sys
 import tempfile
 from array import array
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 import click
 import orjson
 
-from .._errors import ActionError, ManagementError
+from .._errors import ActionError, ManagementError, SourceError
 from .._host import ManagementClient, MemoryHost, MemoryTurn
 from .._models import ActionOffer, ManagementEntry, Scope
 from .._text import visible_text
+from ..storage import open_private, temporary_path
 from ._options import (
+    IDENTITY,
     CommandError,
     FlagError,
     confirm,
@@ -73,6 +84,8 @@ _PROBES: dict[str, tuple[str, dict[str, Any]]] = {
 _KINDS = {"memory": "spaces", "fact": "runtime", "note": "runtime", "document": "documents"}
 _KIND_CODES = {kind: code for code, kind in enumerate(_KINDS)}
 _SHOWN_REFUSALS = 10
+# the host's own input checks refuse a record before anything is written
+_HOST_REFUSALS = frozenset({"invalid-input", "input-too-large"})
 IMPORT_BATCH = 1_000  # the most memories the spaces Source's `import` takes in one call
 _ENVELOPE = 1_024  # room for the batch's own JSON around its memories
 # what `json.dumps(value, ensure_ascii=False)` writes (keys are made of it), with the
@@ -173,7 +186,8 @@ def export(
     It covers every first-party Source: long-term memories (spaces), user facts and agent
     notes (runtime) and documents with their bodies (documents, with --workspace).
     """
-    if out is not None and out.exists() and not force:
+    # a link planted under the final name counts as there: it is replaced, never followed
+    if out is not None and os.path.lexists(out) and not force:
         shown = shown_path(out, profile_path(ctx).parent, name_if_outside=True)
         raise CommandError(f"{shown} exists; use --force to overwrite it", code="exists")
     job = functools.partial(_export, profile_path(ctx), scope_of(options))
@@ -182,17 +196,11 @@ def export(
             raise FlagError("--json needs --out FILE: the export itself is written to stdout")
         run(functools.partial(job, click.echo))
         return
-    partial = out.with_name(out.name + ".partial")
-    try:
-        with partial.open("w", encoding="utf-8") as handle:
-            exported = run(functools.partial(job, lambda line: handle.write(line + "\n")))
-    except BaseException:
-        partial.unlink(missing_ok=True)  # an export that did not finish leaves no file
-        raise
-    partial.replace(out)  # a reader never sees half a file under the final name
+    shown = shown_path(out, profile_path(ctx).parent, name_if_outside=True)
+    exported = _export_to(out, shown, job)
     header = exported.header
     summary = {
-        "out": shown_path(out, profile_path(ctx).parent, name_if_outside=True),
+        "out": shown,
         "records": exported.records,
         "sources": header["sources"],
         "skipped": header["skipped"],
@@ -203,6 +211,47 @@ def export(
     printer_of(ctx).ok(f"exported {exported.records} record(s) to {summary['out']}")
     for key in header["skipped"]:
         printer_of(ctx).warn(f"{key} skipped: the scope lacks an id it partitions by")
+
+
+def _export_to(
+    out: Path, shown: str, job: Callable[[Callable[[str], object]], Awaitable[_Exported]]
+) -> _Exported:
+    """Run the export `job` into `out`: a private file, complete or not there at all.
+
+    The lines go to a temporary file beside `out` with a fresh random name, created
+    exclusively, 0600 and never through a link (`mnemon.storage`), so nothing planted in the
+    folder is followed, written or truncated; flushed to disk, it is renamed over `out` in
+    one step, and a reader never sees half an export under its name.
+
+    Raises:
+        CommandError: `out` cannot be written (a missing folder, no permission, a full disk).
+    """
+    temporary = temporary_path(out)
+    try:
+        descriptor = open_private(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    except (OSError, SourceError) as exc:
+        raise _unwritable(shown, exc) from None
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            exported = run(functools.partial(job, lambda line: handle.write(line + "\n")))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, out)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise _unwritable(shown, exc) from None
+    except BaseException:
+        temporary.unlink(missing_ok=True)  # an export that did not finish leaves no file
+        raise
+    return exported
+
+
+def _unwritable(shown: str, exc: OSError | SourceError) -> CommandError:
+    reason = exc.strerror if isinstance(exc, OSError) else exc.code
+    return CommandError(
+        f"{shown}: cannot be written ({reason or 'error'}); nothing was exported",
+        code="invalid-file",
+    )
 
 
 # ---------------------------------------------------------------------- import
@@ -292,13 +341,7 @@ def read_export(handle: IO[bytes], name: str, records: ExportRecords) -> dict[st
             raise CommandError(f"{name}: must be UTF-8 text", code="invalid-file") from None
         if not line.strip():
             continue
-        try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            value = _stdlib_json(line, number, name)
-        if _LONG_DIGITS.search(line):
-            # orjson reads an integer beyond 64 bits as a float: never change a value silently
-            _refuse_wide_integers(json.loads(line), number, name)
+        value = _line_value(line, number, name)
         if not isinstance(value, dict):
             raise CommandError(f"{name}: line {number} is not a JSON object", code="invalid-file")
         if header is None:
@@ -307,9 +350,15 @@ def read_export(handle: IO[bytes], name: str, records: ExportRecords) -> dict[st
                     f"{name}: not a mnemon export (its first line has no format {FORMAT!r})",
                     code="invalid-file",
                 )
-            if value.get("version") != VERSION:
+            version = value.get("version")
+            if not _is_integer(version):
                 raise CommandError(
-                    f"{name}: written in export format version {value.get('version')!r}; this "
+                    f"{name}: not a mnemon export (its first line has no version number)",
+                    code="invalid-file",
+                )
+            if version != VERSION:
+                raise CommandError(
+                    f"{name}: written in export format version {version}; this "
                     f"mnemon reads version {VERSION} only. Export it again with a mnemon "
                     f"that writes version {VERSION}.",
                     code="unsupported-version",
@@ -319,22 +368,29 @@ def read_export(handle: IO[bytes], name: str, records: ExportRecords) -> dict[st
         if ended:
             raise CommandError(f"{name}: line {number} follows the end", code="invalid-file")
         if value.get("kind") == "end":
-            if value.get("records") != len(records):
+            count = value.get("records")
+            if not _is_integer(count):
                 raise CommandError(
-                    f"{name}: the end says {value.get('records')} records, the file has "
-                    f"{len(records)}",
+                    f"{name}: the end line has no record count (the file has {len(records)})",
+                    code="invalid-file",
+                )
+            if count != len(records):
+                raise CommandError(
+                    f"{name}: the end says {count} records, the file has {len(records)}",
                     code="invalid-file",
                 )
             ended = True
             continue
         kind = value.get("kind")
-        if kind not in _KINDS or not isinstance(value.get("source"), str):
+        if kind not in _KINDS:
+            # a kind of a later version is named; anything else in its place is not shown
+            shown = f" {kind!r}" if isinstance(kind, str) and _KIND_NAME.match(kind) else ""
             raise CommandError(
-                f"{name}: line {number}: unknown record kind {kind!r}", code="invalid-file"
+                f"{name}: line {number}: unknown record kind{shown}", code="invalid-file"
             )
-        needed = ("title", "body") if kind == "document" else ("text",)
+        needed = ("source", "title", "body") if kind == "document" else ("source", "text")
         if kind == "memory":
-            needed = ("text", "space")
+            needed = ("source", "text", "space")
         missing = [field for field in needed if not isinstance(value.get(field), str)]
         if missing:
             raise CommandError(
@@ -353,6 +409,83 @@ def read_export(handle: IO[bytes], name: str, records: ExportRecords) -> dict[st
 
 _LONG_DIGITS = re.compile(r"\d{19}")  # the shortest integer that may not fit in 64 bits
 _INTEGER_RANGE = range(-(2**63), 2**64)  # what orjson reads and writes as an integer
+_KIND_NAME = re.compile(r"[a-z][a-z_-]{0,31}\Z")
+# far deeper than any line of an export (a memory's tags are two levels down), and shallow
+# enough for every recursive walk of the value, here and in the host, to stay clear of
+# Python's recursion limit
+MAX_DEPTH = 64
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _line_value(line: str, number: int, name: str) -> Any:
+    """The JSON value of one line, refused when no store keeps it exactly.
+
+    Raises:
+        CommandError: naming the line and what is wrong with it, never quoting it: not JSON,
+            nested deeper than `MAX_DEPTH`, an integer wider than 64 bits, NaN or Infinity,
+            or a lone surrogate.
+    """
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        _refuse_stdlib_json(line, number, name)
+    # counted first, in C: only a line with that many brackets is walked
+    if line.count("[") + line.count("{") > MAX_DEPTH and _deeper_than(value, MAX_DEPTH):
+        raise _too_deep(number, name)
+    if _LONG_DIGITS.search(line):
+        # orjson reads an integer beyond 64 bits as a float: never change a value silently
+        _refuse_wide_integers(_stdlib_value(line, number, name), number, name)
+    return value
+
+
+def _stdlib_value(line: str, number: int, name: str) -> Any:
+    """The line as the standard library reads it (NaN, Infinity, integers of any width).
+
+    Raises:
+        CommandError: not JSON, nested deeper than `MAX_DEPTH`, or an integer of more digits
+            than Python converts (`sys.get_int_max_str_digits`), far wider than 64 bits.
+    """
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError:
+        raise CommandError(f"{name}: line {number} is not JSON", code="invalid-file") from None
+    except RecursionError:
+        raise _too_deep(number, name) from None
+    except ValueError:  # only an integer too long to convert gets here
+        raise _too_wide(number, name) from None
+    if _deeper_than(value, MAX_DEPTH):
+        raise _too_deep(number, name)
+    return value
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether `value` nests arrays and objects more than `limit` levels deep (no recursion)."""
+    level = [value]
+    for _ in range(limit):
+        level = [
+            item
+            for container in level
+            if isinstance(container, dict | list)
+            for item in (container.values() if isinstance(container, dict) else container)
+        ]
+        if not level:
+            return False
+    return any(isinstance(item, dict | list) for item in level)
+
+
+def _too_deep(number: int, name: str) -> CommandError:
+    return CommandError(
+        f"{name}: line {number} is nested deeper than {MAX_DEPTH} levels", code="invalid-file"
+    )
+
+
+def _too_wide(number: int, name: str) -> CommandError:
+    return CommandError(
+        f"{name}: line {number} holds an integer wider than 64 bits", code="invalid-file"
+    )
 
 
 def _refuse_wide_integers(value: Any, number: int, name: str) -> None:
@@ -365,9 +498,7 @@ def _refuse_wide_integers(value: Any, number: int, name: str) -> None:
         return
     if isinstance(value, int):
         if value not in _INTEGER_RANGE:
-            raise CommandError(
-                f"{name}: line {number} holds an integer wider than 64 bits", code="invalid-file"
-            )
+            raise _too_wide(number, name)
     elif isinstance(value, dict):
         for item in value.values():
             _refuse_wide_integers(item, number, name)
@@ -376,16 +507,15 @@ def _refuse_wide_integers(value: Any, number: int, name: str) -> None:
             _refuse_wide_integers(item, number, name)
 
 
-def _stdlib_json(line: str, number: int, name: str) -> Any:
-    """A line orjson refused: not JSON, or JSON holding a value no store keeps.
+def _refuse_stdlib_json(line: str, number: int, name: str) -> NoReturn:
+    """Refuse a line orjson refused: not JSON, or JSON holding a value no store keeps.
 
     Raises:
-        CommandError: either way, naming the line and what is wrong with it.
+        CommandError: always, naming the line and what is wrong with it.
     """
-    try:
-        value = json.loads(line)
-    except json.JSONDecodeError:
-        raise CommandError(f"{name}: line {number} is not JSON", code="invalid-file") from None
+    value = _stdlib_value(line, number, name)
+    # orjson reads an integer of more than 309 digits as infinity, and refuses it
+    _refuse_wide_integers(value, number, name)
     # the standard library also reads NaN, Infinity and lone surrogate escapes (\\ud800)
     what = "NaN or Infinity"
     if _has_lone_surrogate(value):
@@ -439,6 +569,21 @@ def _type_of(catalog: Mapping[str, ManagementEntry], key: str) -> str | None:
     return None if entry is None else entry.type_id
 
 
+def _refused_alone(exc: ActionError | ManagementError) -> bool:
+    """Whether one record was refused by itself with nothing written: the import goes on.
+
+    The host's own input checks, or a Source's final refusal of that record (an input it
+    refuses, a store that is full): whatever the Source, by the failure class it gave. Anything
+    retryable or about access, or a write that may have happened, stops the import.
+    """
+    if exc.code in _HOST_REFUSALS:
+        return True
+    if exc.kind != "terminal":
+        return False
+    receipt = getattr(exc, "receipt", None)
+    return receipt is None or getattr(receipt, "completion", None) == "failed"
+
+
 async def _write_action(
     turn: MemoryTurn, offer_id: str, payload: dict[str, Any], key: str
 ) -> dict[str, Any]:
@@ -448,6 +593,8 @@ async def _write_action(
     try:
         receipt = await turn.execute_action(offer_id, payload, authorize, idempotency_key=key)
     except ActionError as exc:
+        if _refused_alone(exc):
+            return {"status": "refused", "code": exc.code, "message": _said(exc)}
         raise CommandError(
             f"{offer_id}: {exc.code}: {visible_text(str(exc), keep_newlines=False)}",
             code=exc.code,
@@ -552,25 +699,25 @@ async def _import(path: Path, scope: Scope, records: ExportRecords, tally: Impor
                     "(see `mnemon inspect` with the same flags)",
                     code="no-action",
                 )
+        spaces: dict[str, list[str]] = {}  # the names of the spaces of each spaces Source
         # memories written before without a key (by `remember`) are recognised by content
         for key in sorted({to for (kind, _), to in resolved.items() if kind == "memory"}):
-            known[key] = await _memory_keys(host.management_client(key, scope), key)
+            client = host.management_client(key, scope)
+            known[key], spaces[key] = await _memory_keys(client, key)
         # memories are listed newest first: written oldest first, they keep their order
         memories = (_memory(n, record) for n, record in records.numbered(memories=True))
         with progress("import", total=len(records)) as advance:
-            for _, record in records.numbered(memories=False):
+            for number, record in records.numbered(memories=False):
                 kind = record["kind"]
                 key = _target(catalog, kind, record["source"], mapping)
-                tally.in_flight = 1
                 if kind in ("fact", "note"):
-                    outcome = await _import_entry(host, key, scope, record, present)
+                    await _import_entry(host, key, scope, number, record, present, tally)
                 else:
-                    outcome = await _import_document(host, key, scope, record, present)
-                tally.in_flight = 0
-                setattr(tally, outcome["status"], getattr(tally, outcome["status"]) + 1)
+                    await _import_document(host, key, scope, number, record, present, tally)
                 advance(1)
             budget = profile.max_input_bytes - _ENVELOPE
-            for key, space, batch in _memory_batches(catalog, mapping, memories, budget):
+            writable = _in_spaces(memories, catalog, mapping, spaces, tally, advance)
+            for key, space, batch in _memory_batches(catalog, mapping, writable, budget):
                 if _bulk(catalog, key):
                     await _import_batch(host, key, scope, space, batch, known[key], tally, budget)
                 else:
@@ -580,8 +727,8 @@ async def _import(path: Path, scope: Scope, records: ExportRecords, tally: Impor
                 advance(len(batch))
 
 
-async def _memory_keys(client: ManagementClient, key: str) -> set[str]:
-    """The key each memory of the Source's spaces makes from its content.
+async def _memory_keys(client: ManagementClient, key: str) -> tuple[set[str], list[str]]:
+    """The key each memory of the Source's spaces makes from its content; the spaces' names.
 
     Read a page at a time and kept as keys only, so a large space costs no copy of its
     texts; a progress bar counts the memories read, since a space of a million takes about
@@ -595,7 +742,35 @@ async def _memory_keys(client: ManagementClient, key: str) -> set[str]:
         async for page in memory_pages(client, key):
             keys.update(_memory_key(item) for item in page)
             advance(len(page))
-    return keys
+    return keys, [str(space.get("name")) for space in spaces]
+
+
+def _in_spaces(
+    memories: Iterable[_Memory],
+    catalog: Mapping[str, ManagementEntry],
+    mapping: dict[str, str],
+    spaces: Mapping[str, list[str]],
+    tally: ImportTally,
+    advance: Callable[[int], None],
+) -> Iterator[_Memory]:
+    """The memories whose space their Source has in this scope; the others are refused alone.
+
+    The Source would refuse the whole batch naming such a space: refused here, a record
+    naming a space that does not exist (or is not in this scope) costs no other record.
+    """
+    for memory in memories:
+        key = _target(catalog, "memory", memory.source, mapping)
+        if memory.space in spaces[key]:
+            yield memory
+            continue
+        # the space's name comes from the file: not shown, like the record's content
+        tally.refuse(
+            memory.number,
+            "unknown-space",
+            f"its space is not one of the spaces of {key} in this scope "
+            f"({', '.join(spaces[key]) or 'none'})",
+        )
+        advance(1)
 
 
 def _bulk(catalog: Mapping[str, ManagementEntry], key: str) -> bool:
@@ -659,15 +834,10 @@ async def _import_batch(
     try:
         result = await mutate(host, key, scope, "import", payload)
     except ManagementError as exc:
-        before = (
-            f"the {tally.written} record(s) written before it are kept"
-            if tally.written
-            else "nothing was written before it"
-        )
         raise CommandError(
             f"{key}/import: {exc.code}: a batch of {len(sent)} memories failed and may or may "
-            f"not have been stored; {before}. Run the same import again to finish: it never "
-            "duplicates",
+            f"not have been stored; {_kept(tally)}. Run the same import again to finish: it "
+            "never duplicates",
             code=exc.code,
         ) from None
     output = result.output if isinstance(result.output, Mapping) else {}
@@ -721,6 +891,9 @@ async def _import_memory(
     tally.in_flight = 1
     outcome = await _write_action(turn, f"{key}/remember", payload, item["idempotency_key"])
     tally.in_flight = 0
+    if outcome["status"] == "refused":
+        tally.refuse(memory.number, outcome["code"], outcome["message"])
+        return
     known.add(memory.key)
     if outcome["status"] == "written":
         tally.written += 1
@@ -748,9 +921,11 @@ async def _import_entry(
     host: MemoryHost,
     key: str,
     scope: Scope,
+    number: int,
     record: dict[str, Any],
     present: dict[str, set[tuple[str, ...]]],
-) -> dict[str, Any]:
+    tally: ImportTally,
+) -> None:
     target = "user" if record["kind"] == "fact" else "memory"
     if key not in present:
         client = host.management_client(key, scope)
@@ -758,22 +933,24 @@ async def _import_entry(
             (str(item["target"]), str(item["text"])) for item in await runtime_records(client, key)
         }
     if (target, record["text"]) in present[key]:
-        return {"status": "unchanged"}
+        tally.unchanged += 1
+        return
     change: dict[str, Any] = {"target": target, "operation": "add", "text": record["text"]}
     if isinstance(record.get("importance"), int):
         change["importance"] = record["importance"]
-    await mutate(host, key, scope, "mutate", change)
-    present[key].add((target, record["text"]))
-    return {"status": "written"}
+    if await _write_record(host, key, scope, "mutate", change, number, tally):
+        present[key].add((target, record["text"]))
 
 
 async def _import_document(
     host: MemoryHost,
     key: str,
     scope: Scope,
+    number: int,
     record: dict[str, Any],
     present: dict[str, set[tuple[str, ...]]],
-) -> dict[str, Any]:
+    tally: ImportTally,
+) -> None:
     if key not in present:
         client = host.management_client(key, scope)
         present[key] = {
@@ -781,10 +958,56 @@ async def _import_document(
             for item in await document_records(client, key, bodies=True)
         }
     if (record["title"], record["body"]) in present[key]:
-        return {"status": "unchanged"}
-    await mutate(host, key, scope, "create", {"title": record["title"], "body": record["body"]})
-    present[key].add((record["title"], record["body"]))
-    return {"status": "written"}
+        tally.unchanged += 1
+        return
+    document = {"title": record["title"], "body": record["body"]}
+    if await _write_record(host, key, scope, "create", document, number, tally):
+        present[key].add((record["title"], record["body"]))
+
+
+async def _write_record(
+    host: MemoryHost,
+    key: str,
+    scope: Scope,
+    operation: str,
+    payload: dict[str, Any],
+    number: int,
+    tally: ImportTally,
+) -> bool:
+    """Write record `number` and count it; False when the Source refused it (counted too).
+
+    Raises:
+        CommandError: the write failed otherwise (a timeout, a damaged store): it may or may
+            not have been stored, and the import stops there.
+    """
+    tally.in_flight = 1
+    try:
+        await mutate(host, key, scope, operation, payload)
+    except ManagementError as exc:
+        tally.in_flight = 0
+        if _refused_alone(exc):
+            tally.refuse(number, exc.code, _said(exc))  # that record alone: the others go on
+            return False
+        raise CommandError(
+            f"{key}/{operation}: {exc.code}: record {number} failed and may or may not have "
+            f"been stored; {_kept(tally)}. Run the same import again to finish: it never "
+            "duplicates",
+            code=exc.code,
+        ) from None
+    tally.in_flight = 0
+    tally.written += 1
+    return True
+
+
+def _said(exc: ActionError | ManagementError) -> str:
+    # the host's words name the field and the rule, never the value; a Source's only its code
+    return visible_text(str(exc), keep_newlines=False)
+
+
+def _kept(tally: ImportTally) -> str:
+    if tally.written:
+        return f"the {tally.written} record(s) written before it are kept"
+    return "nothing was written before it"
 
 
 @click.command("import")
@@ -815,9 +1038,12 @@ def import_(ctx: click.Context, /, file: Path, yes: bool, as_json: bool, **optio
                     f"{name}: cannot be read ({exc.strerror or 'error'})", code="invalid-file"
                 ) from None
         scope = scope_of(options)
+        where = ""
         if not scope.model_dump(exclude_none=True):
             scope = scope_of_header(header)
-        if not yes and not confirm(f"Import {len(records)} record(s)?", err=as_json):
+            where = " (the scope the file was exported from)"
+        question = f"Import {len(records)} record(s) into {_scope_words(scope)}{where}?"
+        if not yes and not confirm(question, err=as_json):
             raise CommandError("nothing was imported: you did not confirm", code="not-confirmed")
         tally = ImportTally()
         job = functools.partial(_import, profile_path(ctx), scope, records, tally)
@@ -848,6 +1074,17 @@ def import_(ctx: click.Context, /, file: Path, yes: bool, as_json: bool, **optio
             printer_of(ctx).warn(f"... and {len(refusals) - _SHOWN_REFUSALS} more refused")
     if refusals:
         ctx.exit(1)  # the others were imported: the summary above says what was refused
+
+
+def _scope_words(scope: Scope) -> str:
+    """The scope as the person gave it: `tenant 'acme', user 'ada', workspace 'billing'`."""
+    flags = {field: flag for flag, field, _ in IDENTITY}
+    given = scope.model_dump(exclude_none=True)
+    words = [
+        f"{flags.get(field, field)} {visible_text(str(value), keep_newlines=False)!r}"
+        for field, value in given.items()
+    ]
+    return ", ".join(words) or "the scope without ids (no user, agent, workspace or tenant)"
 
 
 def scope_of_header(header: dict[str, Any]) -> Scope:
