@@ -30,7 +30,7 @@ from pydantic import field_validator as _field_validator
 
 from ._errors import DefinitionError, InstallError
 from ._helpers import mnemon_home
-from ._json import freeze_json
+from ._json import MAX_JSON_DEPTH, freeze_json
 from ._versions import RangeError, parse_range, parse_version
 
 __all__ = [
@@ -71,6 +71,8 @@ _Id = Annotated[str, StringConstraints(pattern=_ID, max_length=64, strict=True)]
 _Text = Annotated[str, StringConstraints(min_length=1, max_length=400, strict=True)]
 _Target = Annotated[str, StringConstraints(pattern=_TARGET, strict=True)]
 _Flag = Annotated[bool, Strict()]
+# a manifest is a few KB: a bigger file is refused before it is parsed, not after it fills memory
+MAX_MANIFEST_CHARACTERS = 1 << 20
 
 
 def raven_backends_hosted() -> bool:
@@ -93,9 +95,25 @@ class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
 
 
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether tables and arrays nest in `value` deeper than `limit` (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth >= limit:
+                return True
+            members = item.values() if isinstance(item, dict) else item
+            stack.extend((member, depth + 1) for member in members)
+    return False
+
+
 def _checked_schema(value: Any) -> Any:
     if not isinstance(value, dict):
         raise ValueError("a configuration schema is a table (a JSON Schema object)")
+    # check_schema recurses per level: nesting is bounded first (freeze_json's own bound)
+    if _deeper_than(value, MAX_JSON_DEPTH):
+        raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
     try:
         jsonschema.Draft202012Validator.check_schema(value)
     except jsonschema.SchemaError as exc:
@@ -393,9 +411,32 @@ class Discovery:
 
 
 def _read_manifest(path: Path) -> tuple[PluginManifest | None, Problem | None, str | None]:
-    """Parse and validate one manifest file; a problem code and detail instead when broken."""
+    """Parse and validate one manifest file; a problem code and detail instead when broken.
+
+    A hostile file (nested past the parser's recursion, too big) is one broken plugin, never
+    an exception that stops discovery of the others.
+    """
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        return _parsed_manifest(path)
+    except RecursionError:
+        return None, "invalid-manifest", "nested too deeply to read"
+    except MemoryError:
+        return None, "invalid-manifest", "too large to read"
+
+
+def _manifest_text(path: Path) -> str | None:
+    """The file's text, or None when it is longer than `MAX_MANIFEST_CHARACTERS`."""
+    with path.open(encoding="utf-8") as file:
+        text = file.read(MAX_MANIFEST_CHARACTERS + 1)
+    return None if len(text) > MAX_MANIFEST_CHARACTERS else text
+
+
+def _parsed_manifest(path: Path) -> tuple[PluginManifest | None, Problem | None, str | None]:
+    try:
+        text = _manifest_text(path)
+        if text is None:
+            return None, "invalid-manifest", "larger than 1 MiB of text"
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         return None, "invalid-toml", str(exc)
     except (OSError, UnicodeDecodeError) as exc:

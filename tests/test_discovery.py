@@ -82,6 +82,7 @@ STRATEGY_MODULE = textwrap.dedent(
     """
 )
 
+MANIFEST = "mnemon-plugin.toml"
 RAISES_ON_IMPORT = f'raise RuntimeError("{SECRET}: this module must not be imported")\n'
 
 
@@ -271,6 +272,108 @@ def test_broken_manifests_are_listed_with_their_codes_and_hide_no_other(tmp_path
         assert row["detail"]
     assert rows[".mnemon/plugins/good/mnemon-plugin.toml"]["status"] == "available"
     assert {row["id"] for row in listed["plugins"]} >= FIRST_PARTY
+
+
+# hostile manifests: nesting that blew up the parser or the schema check of every command, and a
+# file too big to parse
+DEEP_SCHEMA = 'config_schema.type = "object"\nconfig_schema' + ".not" * 600 + " = {}"
+HOSTILE = [
+    pytest.param(
+        "nested = " + "[" * 3000 + "]" * 3000 + "\n" + manifest("deep.toml"),
+        MANIFEST,
+        id="toml-nested-3000-deep",
+    ),
+    pytest.param(
+        manifest("deep.schema").replace(
+            'config_schema = { type = "object", properties = { size = { type = "integer" } } }',
+            DEEP_SCHEMA,
+        ),
+        MANIFEST,
+        id="config-schema-nested-600-deep",
+    ),
+    pytest.param(
+        textwrap.dedent(
+            """
+            [plugin]
+            id = "deep.raven"
+            version = "2.0.0"
+            display_name = "Deep Raven"
+            raven = ">=1.0.0"
+            """
+        )
+        + DEEP_SCHEMA
+        + '\n\n[[plugin.contributes.memory_backends]]\nname = "deep"\nfactory = "deep:create"\n',
+        "raven-plugin.toml",
+        id="raven-config-schema-nested-600-deep",
+    ),
+    pytest.param(
+        manifest("too.large") + "# " + "x" * 2_000_000 + "\n", MANIFEST, id="larger-than-1-mib"
+    ),
+]
+
+
+def hostile_drop_ins(project: Path, home: Path) -> list[str]:
+    """Every hostile manifest in the project's and the user's folder (inside the project)."""
+    locations = []
+    for root, prefix in ((project / ".mnemon" / "plugins", "project"), (home / "plugins", "user")):
+        for case in HOSTILE:
+            text, name = case.values
+            # the folder's name is the id of a manifest that cannot be read
+            folder = f"hostile-{prefix}-{case.id}"
+            path = drop_in(root, folder, str(text), name=str(name)) / str(name)
+            locations.append(path.relative_to(project).as_posix())
+    return locations
+
+
+def test_hostile_manifests_are_broken_invalid_manifests_and_hide_no_other(
+    tmp_path: Path,
+) -> None:
+    locations = hostile_drop_ins(tmp_path, tmp_path / "home")
+    greeting(tmp_path / ".mnemon" / "plugins", "good", "good")
+    greeting(tmp_path / "home" / "plugins", "good-user", "good.user")
+    listed = plugins_json(tmp_path)
+    rows = {row["location"]: row for row in listed["plugins"]}
+    for location in locations:
+        row = rows[location]
+        assert (location, row["status"], row["problem"]) == (location, "broken", "invalid-manifest")
+        assert row["detail"]
+        # the detail never quotes the file
+        assert "[[" not in row["detail"]
+        assert "xxxx" not in row["detail"]
+    assert rows[".mnemon/plugins/good/mnemon-plugin.toml"]["status"] == "available"
+    assert rows["home/plugins/good-user/mnemon-plugin.toml"]["status"] == "available"
+    assert {row["id"] for row in listed["plugins"]} >= FIRST_PARTY
+    shown = plugins_json(tmp_path, "show", "hostile-user-config-schema-nested-600-deep")
+    assert (shown["status"], shown["problem"]) == ("broken", "invalid-manifest")
+
+
+async def test_a_host_opens_with_hostile_manifests_beside_the_plugins_it_uses(
+    tmp_path: Path, home: Path
+) -> None:
+    hostile_drop_ins(tmp_path, home)
+    greeting(tmp_path / ".mnemon" / "plugins", "greeting-folder", "greet.me")
+    drop_in(
+        home / "plugins",
+        "even",
+        manifest("even", target="even_strategy:plugin"),
+        files={"even_strategy.py": STRATEGY_MODULE},
+    )
+    profile = tmp_path / "mnemon.toml"
+    profile.write_text(
+        '[strategy]\nuse = "even"\n\n[[entries]]\nid = "hello"\nplugin = "greet.me"\n',
+        encoding="utf-8",
+    )
+    async with (
+        load_profile(profile).open_host() as host,
+        host.turn(scope={"user_id": "ada"}) as turn,
+    ):
+        assert "GREETING-MARKER" in turn.wake()
+        assert turn.view.strategy_type_id == "even"
+    found = discover_plugins(project_dir=tmp_path)
+    broken = [p for p in found if p.id.startswith("hostile-")]
+    assert len(broken) == 2 * len(HOSTILE)
+    assert {(p.status, p.problem) for p in broken} == {("broken", "invalid-manifest")}
+    assert found.resolve("greet.me", where="test").status == "available"
 
 
 def test_two_plugins_contributing_one_entry_name_are_an_error_naming_both(

@@ -1,7 +1,9 @@
 """A Nexent provider directory: each child folder with a `plugin.yaml`, read without importing.
 
-Problems are coded per plugin and never hide the other plugins. The entry module is imported
-only when an instance is built, under a module name of its own.
+Problems are coded per plugin and never hide the other plugins. Only what the contract names is
+looked at: the directory's direct child folders, each one's `plugin.yaml` and its entry file;
+nothing below is walked. The entry module is imported only when an instance is built, under a
+module name of its own.
 """
 
 from __future__ import annotations
@@ -9,14 +11,19 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import inspect
+import os
 import re
+import stat
 import sys
+import time
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from ._yaml import load_manifest_yaml
 
 __all__ = [
     "ConfigField",
@@ -24,9 +31,12 @@ __all__ = [
     "PluginRecord",
     "ProviderDirectory",
     "build_provider",
-    "directory_fingerprint",
 ]
 
+MANIFEST = "plugin.yaml"
+# a folder added within the clock tick of a listing leaves the mtime as it was: a listing of a
+# folder changed this recently is used once, not cached
+_SETTLE_NS = 2_000_000_000
 REQUIRED = ("name", "version", "entry_point", "class_name", "implements")
 CAPABILITIES = ("searchable", "ingestible")
 METHOD_OF = {"searchable": "search", "ingestible": "ingest"}
@@ -73,66 +83,165 @@ class PluginRecord:
         return self.folder / self.entry_point
 
 
+@dataclass(frozen=True)
+class _Folder:
+    """One plugin folder as last read, with the stamps of the two files it was read from."""
+
+    stamps: tuple[str, str]
+    """`plugin.yaml`'s and the declared entry file's (`_stamp`)."""
+    entry_file: Path | None
+    record: PluginRecord | None
+    problems: tuple[PluginProblem, ...]
+
+
 @dataclass
 class ProviderDirectory:
-    """The plugins of one folder; `refresh()` rescans only when the folder's fingerprint moved."""
+    """The plugins of one folder; `refresh()` re-reads only the plugin folders that changed."""
 
     root: Path
     plugins: dict[str, PluginRecord] = field(default_factory=dict)
     problems: list[PluginProblem] = field(default_factory=list)
     fingerprint: str | None = None
+    """A digest of the stamps the last refresh saw; None before the first."""
+    _listing: tuple[str, tuple[str, ...]] | None = field(default=None, repr=False)
+    _folders: dict[str, _Folder] = field(default_factory=dict, repr=False)
 
     def refresh(self) -> bool:
-        """Rescan if any path, size or mtime changed; True when it rescanned (blocking)."""
-        current = directory_fingerprint(self.root)
-        if current == self.fingerprint:
+        """Re-read what changed; True when a folder came, went or was re-read (blocking).
+
+        An unchanged directory costs a stat of itself and of each plugin's two files, however
+        many files lie below: the listing is cached by the directory's own stat, and a plugin
+        folder is re-read only when its `plugin.yaml` or its entry file changed. An entry that
+        cannot be read (a dangling symlink, a loop, no permission) is skipped or reported as
+        that plugin's problem; it never fails the refresh.
+        """
+        names = self._folder_names()
+        changed = self.fingerprint is None or names != tuple(self._folders)
+        folders: dict[str, _Folder] = {}
+        for name in names:
+            folder = self.root / name
+            known = self._folders.get(name)
+            if known is not None and known.stamps == (
+                _stamp(folder / MANIFEST),
+                _stamp(known.entry_file),
+            ):
+                folders[name] = known
+            else:
+                folders[name] = _read_folder(folder)
+                changed = True
+        if not changed:
             return False
-        self.plugins, self.problems = _scan(self.root)
-        self.fingerprint = current
+        self._folders = folders
+        self.plugins, self.problems = _collected(folders)
+        digest = hashlib.sha256()
+        for name, known in folders.items():
+            digest.update(os.fsencode(f"{name}\0{known.stamps[0]}\0{known.stamps[1]}\n"))
+        self.fingerprint = digest.hexdigest()
         return True
 
+    def _folder_names(self) -> tuple[str, ...]:
+        """The root's direct child folders, sorted; listed again only when the root changed."""
+        try:
+            found = self.root.stat()
+        except (OSError, ValueError):
+            self._listing = None
+            return ()
+        stamp = f"{found.st_dev}:{found.st_ino}:{found.st_mtime_ns}"
+        if self._listing is not None and self._listing[0] == stamp:
+            return self._listing[1]
+        names = _child_folders(self.root)
+        settled = time.time_ns() - found.st_mtime_ns > _SETTLE_NS
+        self._listing = (stamp, names) if settled else None
+        return names
 
-def directory_fingerprint(root: Path) -> str:
-    """A digest of every path, size and mtime under `root` (blocking)."""
-    digest = hashlib.sha256()
-    if root.is_dir():
-        for path in sorted(root.rglob("*")):
-            if "__pycache__" in path.parts:
-                continue
-            stat = path.stat()
-            digest.update(
-                f"{path.relative_to(root)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode()
-            )
-    return digest.hexdigest()
+
+def _child_folders(root: Path) -> tuple[str, ...]:
+    names = []
+    try:
+        with os.scandir(root) as entries:
+            for entry in entries:
+                try:
+                    is_folder = entry.is_dir()  # follows a symlink; a loop raises
+                except OSError:
+                    continue
+                # a name that is not text cannot be named by `plugin.name` nor reported
+                if is_folder and entry.name != "__pycache__" and _is_text(entry.name):
+                    names.append(entry.name)
+    except OSError:
+        return ()
+    return tuple(sorted(names))
 
 
-def _scan(root: Path) -> tuple[dict[str, PluginRecord], list[PluginProblem]]:
+def _is_text(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _stamp(path: Path | None) -> str:
+    """Identity, kind, size and modification time of `path`, or why it has none (blocking)."""
+    if path is None:
+        return "none"
+    try:
+        found = path.stat()
+    except OSError as error:  # missing, dangling symlink, symlink loop, no permission
+        return f"error:{error.errno}"
+    except ValueError:  # a NUL in the name
+        return "invalid"
+    kind = stat.S_IFMT(found.st_mode)
+    return f"{found.st_dev}:{found.st_ino}:{kind}:{found.st_size}:{found.st_mtime_ns}"
+
+
+def _read_folder(folder: Path) -> _Folder:
+    manifest = folder / MANIFEST
+    # stamped before the read: a change while it is read is seen by the next refresh
+    manifest_stamp = _stamp(manifest)
+    if not manifest.is_file():
+        return _Folder((manifest_stamp, _stamp(None)), None, None, ())
+    record, problems, entry_file = _read(folder, manifest)
+    entry_stamp = _stamp(entry_file)
+    if record is not None:
+        digest = hashlib.sha256(os.fsencode(f"{manifest_stamp}\0{entry_file}\0{entry_stamp}"))
+        record = replace(record, fingerprint=digest.hexdigest())
+    return _Folder((manifest_stamp, entry_stamp), entry_file, record, tuple(problems))
+
+
+def _collected(
+    folders: dict[str, _Folder],
+) -> tuple[dict[str, PluginRecord], list[PluginProblem]]:
     plugins: dict[str, PluginRecord] = {}
     problems: list[PluginProblem] = []
-    if not root.is_dir():
-        return plugins, problems
-    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
-        manifest = folder / "plugin.yaml"
-        if not manifest.is_file():
-            continue
-        record, found = _read(folder, manifest)
-        problems.extend(found)
+    for name, known in folders.items():
+        problems.extend(known.problems)
+        record = known.record
         if record is not None:
             if record.name in plugins:
-                problems.append(PluginProblem(folder.name, "duplicate_name", "name"))
+                problems.append(PluginProblem(name, "duplicate_name", "name"))
             else:
                 plugins[record.name] = record
     return plugins, problems
 
 
-def _read(folder: Path, manifest: Path) -> tuple[PluginRecord | None, list[PluginProblem]]:
+def _read(
+    folder: Path, manifest: Path
+) -> tuple[PluginRecord | None, list[PluginProblem], Path | None]:
+    """The folder's record, or its problems; and the entry file it declares, if any."""
     name = folder.name
     try:
-        data = yaml.safe_load(manifest.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError):
-        return None, [PluginProblem(name, "invalid_yaml")]
+        text = manifest.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        return None, [PluginProblem(name, "invalid_yaml")], None
+    except OSError:
+        return None, [PluginProblem(name, "unreadable")], None
+    try:
+        data = load_manifest_yaml(text)
+    except yaml.YAMLError:
+        # not YAML, or an alias (it could expand exponentially) or nesting past the bound
+        return None, [PluginProblem(name, "invalid_yaml")], None
     if not isinstance(data, dict):
-        return None, [PluginProblem(name, "invalid_yaml")]
+        return None, [PluginProblem(name, "invalid_yaml")], None
     problems = [
         PluginProblem(name, "missing_field", key)
         for key in REQUIRED
@@ -148,15 +257,21 @@ def _read(folder: Path, manifest: Path) -> tuple[PluginRecord | None, list[Plugi
             if entry not in CAPABILITIES
         )
     entry_point = data.get("entry_point")
+    entry_file = None
     if isinstance(entry_point, str) and entry_point:
-        entry = (folder / entry_point).resolve()
-        inside = entry.is_relative_to(folder.resolve())
-        if not inside or entry.suffix != ".py" or not entry.is_file():
+        entry_file = folder / entry_point
+        try:
+            entry = entry_file.resolve()
+            inside = entry.is_relative_to(folder.resolve())
+            usable = inside and entry.suffix == ".py" and entry.is_file()
+        except (OSError, RuntimeError, ValueError):  # a symlink loop, a NUL in the name
+            usable = False
+        if not usable:
             problems.append(PluginProblem(name, "missing_entry_file", "entry_point"))
     schema, schema_problems = _schema(name, data.get("config_schema"))
     problems.extend(schema_problems)
     if problems:
-        return None, problems
+        return None, problems, entry_file
     return (
         PluginRecord(
             folder=folder,
@@ -167,9 +282,9 @@ def _read(folder: Path, manifest: Path) -> tuple[PluginRecord | None, list[Plugi
             implements=tuple(dict.fromkeys(implements or ())),
             description=str(data.get("description") or ""),
             config_schema=schema,
-            fingerprint=directory_fingerprint(folder),
         ),
         [],
+        entry_file,
     )
 
 
