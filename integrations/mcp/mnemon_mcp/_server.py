@@ -45,7 +45,11 @@ ALLOW_WRITES_HINT = (
     "stored. To allow writes without confirmation, the operator starts the server with "
     "--allow-writes."
 )
-_PREVIEW = 2_000  # characters of the write's arguments shown in the confirmation
+_CONFIRMATION_LIMIT = 2_000  # characters of a write's arguments (as shown) one confirmation holds
+_UNSHOWABLE = (
+    "not written: {name}: its arguments cannot be shown to the user as JSON, so they cannot "
+    "confirm it; nothing was stored. Send plain JSON values."
+)
 
 
 def _text(text: str, *, is_error: bool = False, **structured: Any) -> types.CallToolResult:
@@ -236,7 +240,19 @@ class MemoryServer:
         confirmable = self._allow_writes or self._can_elicit()
         if tool is not None and tool.kind == "action" and not confirmable:
             return _text(ALLOW_WRITES_HINT, is_error=True, code="writes-not-confirmable")
-        authorize = self._authorizer(name, arguments)
+        authorize: Authorize = _refuse  # asked only for a write, which the branches below cover
+        if self._allow_writes:
+            authorize = _allow
+        elif tool is not None and tool.kind == "action":
+            shown = _shown(arguments)
+            if shown is None:
+                unshowable = _UNSHOWABLE.format(name=tool.name)
+                return _text(unshowable, is_error=True, code="write-not-showable")
+            if len(shown) > _CONFIRMATION_LIMIT:
+                # the user confirms only what they can read: a cut preview could hide a tail
+                too_long = _too_long_hint(tool.name, len(shown))
+                return _text(too_long, is_error=True, code="write-too-long-to-confirm")
+            authorize = self._confirmation(tool.name, shown)
         dispatcher = ToolDispatcher(turn, tools=tools, authorize=authorize)
         result = await dispatcher.execute(name, dict(arguments or {}))
         return _as_mcp(result)
@@ -246,18 +262,15 @@ class MemoryServer:
         wanted = types.ClientCapabilities(elicitation=types.ElicitationCapability())
         return session.check_client_capability(wanted)
 
-    def _authorizer(self, name: str, arguments: Mapping[str, Any] | None) -> Authorize:
-        if self._allow_writes:
-            return lambda offer: True
+    def _confirmation(self, name: str, shown: str) -> Authorize:
+        """Ask the user about this write, showing `shown` (the arguments, whole) in full."""
         context = self.server.request_context
 
         async def confirm(offer: ActionOffer) -> bool:
-            shown = orjson.dumps(dict(arguments or {}), option=orjson.OPT_INDENT_2).decode()
-            preview = visible_json(shown)  # the user reads what the model wants to write
-            if len(preview) > _PREVIEW:
-                preview = preview[:_PREVIEW] + "\n…"
+            if len(shown) > _CONFIRMATION_LIMIT:
+                return False  # never ask about arguments the message cannot show whole
             answer = await context.session.elicit(
-                message=f"Allow the agent to write memory with {name}?\n\n{preview}",
+                message=f"Allow the agent to write memory with {name}?\n\n{shown}",
                 requestedSchema={"type": "object", "properties": {}},
                 related_request_id=context.request_id,
             )
@@ -273,6 +286,36 @@ class MemoryServer:
             stack.push_async_callback(self.aclose)
             read, write = await stack.enter_async_context(stdio_server())
             await self.server.run(read, write, self.initialization_options())
+
+
+def _allow(offer: ActionOffer) -> bool:
+    return True
+
+
+def _refuse(offer: ActionOffer) -> bool:
+    return False
+
+
+def _shown(arguments: Mapping[str, Any] | None) -> str | None:
+    """A write's arguments exactly as the user is shown them, or None if JSON cannot show them.
+
+    Indented JSON with every character that could hide or reorder text escaped: the same
+    value the write receives, character for character once parsed.
+    """
+    try:
+        document = orjson.dumps(dict(arguments or {}), option=orjson.OPT_INDENT_2).decode()
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits, for instance
+        return None
+    return visible_json(document)
+
+
+def _too_long_hint(name: str, length: int) -> str:
+    return (
+        f"not written: {name}: its arguments are {length} characters as the user would see "
+        f"them, and a confirmation shows at most {_CONFIRMATION_LIMIT}, so the user could not "
+        "read all of what would be stored; nothing was stored and the user was not asked. "
+        "Split it into smaller writes that each fit."
+    )
 
 
 def _one_line(exc: BaseException) -> str:

@@ -49,7 +49,12 @@ class MemoryBackend(Protocol):
         ...
 
     async def feedback(self, signals: Sequence[Mapping[str, Any]]) -> None:
-        """Accept usage signals; unknown signals are ignored."""
+        """Accept usage signals; unknown signals are ignored.
+
+        Raven leaves a signal's keys open. The `raven-backend` Source sends `{"type":
+        "memory_usage", "memory_id", "helpful", "user_id" | "agent_id"}`, naming only memories
+        recall returned to that identity, and the identity from the scope.
+        """
         ...
 
     async def start(self) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import json
 import logging
+from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -62,6 +64,11 @@ memory_plugin = define_memory_plugin(
 )
 
 _OPTIONAL_ID = {"type": "string", "minLength": 1, "maxLength": 300}
+# Raven's contract leaves a signal's keys to the backend: this is the one kind the model may send
+SIGNAL_TYPES = ("memory_usage",)
+# (identity, memory id) pairs recall returned, newest last; a digest each keeps this small
+RECALLED_KEPT = 10_000
+NOT_RECALLED = "memory-not-recalled"
 MANIFEST: dict[str, Any] = {
     "type_id": TYPE_ID,
     "package_name": PACKAGE,
@@ -119,20 +126,25 @@ MANIFEST: dict[str, Any] = {
         },
         {
             "id": "feedback",
-            "description": "Tell the memory which recalled items helped (usage signals).",
+            "description": "Tell the memory which recalled items helped: one signal per item, "
+            "naming the id recall gave it.",
             "capability": "write",
             "input_schema": {
                 "type": "object",
                 "properties": {
                     "signals": {
                         "type": "array",
+                        "minItems": 1,
                         "maxItems": 50,
                         "items": {
                             "type": "object",
                             "properties": {
-                                "type": {"type": "string", "minLength": 1, "maxLength": 64},
+                                "type": {"enum": list(SIGNAL_TYPES)},
+                                "memory_id": {"type": "string", "minLength": 1, "maxLength": 512},
+                                "helpful": {"type": "boolean"},
                             },
-                            "required": ["type"],
+                            "required": ["type", "memory_id", "helpful"],
+                            "additionalProperties": False,
                         },
                     }
                 },
@@ -178,6 +190,8 @@ class RavenSource:
         self._backend = backend
         self._name = name
         self._lock = anyio.Lock()
+        # what recall returned to whom: feedback may name only those memories
+        self._recalled: OrderedDict[bytes, None] = OrderedDict()
         self._started = False
         self._start_failed = False
         self._stopped = False
@@ -266,6 +280,8 @@ class RavenSource:
             subject="the Raven backend recall",
         )
         items = [self._item(memory, request.route.max_characters) for memory in found[:top_k]]
+        for item in items:
+            self._note_recalled(identity, item.id)
         return Evidence(
             view_id=request.view.id,
             route_id=request.route.id,
@@ -291,18 +307,57 @@ class RavenSource:
             },
         )
 
+    def _note_recalled(self, identity: str, memory_id: str) -> None:
+        key = _recalled_key(identity, memory_id)
+        self._recalled[key] = None
+        self._recalled.move_to_end(key)
+        while len(self._recalled) > RECALLED_KEPT:
+            self._recalled.popitem(last=False)
+
+    def _feedback_signals(self, request: MutationRequest) -> list[dict[str, Any]]:
+        """The signals to hand on, each bound to this scope's identity, or a refusal.
+
+        The backend's `feedback(signals)` learns no identity, and its memory ids are its own
+        (two users' stores may both hold `m0`), so it cannot tell whose memory a signal means:
+        the host admits only ids this identity's recall returned, and names the identity.
+        """
+        identity = self._identity(request.view.scope)
+        if identity is None:
+            raise SourceError("invalid_payload", "the scope lacks the track's id")
+        signals = []
+        for index, signal in enumerate(request.input["signals"]):
+            memory_id = str(signal["memory_id"])
+            if _recalled_key(identity, memory_id) not in self._recalled:
+                # the id is never quoted: it is the model's text
+                raise SourceError(
+                    NOT_RECALLED,
+                    f"feedback signals[{index}].memory_id: recall did not return this memory "
+                    "to this identity; only memories recall returned can be given feedback",
+                    nothing_written=True,
+                )
+            signals.append(
+                {
+                    "type": str(signal["type"]),
+                    "memory_id": memory_id,
+                    "helpful": bool(signal["helpful"]),
+                    f"{self._settings.track}_id": identity,  # from the scope, never the input
+                }
+            )
+        return signals
+
     async def _require_started(self) -> None:
         if not await self._ensure_started():
             raise SourceError("provider_error", "the Raven backend failed to start")
 
     async def mutate(self, request: MutationRequest) -> MutationReceipt:
         """Store messages (receipt `accepted`: indexing is asynchronous) or pass feedback on."""
-        await self._require_started()
         value = request.input
         if request.offer.action_id == "feedback":
-            signals = [dict(signal) for signal in value["signals"]]
+            signals = self._feedback_signals(request)  # refused whole: the backend sees none
+            await self._require_started()
             await backend_call(self._feedback, signals, subject="the Raven backend feedback")
             return create_mutation_receipt(request, completion="accepted")
+        await self._require_started()
         scope = request.view.scope
         identity = self._identity(scope)
         if identity is None:
@@ -337,6 +392,10 @@ class RavenSource:
             await backend_call(self._backend.stop, subject="the Raven backend stop")
         except SourceError:
             _log.warning("Memory Source %s: its Raven backend failed to stop", self._key)
+
+
+def _recalled_key(identity: str, memory_id: str) -> bytes:
+    return hashlib.sha256(json.dumps([identity, memory_id]).encode()).digest()
 
 
 async def _recall(

@@ -113,12 +113,15 @@ class MemoryBackendContract:
             await backend.stop()
 
     async def test_feedback_with_any_signals_does_not_raise(self, tmp_path: Path) -> None:
-        """Feedback takes unknown, empty and `skill_usage` signals without raising."""
+        """Feedback takes unknown, empty, `skill_usage` and mnemon's `memory_usage` signals."""
         backend = await self._started(tmp_path)
         try:
             await backend.feedback([{"type": "contract-unknown-signal", "value": 1}])
             await backend.feedback([])
             await backend.feedback([{"type": "skill_usage", "skill": "search", "helpful": True}])
+            # what the raven-backend Source sends: an id recall returned, and whose it is
+            usage = {"type": "memory_usage", "memory_id": "contract-unknown-id", "helpful": True}
+            await backend.feedback([{**usage, **self._metadata("contract-user")}])
         finally:
             await backend.stop()
 

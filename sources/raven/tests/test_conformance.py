@@ -19,6 +19,11 @@ class TestRavenUserTrackConformance(SourceConformance):
         ("store", {"messages": [{"role": "robot", "content": "x"}]}),
         ("store", {"messages": [{"role": "user", "content": "nul \x00 inside"}]}),
         ("store", {"messages": [{"role": "user", "content": "x"}], "colour": "red"}),
+        ("feedback", {"signals": [{"type": "memory_usage", "memory_id": "m0", "helpful": True}]}),
+        (
+            "feedback",
+            {"signals": [{"type": "memory_usage", "memory_id": "m0", "helpful": True, "x": 1}]},
+        ),
     )
 
     def configure(self, directory: Path) -> dict[str, Any]:

@@ -223,14 +223,115 @@ async def test_a_user_only_backend_serves_nothing_on_the_agent_track(tmp_path: P
     assert evidence.items == ()
 
 
-async def test_feedback_is_passed_through_and_accepted(tmp_path: Path) -> None:
+def helped(memory_id: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "memory_usage", "memory_id": memory_id, "helpful": True, **extra}
+
+
+async def recalled_ids(turn: Any, query: str) -> list[str]:
+    evidence = await turn.execute_route("source:raven/recall", {"query": query})
+    return [item.id for item in evidence.items]
+
+
+async def store_tea(runner: Any, scope: dict[str, str]) -> None:
+    turn = await runner.begin_turn({"scope": scope})
+    message = {"role": "user", "content": "green tea"}
+    await turn.execute_action("source:raven/store", {"messages": [message]}, allow)
+    await turn.release()
+
+
+async def test_feedback_on_a_recalled_memory_is_handed_on_with_the_identity(
+    tmp_path: Path,
+) -> None:
     async with await runner_with(tmp_path) as runner:
+        await store_tea(runner, {"user_id": "ada"})
         turn = await runner.begin_turn({"scope": {"user_id": "ada"}})
-        signals = [{"type": "skill_usage", "skill": "search"}]
-        receipt = await turn.execute_action("source:raven/feedback", {"signals": signals}, allow)
+        assert await recalled_ids(turn, "tea") == ["m0"]
+        receipt = await turn.execute_action(
+            "source:raven/feedback", {"signals": [helped("m0")]}, allow
+        )
         await turn.release()
+        later = await runner.begin_turn({"scope": {"user_id": "ada"}})  # a later turn may too
+        await later.execute_action(
+            "source:raven/feedback", {"signals": [{**helped("m0"), "helpful": False}]}, allow
+        )
+        await later.release()
     assert receipt.completion == "accepted"
-    assert backend_of(tmp_path).feedback_seen == signals
+    # exactly the contract's keys, and whose memory it is, from the scope
+    assert backend_of(tmp_path).feedback_seen == [
+        {"type": "memory_usage", "memory_id": "m0", "helpful": True, "user_id": "ada"},
+        {"type": "memory_usage", "memory_id": "m0", "helpful": False, "user_id": "ada"},
+    ]
+
+
+@pytest.mark.parametrize(
+    "scope",
+    [{"user_id": "bob"}, {"user_id": "ada", "tenant_id": "acme"}],
+    ids=["another-user", "same-user-another-tenant"],
+)
+async def test_feedback_on_a_memory_this_identity_was_not_shown_is_refused(
+    tmp_path: Path, scope: dict[str, str]
+) -> None:
+    async with await runner_with(tmp_path) as runner:
+        await store_tea(runner, {"user_id": "ada"})
+        await store_tea(runner, scope)  # it has an `m0` of its own, never recalled
+        ada = await runner.begin_turn({"scope": {"user_id": "ada"}})
+        assert await recalled_ids(ada, "tea") == ["m0"]  # ada's m0 was shown to ada only
+        await ada.release()
+        turn = await runner.begin_turn({"scope": scope})
+        refusals = []
+        for signals in ([helped("m0")], [helped("never-recalled")]):
+            with pytest.raises(ActionError) as refused:
+                await turn.execute_action("source:raven/feedback", {"signals": signals}, allow)
+            refusals.append(refused.value)
+        await turn.release()
+    for refusal in refusals:
+        assert refusal.code == "memory-not-recalled"
+        assert getattr(refusal.receipt, "completion", None) == "failed"
+        assert "never-recalled" not in str(refusal)
+    assert backend_of(tmp_path).feedback_seen == []  # nothing reached the backend
+
+
+@pytest.mark.parametrize(
+    "signals",
+    [
+        [helped("m0", user_id="bob")],
+        [helped("m0", skill="search")],
+        [{"type": "memory_usage", "memory_id": "m0"}],
+        [{**helped("m0"), "helpful": "yes"}],
+        [{**helped("m0"), "memory_id": 0}],
+        [{**helped("m0"), "type": "skill_usage"}],
+        [helped("m0"), helped("m0", note="x")],
+        [],
+    ],
+    ids=[
+        "identity-smuggled",
+        "extra-key",
+        "missing-helpful",
+        "helpful-not-boolean",
+        "id-not-string",
+        "unknown-type",
+        "second-item-extra-key",
+        "no-signals",
+    ],
+)
+async def test_feedback_items_are_checked_like_any_input(
+    tmp_path: Path, signals: list[dict[str, Any]]
+) -> None:
+    async with await runner_with(tmp_path) as runner:
+        await store_tea(runner, {"user_id": "ada"})
+        turn = await runner.begin_turn({"scope": {"user_id": "ada"}})
+        assert await recalled_ids(turn, "tea") == ["m0"]
+        with pytest.raises(ActionError) as refused:
+            await turn.execute_action("source:raven/feedback", {"signals": signals}, allow)
+        [offer] = [offer for offer in turn.view.offers if offer.action_id == "feedback"]
+        await turn.release()
+    assert refused.value.code == "invalid-input"
+    assert backend_of(tmp_path).feedback_seen == []
+    item = offer.input_schema["properties"]["signals"]["items"]
+    assert item["additionalProperties"] is False
+    assert (
+        sorted(item["required"]) == sorted(item["properties"]) == ["helpful", "memory_id", "type"]
+    )
 
 
 @pytest.mark.parametrize(

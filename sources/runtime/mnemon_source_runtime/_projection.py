@@ -15,7 +15,7 @@ from mnemon import Fragment
 
 from ._document import DEFAULT_IMPORTANCE, TARGETS, Document, Entry, Target
 
-__all__ = ["HEADINGS", "Mode", "render_fragments", "render_line"]
+__all__ = ["CONTINUATION", "HEADINGS", "Mode", "render_fragments", "render_line"]
 
 Mode = Literal["eager", "routed"]
 
@@ -25,13 +25,23 @@ HEADINGS: dict[Target, str] = {
 }
 
 
+CONTINUATION = "  | "
+"""What starts each further line of a multi-line entry, in place of its line break."""
+
+
 def render_line(entry: Entry) -> str:
-    """One entry as the model sees it: `- [u3] text`, with its importance when not default."""
+    r"""One entry as the model sees it: `- [u3] text`, with its importance when not default.
+
+    Every further line of a multi-line entry starts with `CONTINUATION`, so each row of a
+    fragment starts with a heading, `- [<handle>]` for an entry this Source rendered, or
+    `  | `: text such as `\n- [u9] ...` in an entry cannot pose as another entry.
+    """
     handle = entry.id
     if entry.importance != DEFAULT_IMPORTANCE:
         handle += f", importance {entry.importance}"
-    # continuation lines are indented so a multi-line entry still reads as one item
-    return f"- [{handle}] " + entry.text.replace("\n", "\n  ")
+    # every line break Python knows (older stored text may hold \r or \x0b), not only \n
+    lines = entry.text.splitlines() or [""]
+    return f"- [{handle}] " + ("\n" + CONTINUATION).join(lines)
 
 
 def _priority(item: tuple[Target, Entry]) -> tuple[int, float, int, int]:

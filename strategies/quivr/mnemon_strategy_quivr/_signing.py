@@ -12,6 +12,7 @@ import base64
 import hashlib
 import hmac
 import json
+import re
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -60,23 +61,34 @@ class EngineRequestClaims:
     exp: int
 
 
+# JWS (RFC 7515, section 2): base64url with the URL-safe alphabet and no padding
+_BASE64URL = re.compile(r"[A-Za-z0-9_-]+")
+
+
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
-def _unb64(text: str) -> bytes:
-    if not text or "=" in text:
-        raise SignatureRejected("malformed token")
-    try:
-        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (ValueError, TypeError):
-        raise SignatureRejected("malformed token") from None
+def _unb64(text: str, part: str) -> bytes:
+    """`text` decoded as strict, canonical base64url; refused naming `part` otherwise.
+
+    The standard library's decoder skips characters outside its alphabet and ignores the
+    unused bits of the last character, so one token could be written many ways: only the one
+    encoding the signer produces is accepted.
+    """
+    # a length of 1 mod 4 leaves fewer than 8 bits: no byte string encodes to it
+    if _BASE64URL.fullmatch(text) is None or len(text) % 4 == 1:
+        raise SignatureRejected(f"the {part} is not base64url without padding")
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if _b64(data) != text:
+        raise SignatureRejected(f"the {part} is not canonical base64url")
+    return data
 
 
-def _json(part: str) -> Any:
+def _json(data: bytes) -> Any:
     try:
         # JWS JSON is UTF-8; a UTF-16 (or any other) encoding is refused, not guessed
-        return json.loads(_unb64(part).decode("utf-8"))
+        return json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         raise SignatureRejected("header or claims are not UTF-8 JSON") from None
 
@@ -147,22 +159,28 @@ def verify_engine_request(
 ) -> EngineRequestClaims:
     """Verify one engine request's token against the request as received.
 
+    Each part must be canonical base64url without padding, so a token verifies only in the
+    exact text it was signed as.
+
     Raises:
         SignatureRejected: naming the rule the token breaks.
     """
     parts = token.split(".")
     if len(parts) != 3:
         raise SignatureRejected("malformed token")
-    header = _json(parts[0])
+    header = _json(_unb64(parts[0], "header"))
     if not isinstance(header, Mapping) or header.get("alg") != "HS256":
         raise SignatureRejected("the algorithm is not HS256")
     if header.get("typ") != TOKEN_TYPE or set(header) - {"alg", "typ"}:
         raise SignatureRejected(f"the header is not a {TOKEN_TYPE} header")
-    signature = _unb64(parts[2]) if parts[2] else b""
+    if not parts[2]:
+        raise SignatureRejected("bad signature")  # unsigned
+    payload = _unb64(parts[1], "payload")
+    signature = _unb64(parts[2], "signature")
     # the signature is checked before any claim is trusted
     if not hmac.compare_digest(signature, _mac(secret, f"{parts[0]}.{parts[1]}")):
         raise SignatureRejected("bad signature")
-    claims = _claims(_json(parts[1]))
+    claims = _claims(_json(payload))
     if not 0 < claims.exp - claims.iat <= MAX_LIFETIME_SECONDS:
         raise SignatureRejected(f"the lifetime is not within 1 and {MAX_LIFETIME_SECONDS} seconds")
     if claims.iat > now:

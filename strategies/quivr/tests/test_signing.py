@@ -204,3 +204,104 @@ def test_an_extra_claim_is_rejected_and_the_message_never_quotes_the_token():
     assert "eight" in message
     assert "SECRETISH" not in message
     assert token not in message
+
+
+def _signed(header: str, payload: str) -> str:
+    """A token whose MAC covers exactly these encoded parts, as a lax signer could send."""
+    signing_input = f"{header}.{payload}"
+    return (
+        f"{signing_input}.{_b64(hmac.new(SECRET, signing_input.encode(), hashlib.sha256).digest())}"
+    )
+
+
+def _noncanonical(part: str) -> str:
+    """`part` with unused low bits set in its last character: the same bytes, another text."""
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    assert len(part) % 4 in (2, 3)  # the last character carries unused bits
+    return part[:-1] + alphabet[alphabet.index(part[-1]) + 1]
+
+
+def _standard_alphabet(part: str) -> str:
+    """The same bytes in base64's standard alphabet (`+`, `/`) instead of the URL-safe one."""
+    assert "-" in part or "_" in part  # true of the fixed test token
+    return part.translate(str.maketrans("-_", "+/"))
+
+
+def _valid() -> str:
+    return sign_engine_request(
+        SECRET,
+        audience=PLUGIN,
+        plugin_id=PLUGIN,
+        contribution="retrieval",
+        method="GET",
+        target=TARGET,
+        body=b"{}",
+        issued_at=NOW,
+    )
+
+
+def _verify(token: str) -> None:
+    verify_engine_request(
+        token,
+        SECRET,
+        audience=PLUGIN,
+        plugin_id=PLUGIN,
+        contribution="retrieval",
+        method="GET",
+        target=TARGET,
+        body=b"{}",
+        now=NOW,
+    )
+
+
+def _with_signature(change) -> str:
+    header, payload, signature = _valid().split(".")
+    return f"{header}.{payload}.{change(signature)}"
+
+
+def _with_header(change) -> str:
+    header, payload, _ = _valid().split(".")
+    return _signed(change(header), payload)
+
+
+def _with_payload(change) -> str:
+    header, payload, _ = _valid().split(".")
+    return _signed(header, change(payload))
+
+
+def _spaced(payload: str) -> str:
+    """The same claims, encoded with trailing JSON whitespace so the last character has spare bits."""
+    data = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
+    while len(data) % 3 == 0:
+        data += b" "
+    return _b64(data)
+
+
+def test_claims_with_trailing_whitespace_verify_when_canonically_encoded():
+    _verify(_with_payload(_spaced))  # so the unused-bits case below fails on its encoding alone
+
+
+ALTERED = {
+    "junk-after-signature": lambda: _with_signature(lambda s: s + "*!"),
+    "junk-inside-signature": lambda: _with_signature(lambda s: s[:10] + " " + s[10:]),
+    "signature-standard-alphabet": lambda: _with_signature(_standard_alphabet),
+    "signature-padded": lambda: _with_signature(lambda s: s + "="),
+    "signature-unused-bits": lambda: _with_signature(_noncanonical),
+    "signature-non-ascii": lambda: _with_signature(lambda s: s + "\u00e9"),
+    "junk-in-signed-header": lambda: _with_header(lambda h: h + "!"),
+    "header-unused-bits": lambda: _with_header(_noncanonical),
+    "junk-in-signed-payload": lambda: _with_payload(lambda p: p[:5] + "~" + p[5:]),
+    "payload-unused-bits": lambda: _with_payload(lambda p: _noncanonical(_spaced(p))),
+    "payload-one-extra-character": lambda: _with_payload(lambda p: p + "A" * (1 - len(p) % 4)),
+}
+
+
+@pytest.mark.parametrize("build", ALTERED.values(), ids=list(ALTERED))
+def test_any_altered_encoding_is_refused_naming_the_rule(build):
+    _verify(_valid())  # the token as signed verifies
+    token = build()
+    with pytest.raises(SignatureRejected) as caught:
+        _verify(token)
+    assert "base64url" in caught.value.reason
+    assert token.split(".")[2] not in str(caught.value)
+    assert token not in str(caught.value)
