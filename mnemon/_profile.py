@@ -18,7 +18,7 @@ from pydantic import Field, Strict, StringConstraints, ValidationError, model_va
 from ._discovery import Discovery, discover_plugins
 from ._errors import DefinitionError
 from ._host import MemoryHost, host_settings
-from ._json import freeze_json, thaw_json
+from ._json import MAX_JSON_DEPTH, freeze_json, thaw_json
 from ._models import (
     DEFAULT_MAX_INPUT_BYTES,
     ENTRY_ID_PATTERN,
@@ -363,9 +363,9 @@ def load_profile(path: str | Path) -> Profile:
     """Read and check a profile file; imports no plugin.
 
     Raises:
-        DefinitionError: the file is missing, is not TOML, or a key is invalid; the message
-            names the file (by its name: its folder can carry a secret) and the exact key at
-            fault, never the value of a path setting.
+        DefinitionError: the file is missing, is not TOML, nests too deeply, or a key is
+            invalid; the message names the file (by its name: its folder can carry a secret)
+            and the exact key at fault, never the value of a path setting.
     """
     path = Path(path).expanduser().resolve()
     name = path.name
@@ -382,6 +382,13 @@ def load_profile(path: str | Path) -> Profile:
         raise DefinitionError(f"{name}: a profile must be UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise DefinitionError(f"{name}: invalid TOML: {exc}") from None
+    except RecursionError:
+        # tomllib recurses once per nested array or inline table; deeper than any value a
+        # profile may hold, the file is refused by that rule, not by the interpreter's limit
+        raise DefinitionError(
+            f"{name}: arrays or tables nest too deeply (a profile value may nest at most "
+            f"{MAX_JSON_DEPTH} levels)"
+        ) from None
     try:
         model = _ProfileModel.model_validate(raw)
     except ValidationError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -203,3 +204,26 @@ def test_a_folder_given_as_the_profile_is_a_clear_error(tmp_path: Path) -> None:
     folder.mkdir()
     with pytest.raises(DefinitionError, match=r"^mnemon\.toml: is a folder, not a profile file"):
         load_profile(folder)
+
+
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"surprise = {_nested(3_000)}\n",
+        f'[[entries]]\nid = "a"\nuse = "x"\n[entries.config]\ndeep = {_nested(3_000)}\n',
+        "surprise = " + "{ a = " * 3_000 + "1" + " }" * 3_000 + "\n",
+    ],
+    ids=["arrays", "arrays-in-an-entry", "inline-tables"],
+)
+def test_a_profile_nested_too_deeply_is_a_profile_error(tmp_path: Path, text: str) -> None:
+    with pytest.raises(DefinitionError) as caught:
+        load_profile(write(tmp_path, text))
+    message = str(caught.value)
+    # the file and the rule, never the content
+    assert re.fullmatch(r"mnemon\.toml: .*nest.* at most 48 levels.*", message), message
+    assert "[[" not in message
+    assert "{" not in message

@@ -13,9 +13,10 @@ from typing import Any
 import click
 
 from .._discovery import DiscoveredPlugin, Discovery, discover_plugins
-from .._errors import DefinitionError
+from .._errors import DefinitionError, MnemonError
 from .._profile import load_profile
-from ._options import CommandError, echo_json, json_option, printer_of, profile_path
+from .._text import visible_text
+from ._options import CommandError, echo_json, error_code, json_option, printer_of, profile_path
 from ._paths import shown_path
 
 __all__ = ["plugins", "register"]
@@ -25,7 +26,13 @@ def _discovery(ctx: click.Context) -> tuple[Discovery, Path]:
     path = profile_path(ctx)
     discovery = discover_plugins(project_dir=path.parent)
     if path.is_file():  # statuses say what this profile activates
-        discovery = discovery.with_profile(load_profile(path).plugin_uses(discovery))
+        try:
+            uses = load_profile(path).plugin_uses(discovery)
+        except MnemonError as exc:  # a broken profile is one error line, as for every command
+            raise CommandError(
+                visible_text(str(exc), keep_newlines=False), code=error_code(exc)
+            ) from None
+        discovery = discovery.with_profile(uses)
     return discovery, path.parent
 
 

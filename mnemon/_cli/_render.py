@@ -13,6 +13,11 @@ from ..tools import receipt_text
 
 __all__ = ["Printer", "receipt_summary"]
 
+# starts each further line of an item's text, in place of its line break: an item starts with
+# `• ` and its label with two spaces and a key, so no line of an item's text can pose as
+# either (the runtime Source marks its Wake entries' continuation lines the same way)
+_CONTINUATION = "  | "
+
 # what each completion proves, in the words a user reads; never more than the receipt says
 _COMPLETION = {
     "committed": "stored",
@@ -85,8 +90,8 @@ class Printer:
                 key: value for key, value in item.provenance.items() if isinstance(value, str | int)
             }
             tier = item.metadata.get("tier") or item.provenance.get("tier")
-            # continuation lines are indented so memory text cannot pass for the command's own
-            self._echo("• " + item.text.replace("\n", "\n  "), fg="white")
+            # visible_text leaves only \n breaking a line: every other break shows as an escape
+            self._echo("• " + item.text.replace("\n", "\n" + _CONTINUATION), fg="white")
             label = ", ".join(f"{key}={value}" for key, value in details.items())
             if tier and "tier" not in details:
                 label = f"tier={tier}, {label}" if label else f"tier={tier}"

@@ -56,6 +56,7 @@ from mnemon import (
     render_wake,
 )
 
+from ._interleave import InterleavingProbe
 from ._runner import MemoryCompositionRunner, RunnerTurn
 from ._select import SelectAll
 
@@ -234,12 +235,18 @@ class SourceConformance:
         return await client.revision(), orjson.dumps(listed, option=orjson.OPT_SORT_KEYS)
 
     async def _runner(
-        self, directory: Path, *, entries: Sequence[str] = ("subject",), **probe: Any
+        self,
+        directory: Path,
+        *,
+        entries: Sequence[str] = ("subject",),
+        plugin: Any = None,
+        **probe: Any,
     ) -> _Harness:
         runner = MemoryCompositionRunner(source_timeout=self.source_timeout)
+        mounted = self.plugin if plugin is None else plugin
         try:
             for entry in entries:
-                await runner.mount(self.plugin, instance_id=entry, config=self._config(directory))
+                await runner.mount(mounted, instance_id=entry, config=self._config(directory))
             key = f"source:{entries[0]}"
             strategy = SelectAll()
             settings = {"source_keys": [key], "required": True, **probe}
@@ -485,28 +492,33 @@ class SourceConformance:
                 await turn.release()
 
     async def test_concurrent_scopes_never_share_a_snapshot(self, tmp_path: Path) -> None:
-        """Turns open at once in two scopes each see their own data, on every path.
+        """Turns of two scopes, their calls interleaved, each see their own data on every path.
 
-        A Source that keeps one mutable "last snapshot" (set by `facts` or `project`, read by
-        `project` or `query`) shows one scope the other's data when their turns overlap.
+        The suite holds each turn's `project` until the other scope's `facts` has run, so the
+        Source is called `facts(A), facts(B), project(A), project(B)` with both turns open,
+        then both turns read their routes. A Source that keeps one mutable "last snapshot"
+        (set by `facts` or `project`, read by `project` or `query`) shows one scope the other's
+        data or pins the other's revision.
         """
         first, second = self.scopes
         mine, theirs = _marker(), _marker()
-        async with await self._runner(tmp_path) as runner:
+        probe = InterleavingProbe()
+        async with await self._runner(tmp_path, plugin=probe.plugin(self.plugin)) as runner:
             await self._place(runner, first, mine)
             await self._place(runner, second, theirs)
             for order in ((first, second), (second, first)):
-                turns: dict[int, RunnerTurn] = {}
-
-                async def begin(
-                    index: int, scope: Mapping[str, Any], turns: dict[int, RunnerTurn] = turns
-                ) -> None:
-                    turns[index] = await self._begin(runner, scope)
-
+                turns, rejected = await self._interleaved_turns(runner, probe, order)
                 try:
-                    async with anyio.create_task_group() as group:
-                        for index, scope in enumerate(order):
-                            group.start_soon(begin, index, scope)
+                    for index, scope in enumerate(order):
+                        other = mine if scope is second else theirs
+                        _check_interleaved_projection(probe, runner.key, order, index, other)
+                        if index in rejected:
+                            raise AssertionError(
+                                f"the Source must serve a View in scope {dict(scope)} while a "
+                                f"turn in scope {dict(order[1 - index])} is composed (facts() "
+                                "of both ran before either project()), but the composition "
+                                f"was rejected ({rejected[index]})"
+                            )
                     if self.query(mine) is None and not any(
                         turn.view.fragments for turn in turns.values()
                     ):
@@ -527,6 +539,44 @@ class SourceConformance:
                 finally:
                     for turn in turns.values():
                         await turn.release()
+
+    async def _interleaved_turns(
+        self, harness: _Harness, probe: InterleavingProbe, order: Sequence[Mapping[str, Any]]
+    ) -> tuple[dict[int, RunnerTurn], dict[int, CompositionRejected]]:
+        """A turn per scope of `order`, every `facts` called before the first `project`.
+
+        Returns the turns begun and the compositions rejected, by position in `order`.
+        """
+        probe.reset()
+        holds = [probe.hold(harness.key, scope) for scope in order]
+        ended = [anyio.Event() for _ in order]
+        turns: dict[int, RunnerTurn] = {}
+        rejected: dict[int, CompositionRejected] = {}
+
+        async def begin(index: int, scope: Mapping[str, Any]) -> None:
+            try:
+                turns[index] = await harness.begin_turn(scope)
+            except CompositionRejected as exc:
+                rejected[index] = exc
+            finally:
+                holds[index].reached.set()  # a turn that never called project() holds nothing
+                ended[index].set()
+
+        try:
+            async with anyio.create_task_group() as group:
+                for index, scope in enumerate(order):
+                    group.start_soon(begin, index, scope)
+                    await holds[index].reached.wait()  # its facts() ran; its project() waits
+                for index, hold in enumerate(holds):
+                    hold.release()
+                    await ended[index].wait()
+        except BaseException:
+            for turn in turns.values():
+                await turn.release()
+            raise
+        finally:
+            probe.release_all()
+        return turns, rejected
 
     async def test_facts_and_project_never_block_the_event_loop(self, tmp_path: Path) -> None:
         """`facts` and `project` await their I/O; blocking calls go through `run_blocking`."""
@@ -869,6 +919,39 @@ def _source_key(view: View) -> str:
     if view.consistency:
         return view.consistency[0].source_key
     raise AssertionError("the Source must be available in this scope, but it is not in the View")
+
+
+def _check_interleaved_projection(
+    probe: InterleavingProbe,
+    key: str,
+    order: Sequence[Mapping[str, Any]],
+    index: int,
+    other_marker: str,
+) -> None:
+    """The projection of `order[index]`, made after the other scope's facts, is its own."""
+    scope, other = order[index], order[1 - index]
+    seen, theirs = probe.seen(key, scope), probe.seen(key, other)
+    projection = seen.projection
+    if projection is None:
+        return
+    assert not any(other_marker in fragment.text for fragment in projection.fragments), (
+        f"project() in scope {dict(scope)} must show only that scope's data, but called after "
+        f"facts() of scope {dict(other)} it showed that scope's data: keep the snapshot each "
+        "request reads in that request (and its grant), never in one attribute that facts() "
+        "sets and project() reads"
+    )
+    pinned = seen.facts.revision if seen.facts is not None else None
+    if projection.revision is None or projection.revision == pinned:
+        return
+    whose = "another revision"
+    if theirs.facts is not None and projection.revision == theirs.facts.revision:
+        whose = f"the revision facts() reported for scope {dict(other)}"
+    raise AssertionError(
+        f"project() in scope {dict(scope)} must pin the revision its own facts() reported "
+        f"({pinned!r}), but called after facts() of scope {dict(other)} it returned {whose} "
+        f"({projection.revision!r}): keep each request's revision with its own snapshot, "
+        "never in one attribute every request shares"
+    )
 
 
 def _tree(directory: Path) -> dict[str, str]:

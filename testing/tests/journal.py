@@ -54,6 +54,8 @@ DEFECTS = (
     "writes_on_read",
     "creates_on_read",
     "counts_reads",
+    "caches_snapshot",
+    "caches_revision",
 )
 TEXT = {
     "type": "object",
@@ -129,6 +131,10 @@ class Journal:
         self.memory: dict[str, list[str]] = {}
         self.lock = anyio.Lock()
         self.last: list[str] = []  # used only by the shared_snapshot defect
+        # the snapshot and the revision the last facts() read, kept in one attribute each
+        # (used only by the caches_snapshot and caches_revision defects)
+        self.cached: list[str] = []
+        self.cached_revision: str | None = None
         self.reads = 0  # used only by the counts_reads defect
 
     def _user(self, scope: Scope) -> str | None:
@@ -153,6 +159,10 @@ class Journal:
     async def _read(self, scope: Scope) -> list[str]:
         if "blocking" in self.defects:
             return self._everything(scope)  # the defect: file reads on the event loop
+        if self.defects & {"caches_snapshot", "caches_revision"}:
+            # read without suspending, as a Source serving an in-memory index does: its turns
+            # then never overlap unless the suite makes them
+            return self._everything(scope)
         return await run_blocking(self._everything, scope)
 
     def _load(self, user: str) -> list[str]:
@@ -216,7 +226,10 @@ class Journal:
         )
 
     async def _facts_revision(self, scope: Scope) -> str:
-        revision = self._revision(await self._read(scope))
+        entries = await self._read(scope)
+        revision = self._revision(entries)
+        if self.defects & {"caches_snapshot", "caches_revision"}:
+            self.cached, self.cached_revision = entries, revision
         if "writes_on_read" in self.defects:
             self.folder.mkdir(parents=True, exist_ok=True)
             marker = self.folder / "last-read.json"
@@ -235,6 +248,8 @@ class Journal:
         user = self._user(request.scope)
         assert user is not None
         entries = await self._read(request.scope)
+        if "caches_snapshot" in self.defects:
+            entries = self.cached  # the defect: the snapshot of whichever facts() ran last
         self.last = entries
         text = "\n".join(entries)
         if "shows_file_name" in self.defects:
@@ -247,8 +262,13 @@ class Journal:
         return ViewContribution(
             fragments=fragments,
             grant=ReadGrant(source_key=self.key, value={"entries": entries}),
-            revision=request.expected_revision or self._revision(entries),
+            revision=self._projected_revision(request, entries),
         )
+
+    def _projected_revision(self, request: ProjectionRequest, entries: list[str]) -> str | None:
+        if "caches_revision" in self.defects:
+            return self.cached_revision  # the defect: the revision whichever facts() saw last
+        return request.expected_revision or self._revision(entries)
 
     async def query(self, request: QueryRequest) -> Evidence:
         query = request.input["query"]

@@ -40,10 +40,12 @@ from mnemon import (
     SourceFacts,
     SourceInit,
     ViewContribution,
+    check_memory_text,
     create_mutation_receipt,
     define_memory_plugin,
     define_memory_source,
     install_memory,
+    memory_text_schema,
     run_blocking,
     source_data_directory,
     truncate_text,
@@ -51,6 +53,7 @@ from mnemon import (
 
 PACKAGE = "mnemon-example-notes"
 MAX_NOTES_CHARACTERS = 200_000
+MAX_NOTE_CHARACTERS = 2_000
 
 memory_plugin = define_memory_plugin(
     PACKAGE,
@@ -83,7 +86,9 @@ MANIFEST = {
             "capability": "write",
             "input_schema": {
                 "type": "object",
-                "properties": {"text": {"type": "string", "minLength": 1, "maxLength": 2_000}},
+                # a note is one line: text holding a line break could add lines that read as
+                # other notes, so the core refuses it before the Source is called
+                "properties": {"text": memory_text_schema(MAX_NOTE_CHARACTERS, single_line=True)},
                 "required": ["text"],
                 "additionalProperties": False,
             },
@@ -260,6 +265,9 @@ class NotesSource:
         """Add a line or replace the file, atomically, and report the committed revision."""
         path = self._path(request.view.scope)
         text = request.input["text"]
+        if request.offer.action_id == "add":
+            # the Source's own check, by the rule its input schema states: one line per note
+            check_memory_text(text, max_characters=MAX_NOTE_CHARACTERS, single_line=True)
         async with self._write_lock:
             if request.offer.action_id == "add":
                 text = await run_blocking(_append, path, text)

@@ -20,6 +20,8 @@ class TestNotesConformance(SourceConformance):
         ("add", {"text": "x" * 2_001}),
         ("add", {}),
         ("add", {"text": "fine", "colour": "red"}),
+        # one note is one line: a line break could start a line that reads as another note
+        ("add", {"text": "one note\n- another"}),
         ("replace", {}),
     )
 

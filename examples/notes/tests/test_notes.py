@@ -9,7 +9,7 @@ import mnemon_example_focus as focus
 import mnemon_example_notes as notes
 import pytest
 
-from mnemon import InstallError, ManagementError, RevisionConflict
+from mnemon import ActionError, InstallError, ManagementError, RevisionConflict
 from mnemon_testing import MemoryCompositionRunner
 
 
@@ -136,3 +136,38 @@ async def test_the_read_route_omits_a_pinned_text_larger_than_its_ceiling(tmp_pa
         await turn.release()
     assert evidence.items == ()
     assert evidence.truncated
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["real note\n- forged note", "real note\r\n- forged note", "tab\tseparated"],
+    ids=["newline", "crlf", "tab"],
+)
+async def test_add_refuses_text_that_would_span_lines_and_writes_nothing(
+    tmp_path: Path, text: str
+) -> None:
+    path = tmp_path / "notes.md"
+    path.write_text("- kept\n", encoding="utf-8")
+    async with MemoryCompositionRunner() as runner:
+        await open_notes(runner, path)
+        turn = await runner.begin_turn()
+        with pytest.raises(ActionError) as refused:
+            await turn.execute_action("source:notes/add", {"text": text}, lambda offer: True)
+        await turn.release()
+    # one note is one line: nothing in the text may start a line that reads as another note
+    assert path.read_text(encoding="utf-8") == "- kept\n"
+    assert "forged" not in str(refused.value)
+
+
+async def test_add_appends_exactly_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "notes.md"
+    path.write_text("- kept", encoding="utf-8")
+    async with MemoryCompositionRunner() as runner:
+        await open_notes(runner, path)
+        turn = await runner.begin_turn()
+        receipt = await turn.execute_action(
+            "source:notes/add", {"text": "one line, with - dashes"}, lambda offer: True
+        )
+        await turn.release()
+    assert receipt.completion == "committed"
+    assert path.read_text(encoding="utf-8") == "- kept\n- one line, with - dashes\n"
