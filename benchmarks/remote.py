@@ -37,6 +37,7 @@ import gc
 import importlib.util
 import os
 import platform
+import secrets
 import socket
 import statistics
 import subprocess
@@ -84,17 +85,23 @@ uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), http="httptools", loop
 """
 
 Turn = Callable[[], Awaitable[None]]
+_TOKEN = secrets.token_urlsafe(32)  # the in-process app's caller secret
 
 
 class _InProcessApp:
     """The remote Source over `httpx.ASGITransport`: the protocol's own cost, no socket."""
 
-    def __init__(self) -> None:
-        app = mnemon_remote.create_app(notes.NOTES_SOURCE, PLUGIN / "mnemon-source.yaml")
+    def __init__(self, configuration: dict[str, Any]) -> None:
+        app = mnemon_remote.create_app(
+            notes.NOTES_SOURCE,
+            PLUGIN / "mnemon-source.yaml",
+            token=_TOKEN,
+            configuration=configuration,
+        )
         self.transport = httpx.ASGITransport(app=app)
 
     def apply(self, ctx: mnemon.PluginContext) -> None:
-        settings = mnemon_remote.RemoteSettings(ctx.configuration)
+        settings = mnemon_remote.RemoteSettings(ctx.configuration, token=_TOKEN)
         source = mnemon_remote.define_remote_source(settings, self.transport)
         mnemon.install_memory(ctx, sources=[source])
 
@@ -220,14 +227,16 @@ async def main(turns: int, check: bool) -> int:
             "launch": True,
             "configuration": {"path": str(path)},
         }
-        asgi_config = {**remote_config, "launch": False, "endpoint": "http://plugin"}
+        asgi_config = {"manifest": remote_config["manifest"], "endpoint": "http://127.0.0.1"}
         async with contextlib.AsyncExitStack() as stack:
             port = await stack.enter_async_context(_floor_server())
             setups = {
                 "in-process": await stack.enter_async_context(
                     _composing(notes, {"path": str(path)})
                 ),
-                "asgi": await stack.enter_async_context(_composing(_InProcessApp(), asgi_config)),
+                "asgi": await stack.enter_async_context(
+                    _composing(_InProcessApp({"path": str(path)}), asgi_config)
+                ),
                 "loopback": await stack.enter_async_context(
                     _composing(mnemon_remote, remote_config)
                 ),

@@ -5,12 +5,27 @@
 - Mounting this package with `{manifest, endpoint | launch: true, configuration}` installs the
   client Source `remote`: the plugin's Source, reached over HTTP.
 - `certify(...)` is the contract runner behind `mnemon plugin inspect` and `mnemon plugin test`.
+- The out-of-process kit every plugin family that runs plugins in their own process builds on:
+  `launch_plugin` (a `RunConvention`, a minimal environment, a per-launch caller secret, the
+  process group killed on stop), `read_bounded`/`decode_answer` (answers read up to a cap,
+  parsed off the event loop when large, secrets scrubbed by a `Redactor`; error envelopes read
+  by `parse_envelope`), manifests read as YAML without aliases (`load_manifest_yaml`), and the
+  contract report (`ContractChecks`, `CheckResult`, `timed`, `summarize`, `report_validator`,
+  with the `RecordingTransport` that keeps each `Exchange` for replay and credential checks).
 
 `docs/protocol.md` specifies the protocol for plugin authors in any language.
 """
 
 from __future__ import annotations
 
+from ._answers import (
+    OFF_LOOP_BYTES,
+    AnswerTooLarge,
+    InvalidAnswer,
+    Redactor,
+    decode_answer,
+    read_bounded,
+)
 from ._client import (
     DiscoveryMismatch,
     RemoteSettings,
@@ -20,7 +35,15 @@ from ._client import (
     memory_plugin,
 )
 from ._command import plugin_command
-from ._launch import LaunchedPlugin, PluginUnavailable, launch_plugin
+from ._launch import (
+    INHERITED_VARIABLES,
+    MNEMON_RUN,
+    LaunchedPlugin,
+    PluginUnavailable,
+    RunConvention,
+    launch_plugin,
+    plugin_environment,
+)
 from ._manifest import (
     MANIFEST_NAME,
     PLUGIN_API_VERSIONS,
@@ -29,31 +52,54 @@ from ._manifest import (
     engine_version,
     inspect_manifest,
 )
-from ._report import CHECKS
+from ._recording import Exchange, RecordingTransport
+from ._report import CHECKS, CheckResult, ContractChecks, report_validator, summarize, timed
 from ._runner import certify
-from ._server import create_app, serve
-from ._wire import Envelope
+from ._server import LOOPBACK_HOSTS, create_app, serve
+from ._wire import Envelope, parse_envelope
+from ._yaml import YamlRefused, load_manifest_yaml
 
 __all__ = [
     "CHECKS",
+    "INHERITED_VARIABLES",
+    "LOOPBACK_HOSTS",
     "MANIFEST_NAME",
+    "MNEMON_RUN",
+    "OFF_LOOP_BYTES",
     "PLUGIN_API_VERSIONS",
+    "AnswerTooLarge",
+    "CheckResult",
+    "ContractChecks",
     "DiscoveryMismatch",
     "Envelope",
+    "Exchange",
+    "InvalidAnswer",
     "LaunchedPlugin",
     "ManifestIssue",
     "ManifestReport",
     "PluginUnavailable",
+    "RecordingTransport",
+    "Redactor",
     "RemoteSettings",
     "RemoteSource",
+    "RunConvention",
+    "YamlRefused",
     "apply",
     "certify",
     "create_app",
+    "decode_answer",
     "define_remote_source",
     "engine_version",
     "inspect_manifest",
     "launch_plugin",
+    "load_manifest_yaml",
     "memory_plugin",
+    "parse_envelope",
     "plugin_command",
+    "plugin_environment",
+    "read_bounded",
+    "report_validator",
     "serve",
+    "summarize",
+    "timed",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import secrets as _secrets
 import socket
 from collections.abc import Mapping
@@ -38,15 +39,29 @@ from mnemon import (
     install_memory,
 )
 
-from ._launch import LaunchedPlugin, PluginUnavailable, launch_plugin
+from ._answers import AnswerTooLarge, InvalidAnswer, Redactor, decode_answer, read_bounded
+from ._launch import MNEMON_RUN, LaunchedPlugin, PluginUnavailable, launch_plugin
 from ._manifest import ManifestReport, inspect_manifest, load_schema, require_valid
+from ._server import CONFIGURATION_VARIABLE
 from ._wire import CALLS, DISCOVERY, parse_envelope, source_error_from
 
 __all__ = ["DiscoveryMismatch", "RemoteSettings", "RemoteSource", "define_remote_source"]
 
 PACKAGE = "mnemon-remote"
 _log = logging.getLogger("mnemon.remote")
-_KEYS = {"manifest", "endpoint", "launch", "configuration", "secrets", "startup_timeout"}
+_KEYS = {
+    "manifest",
+    "endpoint",
+    "launch",
+    "configuration",
+    "secrets",
+    "startup_timeout",
+    "token_env",
+    "max_response_bytes",
+}
+#: the most a host reads of one answer unless its configuration says otherwise, whatever the
+#: plugin declares (up to 64 MiB): a plugin's declaration is its wish, not the host's budget
+DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 
 memory_plugin = define_memory_plugin(
     PACKAGE,
@@ -61,10 +76,6 @@ class DiscoveryMismatch(MnemonError):
     """The plugin's discovery answer disagrees with the manifest the host holds."""
 
 
-class _TooLarge(MnemonError):
-    pass
-
-
 _MANIFEST_PATH: TypeAdapter[Path] = TypeAdapter(ConfigPath)
 
 
@@ -73,16 +84,23 @@ class RemoteSettings:
 
     Args:
         configuration: `{manifest, endpoint | launch: true, configuration?, secrets?,
-            startup_timeout?}`.
+            startup_timeout?, token_env?, max_response_bytes?}`.
         config_dir: the folder a relative `manifest` is taken from (the profile's folder,
             `PluginContext.config_dir`); without one, the manifest path must be absolute.
+        token: the caller secret of a plugin at `endpoint` (one the host did not launch); by
+            default it is read from the environment variable `token_env` names
+            (`MNEMON_PLUGIN_TOKEN`).
 
     Raises:
         DefinitionError: naming the key at fault (never a value).
     """
 
     def __init__(
-        self, configuration: Mapping[str, Any], *, config_dir: str | Path | None = None
+        self,
+        configuration: Mapping[str, Any],
+        *,
+        config_dir: str | Path | None = None,
+        token: str | None = None,
     ) -> None:
         unknown = sorted(set(configuration) - _KEYS)
         if unknown:
@@ -113,6 +131,27 @@ class RemoteSettings:
         self.report = require_valid(inspect_manifest(manifest_path))
         self.endpoint: str | None = endpoint
         self.launch = launch
+        if endpoint is not None and "configuration" in configuration:
+            # a plugin takes its configuration only from whoever starts it
+            raise DefinitionError(
+                "remote configuration.configuration: a running plugin has the configuration it "
+                "was started with; give configuration only with launch: true"
+            )
+        self.token: str | None = None
+        if endpoint is not None:
+            variable = configuration.get("token_env", MNEMON_RUN.token_variable)
+            if not isinstance(variable, str) or not variable:
+                raise DefinitionError("remote configuration.token_env: an environment variable")
+            self.token = token if token is not None else os.environ.get(variable)
+            if not self.token:
+                raise DefinitionError(
+                    f"remote configuration.token_env: {variable} holds no caller secret; set it "
+                    "to the value the plugin at endpoint was started with"
+                )
+        elif "token_env" in configuration:
+            raise DefinitionError(
+                "remote configuration.token_env: a launched plugin gets a fresh caller secret"
+            )
         plugin_configuration = configuration.get("configuration", {})
         if not isinstance(plugin_configuration, Mapping):
             raise DefinitionError("remote configuration.configuration: must be a mapping")
@@ -143,6 +182,11 @@ class RemoteSettings:
         if not isinstance(timeout, int | float) or not 0 < timeout <= 300:
             raise DefinitionError("remote configuration.startup_timeout: 0 to 300 seconds")
         self.startup_timeout = float(timeout)
+        cap = configuration.get("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES)
+        if isinstance(cap, bool) or not isinstance(cap, int) or not 1024 <= cap <= 64 << 20:
+            raise DefinitionError("remote configuration.max_response_bytes: 1 KiB to 64 MiB")
+        #: the most read of one answer: the plugin's own limit, or the host's if lower
+        self.max_response_bytes = min(cap, self.report.max_response_bytes)
 
 
 def _loopback_transport() -> httpx.AsyncHTTPTransport:
@@ -163,7 +207,6 @@ _GET_HEADERS = [
     ("Accept-Encoding", "identity"),
     ("User-Agent", "mnemon-remote"),
 ]
-_POST_HEADERS = [*_GET_HEADERS, ("Content-Type", "application/json")]
 
 
 class _Connection:
@@ -174,9 +217,14 @@ class _Connection:
     which cost a third of the CPU of a loopback call.
     """
 
-    def __init__(self, endpoint: str, transport: httpx.AsyncBaseTransport, *, owned: bool) -> None:
+    def __init__(
+        self, endpoint: str, token: str, transport: httpx.AsyncBaseTransport, *, owned: bool
+    ) -> None:
         self.transport = transport
         self._owned = owned
+        # every request carries the caller secret; the plugin refuses any other
+        self.get_headers = [*_GET_HEADERS, ("Authorization", f"Bearer {token}")]
+        self.post_headers = [*self.get_headers, ("Content-Type", "application/json")]
         base = endpoint.rstrip("/")  # a path prefix in the endpoint is kept
         paths = [DISCOVERY, *(call.path for call in CALLS.values())]
         self._urls = {path: httpx.URL(base + path) for path in paths}
@@ -215,7 +263,8 @@ class RemoteSource:
         self._checked = False
         self._lock = anyio.Lock()
         self._provenance = orjson.Fragment(init.provenance.model_dump_json())
-        self._configuration = orjson.Fragment(orjson.dumps(settings.configuration))
+        # the values the host gave the plugin never leave it through an answer
+        self._redactor = Redactor([*settings.secrets.values(), *filter(None, [settings.token])])
         self._envelopes = Draft202012Validator(load_schema("error.schema.json"))
         self._discovery = Draft202012Validator(load_schema("discovery.schema.json"))
 
@@ -241,12 +290,21 @@ class RemoteSource:
                     self._report.path,
                     command,
                     secrets=self._settings.secrets,
+                    variables={CONFIGURATION_VARIABLE: json.dumps(self._settings.configuration)},
                     startup_timeout=self._settings.startup_timeout,
                 )
+                assert self._launched.token is not None  # the convention gives one
+                self._redactor = Redactor([*self._settings.secrets.values(), self._launched.token])
             if self._client is None:
-                endpoint = self._launched.endpoint if self._launched else self._settings.endpoint
+                launched = self._launched
+                endpoint = launched.endpoint if launched else self._settings.endpoint
+                token = launched.token if launched else self._settings.token
+                # the settings checked both: an endpoint comes with its caller secret
+                assert endpoint is not None
+                assert token is not None
                 self._client = _Connection(
-                    endpoint or "http://plugin",
+                    endpoint,
+                    token,
                     self._transport or _loopback_transport(),
                     owned=self._transport is None,
                 )
@@ -258,7 +316,7 @@ class RemoteSource:
     async def _check_discovery(self, client: _Connection) -> None:
         raw, status = await self._get(client, DISCOVERY)
         try:
-            value = json.loads(raw)
+            value = orjson.loads(raw)
         except ValueError:
             value = None
         if status != 200 or not self._discovery.is_valid(value):
@@ -280,20 +338,15 @@ class RemoteSource:
     async def _exchange(
         self, client: _Connection, method: str, path: str, content: bytes | None
     ) -> tuple[bytes, int]:
-        limit = self._report.max_response_bytes
-        headers = _POST_HEADERS if content is not None else _GET_HEADERS
+        limit = self._settings.max_response_bytes
+        headers = client.post_headers if content is not None else client.get_headers
         request = httpx.Request(method, client.url(path), headers=headers, content=content)
         # the deadline is ours (anyio's scope): the transport is given no timeout of its own
         with anyio.fail_after(self._report.timeout_seconds):
             response = await client.transport.handle_async_request(request)
             response.request = request
             try:
-                raw = bytearray()
-                async for chunk in response.aiter_bytes():
-                    raw += chunk
-                    if len(raw) > limit:
-                        raise _TooLarge("the answer exceeds max_response_bytes")
-                return bytes(raw), response.status_code
+                return await read_bounded(response.aiter_bytes(), limit), response.status_code
             finally:
                 await response.aclose()
 
@@ -316,7 +369,6 @@ class RemoteSource:
                 "invocation_id": _secrets.token_hex(16),
                 "instance_key": self._init.instance_key,
                 "provenance": self._provenance,
-                "configuration": self._configuration,
                 "request": orjson.Fragment(request.model_dump_json()),
             }
         )
@@ -336,7 +388,7 @@ class RemoteSource:
         except DiscoveryMismatch:
             await self._drop()
             raise SourceError("discovery_mismatch", "the plugin is not the one declared") from None
-        except _TooLarge:
+        except AnswerTooLarge:
             raise SourceError(
                 "response_too_large",
                 "the answer exceeded max_response_bytes",
@@ -345,15 +397,19 @@ class RemoteSource:
             ) from None
         if 200 <= status < 300:
             try:
-                return json.loads(raw)
-            except ValueError:
+                # parsed, scrubbed and validated by mnemon's own model (off the event loop when
+                # large): what reaches the core is a checked result, or nothing
+                return await decode_answer(
+                    raw, CALLS[name].answer.model_validate, redactor=self._redactor
+                )
+            except InvalidAnswer:
                 raise SourceError(
                     "invalid_response",
-                    "the answer is not JSON",
+                    "the answer is not a valid result",
                     kind="terminal",
                     nothing_written=not write,
                 ) from None
-        envelope = parse_envelope(raw, self._envelopes)
+        envelope = parse_envelope(raw, self._envelopes, self._redactor)
         if envelope is None:
             # a 5xx (or any non-2xx) without a valid envelope is unavailability, not a decision
             await self._drop()

@@ -7,6 +7,7 @@ The human report goes to stdout, the plugin's own output to stderr.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 import anyio
 import click
 
+from ._launch import MNEMON_RUN
 from ._manifest import MANIFEST_NAME, inspect_manifest
 from ._runner import certify
 
@@ -117,18 +119,35 @@ def _show_inspection(value: dict[str, Any], as_json: bool) -> None:
     show_default=True,
     help="Seconds a launched plugin may take to answer HTTP.",
 )
+@click.option(
+    "--token-env",
+    default=MNEMON_RUN.token_variable,
+    show_default=True,
+    help="With --endpoint: the environment variable holding the plugin's caller secret.",
+)
 @click.argument("directory", type=click.Path(exists=True, file_okay=True, path_type=Path))
 def test_plugin(
     endpoint: str | None,
     report_path: Path | None,
     fixtures: tuple[Path, ...],
     startup_timeout: float,
+    token_env: str,
     directory: Path,
 ) -> None:
     """Launch (or reach) a plugin and certify it against protocol v0 (or Quivr's)."""
     if endpoint is not None and not endpoint.startswith(("http://", "https://")):
         raise click.BadParameter("must be an http(s) URL", param_hint="--endpoint")
+    directory = directory.absolute()  # `mnemon plugin test .` names the folder it runs in
     runner = _quivr_runner(directory)
+    options: dict[str, Any] = {}
+    if runner is None and endpoint is not None:
+        token = os.environ.get(token_env)
+        if not token:
+            raise _CannotJudge(
+                f"--endpoint needs the plugin's caller secret: set {token_env} to the value the "
+                "plugin was started with (MNEMON_PLUGIN_TOKEN in its environment)"
+            )
+        options["token"] = token
 
     async def run() -> dict[str, Any]:
         return await (certify if runner is None else runner.certify)(
@@ -137,6 +156,7 @@ def test_plugin(
             fixtures=list(fixtures),
             startup_timeout=startup_timeout,
             plugin_output=sys.stderr.buffer,
+            **options,
         )
 
     report = anyio.run(run)

@@ -1,19 +1,27 @@
 """The run convention: start a plugin's `run.command` on a loopback port, stop it cleanly.
 
-The process runs in the manifest's folder and its own process group, with
-`MNEMON_PLUGIN_HOST=127.0.0.1`, `MNEMON_PLUGIN_PORT` and `MNEMON_PLUGIN_MANIFEST`, plus the
-secrets the host was given, by their declared names. It is stopped with SIGTERM to the group,
-then SIGKILL after 5 seconds.
+One launcher for every out-of-process plugin mnemon hosts (remote Sources, Quivr plugins):
+
+- the process runs in the manifest's folder (its path resolved once), in its own process group;
+- its environment is minimal: a few harmless variables of the host's (`PATH`, `HOME`, the
+  locale, ...), the secrets the host was given for it by their declared names, then the
+  protocol's own variables, which no secret can override;
+- it gets a fresh caller secret (the per-launch token) when its protocol authenticates callers,
+  and every request the host sends carries it;
+- stopping it sends SIGTERM to the whole group, SIGKILL after 5 seconds, and SIGKILL to what is
+  left of the group in any case: a plugin's own children never outlive it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets as _secrets
 import signal
 import socket
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -22,15 +30,61 @@ import httpx
 
 from mnemon import MnemonError
 
-from ._wire import HEALTH
-
-__all__ = ["LaunchedPlugin", "PluginUnavailable", "launch_plugin"]
+__all__ = [
+    "INHERITED_VARIABLES",
+    "MNEMON_RUN",
+    "LaunchedPlugin",
+    "PluginUnavailable",
+    "RunConvention",
+    "launch_plugin",
+    "plugin_environment",
+]
 
 STOP_GRACE_SECONDS = 5.0
+#: what a launched plugin inherits from the host's environment; nothing else of it (the MCP
+#: SDK's stdio client keeps the same few): a host's API keys and tokens stay the host's
+INHERITED_VARIABLES = (
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LOGNAME",
+    "PATH",
+    "SHELL",
+    "TERM",
+    "TMPDIR",
+    "TZ",
+    "USER",
+)
 
 
 class PluginUnavailable(MnemonError):
     """The plugin could not be started or reached, or answered without a valid envelope."""
+
+
+@dataclass(frozen=True)
+class RunConvention:
+    """How one protocol launches its plugins: its variables, and its caller secret.
+
+    Args:
+        prefix: the variables are `<prefix>_HOST`, `<prefix>_PORT` and `<prefix>_MANIFEST`.
+        token: whether the plugin gets a per-launch caller secret in `<prefix>_TOKEN`, which
+            every request then carries as `Authorization: Bearer <token>`.
+        health: the path probed while the plugin starts.
+    """
+
+    prefix: str
+    token: bool = True
+    health: str = "/v0/health"
+
+    @property
+    def token_variable(self) -> str:
+        """The variable holding the caller secret."""
+        return f"{self.prefix}_TOKEN"
+
+
+#: mnemon's remote plugin protocol: `MNEMON_PLUGIN_*`, with a caller secret
+MNEMON_RUN = RunConvention("MNEMON_PLUGIN")
 
 
 def _free_port() -> int:
@@ -39,12 +93,39 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-class LaunchedPlugin:
-    """A plugin process started from `run.command`, in its own process group."""
+def plugin_environment(
+    protocol: Mapping[str, str], secrets: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The whole environment of a launched plugin.
 
-    def __init__(self, process: subprocess.Popen[bytes], endpoint: str) -> None:
+    The inherited variables first, then the secrets by their declared names, then the
+    protocol's variables: a secret named like a protocol variable never replaces it.
+    """
+    environment = {name: os.environ[name] for name in INHERITED_VARIABLES if name in os.environ}
+    environment.update(secrets or {})
+    environment.update(protocol)
+    return environment
+
+
+class LaunchedPlugin:
+    """A plugin process started from `run.command`, in its own process group.
+
+    Attributes:
+        endpoint: the base URL it serves on (`http://127.0.0.1:<port>`).
+        token: the caller secret it was given, or None when its protocol has none.
+    """
+
+    def __init__(
+        self, process: subprocess.Popen[bytes], endpoint: str, token: str | None = None
+    ) -> None:
         self.process = process
         self.endpoint = endpoint
+        self.token = token
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The headers that authenticate a request to this plugin (none without a token)."""
+        return {} if self.token is None else {"Authorization": f"Bearer {self.token}"}
 
     @property
     def running(self) -> bool:
@@ -52,7 +133,7 @@ class LaunchedPlugin:
         return self.process.poll() is None
 
     async def stop(self, grace_seconds: float = STOP_GRACE_SECONDS) -> None:
-        """SIGTERM the process group, then SIGKILL after `grace_seconds`."""
+        """SIGTERM the process group, SIGKILL after `grace_seconds`; then kill what is left."""
         group = self.process.pid  # start_new_session: the group id is the leader's pid
         with anyio.CancelScope(shield=True):
             if self.process.poll() is None:
@@ -61,66 +142,90 @@ class LaunchedPlugin:
                 try:
                     await anyio.to_thread.run_sync(self.process.wait, grace_seconds)
                 except subprocess.TimeoutExpired:
-                    os.killpg(group, signal.SIGKILL)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(group, signal.SIGKILL)
                     await anyio.to_thread.run_sync(self.process.wait)
             # the process's own children may outlive it: the group goes with it
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(group, signal.SIGKILL)
 
 
-def _absolute(path: Path) -> Path:
-    # the plugin runs in the manifest's folder: a relative path would name the wrong file
-    return path.resolve()
+async def answers_http(client: httpx.AsyncClient, path: str) -> bool:
+    """Whether anything answers HTTP at `path` (any status): the server listens.
 
-
-async def _answers(client: httpx.AsyncClient) -> bool:
-    # any HTTP answer proves the server listens; judging health is the runner's job
+    Only the status line and headers are read: a body, however long, is not waited for.
+    """
     try:
-        await client.get(HEALTH)
+        async with client.stream("GET", path):
+            return True
     except httpx.HTTPError:
         return False
-    return True
 
 
 async def launch_plugin(
     manifest_path: Path,
-    command: list[str],
+    command: Sequence[str],
     *,
+    convention: RunConvention = MNEMON_RUN,
     secrets: Mapping[str, str] | None = None,
+    variables: Mapping[str, str] | None = None,
     startup_timeout: float = 10.0,
+    ready: Callable[[httpx.AsyncClient], Awaitable[bool]] | None = None,
     stdout: IO[bytes] | int | None = None,
     stderr: IO[bytes] | int | None = None,
 ) -> LaunchedPlugin:
-    """Start `command` on a free loopback port and wait until it answers HTTP.
+    """Start `command` on a free loopback port and wait until the plugin is ready.
+
+    Args:
+        manifest_path: the plugin's manifest; the process runs in its folder.
+        command: `run.command`, run without a shell.
+        convention: the protocol's variables (and whether it gets a caller secret).
+        secrets: values by their declared names, set in the plugin's environment.
+        variables: more protocol variables (they win over secrets too), for example the
+            plugin's configuration.
+        startup_timeout: seconds the plugin has to be ready.
+        ready: judges readiness with a client bound to the plugin (its caller secret set);
+            by default, any HTTP answer at the convention's health path.
+        stdout: where the plugin's standard output goes (inherited by default).
+        stderr: where its standard error goes.
 
     Raises:
-        PluginUnavailable: the process exits, or does not answer within `startup_timeout`.
+        PluginUnavailable: the process cannot start, exits, or is not ready in time.
     """
+    if not command:
+        raise PluginUnavailable("the manifest declares no run.command to launch")
+    manifest = manifest_path.resolve()  # noqa: ASYNC240 (no I/O to wait for); once: the folder it runs in and the path it is told
     port = _free_port()
-    manifest = _absolute(manifest_path)
-    environment = {
-        **os.environ,
-        **(secrets or {}),
-        "MNEMON_PLUGIN_HOST": "127.0.0.1",
-        "MNEMON_PLUGIN_PORT": str(port),
-        "MNEMON_PLUGIN_MANIFEST": str(manifest),
+    token = _secrets.token_urlsafe(32) if convention.token else None
+    protocol = {
+        **(variables or {}),
+        f"{convention.prefix}_HOST": "127.0.0.1",
+        f"{convention.prefix}_PORT": str(port),
+        f"{convention.prefix}_MANIFEST": str(manifest),
     }
-    # Popen only forks and returns; the wait for an answer below is asynchronous
-    process = subprocess.Popen(  # noqa: ASYNC220
-        command,
-        cwd=manifest.parent,
-        env=environment,
-        stdin=subprocess.DEVNULL,
-        stdout=stdout,
-        stderr=stderr,
-        start_new_session=True,
-    )
-    launched = LaunchedPlugin(process, f"http://127.0.0.1:{port}")
-    async with httpx.AsyncClient(base_url=launched.endpoint, timeout=1.0) as probe:
+    if token is not None:
+        protocol[convention.token_variable] = token
+    try:
+        # Popen only forks and returns; the wait for readiness below is asynchronous
+        process = subprocess.Popen(  # noqa: ASYNC220
+            [str(part) for part in command],
+            cwd=manifest.parent,
+            env=plugin_environment(protocol, secrets),
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+        )
+    except OSError:
+        raise PluginUnavailable("the plugin's run.command cannot be started") from None
+    launched = LaunchedPlugin(process, f"http://127.0.0.1:{port}", token)
+    async with httpx.AsyncClient(
+        base_url=launched.endpoint, headers=launched.headers, timeout=1.0
+    ) as probe:
         with anyio.move_on_after(startup_timeout):
             while process.poll() is None:
-                if await _answers(probe):
+                if await (ready(probe) if ready else answers_http(probe, convention.health)):
                     return launched
                 await anyio.sleep(0.02)
     await launched.stop()
-    raise PluginUnavailable("the plugin did not start answering HTTP")
+    raise PluginUnavailable("the plugin did not become ready")

@@ -29,6 +29,8 @@ from mnemon import (
     parse_version,
 )
 
+from ._yaml import YamlRefused, load_manifest_yaml
+
 __all__ = [
     "MANIFEST_NAME",
     "PLUGIN_API_VERSIONS",
@@ -41,7 +43,8 @@ __all__ = [
 
 MANIFEST_NAME = "mnemon-source.yaml"
 #: the protocol versions this mnemon speaks; the highest one a manifest admits is spoken
-PLUGIN_API_VERSIONS = ("0.1.0",)
+#: 0.2.0: the caller secret, configuration given at launch only (0.1.0 plugins had neither)
+PLUGIN_API_VERSIONS = ("0.2.0",)
 
 
 def engine_version() -> str:
@@ -134,7 +137,10 @@ def _read(report: ManifestReport) -> dict[str, Any] | None:
         return None
     report.digest = "sha256:" + hashlib.sha256(raw).hexdigest()
     try:
-        value = yaml.safe_load(raw.decode("utf-8"))
+        value = load_manifest_yaml(raw.decode("utf-8"))
+    except YamlRefused as refused:
+        report.issues.append(ManifestIssue("invalid_yaml", "(manifest)", str(refused)))
+        return None
     except (UnicodeDecodeError, yaml.YAMLError):
         report.issues.append(
             ManifestIssue("invalid_yaml", "(manifest)", "the manifest is not UTF-8 YAML")
@@ -196,6 +202,16 @@ def _check_secrets(report: ManifestReport, value: dict[str, Any]) -> None:
         report.issues.append(
             ManifestIssue("duplicate_secret", "secrets", "each secret name may appear only once")
         )
+    for index, name in enumerate(names):
+        # the launcher's own variables always win; a secret named like one would be lost
+        if isinstance(name, str) and name.startswith("MNEMON_PLUGIN_"):
+            report.issues.append(
+                ManifestIssue(
+                    "reserved_secret",
+                    f"secrets[{index}].name",
+                    "names starting with MNEMON_PLUGIN_ belong to the run convention",
+                )
+            )
 
 
 def _admits(report: ManifestReport, key: str, text: str, versions: list[Version]) -> Version | None:

@@ -1,8 +1,16 @@
-"""The contract report: Quivr's contract report v1 shape, with mnemon's two extra checks."""
+"""The contract report: Quivr's contract report v1 shape, shared by every contract runner.
+
+mnemon's runner (`certify`) and the Quivr-compat runner of mnemon-strategy-quivr report in the
+same vendored shape. Each names its checks and the Contribution they judge in a
+`ContractChecks`; the schema's check-id and contribution enums are extended with exactly those.
+"""
 
 from __future__ import annotations
 
 import copy
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal
@@ -11,9 +19,18 @@ from jsonschema import Draft202012Validator
 
 from ._manifest import load_schema
 
-__all__ = ["CHECKS", "CheckResult", "report_validator"]
+__all__ = [
+    "CHECKS",
+    "MNEMON_CHECKS",
+    "WHOLE_PLUGIN",
+    "CheckResult",
+    "ContractChecks",
+    "report_validator",
+    "summarize",
+    "timed",
+]
 
-#: every check the runner reports, in order, with its title
+#: every check mnemon's runner reports, in order, with its title
 CHECKS = {
     "manifest": "The manifest is well formed",
     "compatibility": "The manifest's ranges admit this mnemon and protocol",
@@ -26,19 +43,28 @@ CHECKS = {
     "credentials": "No secret appears in any answer or in the plugin's output",
     "isolation": "Data written in one scope never shows in another",
 }
-_WHOLE_PLUGIN = {"manifest", "compatibility", "health", "discovery"}
+#: the checks that judge the plugin as a whole: the report names no Contribution for them
+WHOLE_PLUGIN = frozenset({"manifest", "compatibility", "health", "discovery"})
 Status = Literal["pass", "fail", "skip"]
 
 
 @dataclass
 class CheckResult:
-    """One check's outcome: `fail` when it has issues, `skip` with the reason in `note`."""
+    """One check's outcome: `fail` when it has issues, `skip` with the reason in `note`.
+
+    Attributes:
+        id: the check's id (`manifest`, `invoke`, ...).
+        title: what the check asserts, as the report shows it.
+        contribution: the Contribution it judges, or None for a check of the whole plugin.
+    """
 
     id: str
+    title: str
+    contribution: str | None = None
+    fixture: str | None = None
     status: Status = "pass"
     duration_ms: int = 0
     note: str | None = None
-    fixture: str | None = None
     issues: list[dict[str, str]] = field(default_factory=list)
 
     def issue(self, code: str, path: str, message: str) -> None:
@@ -55,13 +81,13 @@ class CheckResult:
         """The check in the report's shape."""
         value: dict[str, Any] = {
             "id": self.id,
-            "title": CHECKS[self.id],
+            "title": self.title,
             "status": self.status,
             "duration_ms": self.duration_ms,
             "issues": self.issues,
         }
-        if self.id not in _WHOLE_PLUGIN:
-            value["contribution"] = "source"
+        if self.contribution is not None:
+            value["contribution"] = self.contribution
         if self.fixture is not None:
             value["fixture"] = self.fixture
         if self.note is not None:
@@ -69,12 +95,77 @@ class CheckResult:
         return value
 
 
+@dataclass(frozen=True)
+class ContractChecks:
+    """The checks one contract runner reports, and the Contribution they judge.
+
+    Attributes:
+        contribution: the Contribution the report names on every check but the whole
+            plugin's (`source` for mnemon's protocol, `retrieval` for a Quivr ranker).
+        titles: every check id in report order, with its default title.
+    """
+
+    contribution: str
+    titles: Mapping[str, str]
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """The check ids, in report order."""
+        return tuple(self.titles)
+
+    def result(
+        self, check_id: str, title: str | None = None, fixture: str | None = None
+    ) -> CheckResult:
+        """A passing result of `check_id` (its default title unless `title` is given)."""
+        contribution = None if check_id in WHOLE_PLUGIN else self.contribution
+        return CheckResult(check_id, title or self.titles[check_id], contribution, fixture)
+
+    def validator(self) -> Draft202012Validator:
+        """The report schema, admitting these check ids and this Contribution."""
+        return report_validator(self.ids, (self.contribution,))
+
+
+#: the checks of mnemon's own runner
+MNEMON_CHECKS = ContractChecks("source", CHECKS)
+
+
+def report_validator(
+    ids: Iterable[str] = CHECKS, contributions: Iterable[str] = ("source",)
+) -> Draft202012Validator:
+    """The vendored contract-report v1 schema, admitting more check ids and Contributions.
+
+    The vendored schema predates some checks (`credentials`, `isolation`) and Contributions
+    (`source`, `retrieval`); the ones given are added to its enums, the file is unchanged. By
+    default, what mnemon's runner reports.
+    """
+    return _report_validator(tuple(ids), tuple(contributions))
+
+
 @cache
-def report_validator() -> Draft202012Validator:
-    """The vendored contract-report v1 schema, admitting the `credentials` and `isolation` ids."""
+def _report_validator(ids: tuple[str, ...], contributions: tuple[str, ...]) -> Draft202012Validator:
     schema = copy.deepcopy(load_schema("contract-report.schema.json"))
-    ids = schema["$defs"]["Check"]["properties"]["id"]["enum"]
-    ids.extend(check for check in CHECKS if check not in ids)
-    # Quivr names its own contributions; a mnemon plugin contributes a Source
-    schema["$defs"]["Check"]["properties"]["contribution"]["enum"].append("source")
+    check = schema["$defs"]["Check"]["properties"]
+    known = check["id"]["enum"]
+    known.extend(check_id for check_id in ids if check_id not in known)
+    named = check["contribution"]["enum"]
+    named.extend(name for name in contributions if name not in named)
     return Draft202012Validator(schema)
+
+
+@contextmanager
+def timed(check: CheckResult) -> Iterator[CheckResult]:
+    """Measure the block's duration into the check, whatever the block raises."""
+    started = time.monotonic()
+    try:
+        yield check
+    finally:
+        check.duration_ms = int((time.monotonic() - started) * 1000)
+
+
+def summarize(checks: Sequence[CheckResult]) -> dict[str, int]:
+    """The report's `summary`: how many checks passed, failed and were skipped."""
+    return {
+        "passed": sum(check.status == "pass" for check in checks),
+        "failed": sum(check.status == "fail" for check in checks),
+        "skipped": sum(check.status == "skip" for check in checks),
+    }

@@ -9,11 +9,12 @@ core's own validators, exactly as a host would judge them.
 from __future__ import annotations
 
 import json
+import os
 import secrets as _secrets
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AsyncExitStack, contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -24,7 +25,7 @@ from jsonschema import Draft202012Validator
 
 from mnemon import (
     ActionError,
-    CompositionRejected,
+    DefinitionError,
     MemoryHost,
     MnemonError,
     PluginContext,
@@ -34,7 +35,7 @@ from mnemon import (
 )
 
 from ._client import RemoteSettings, define_remote_source
-from ._launch import LaunchedPlugin, PluginUnavailable, launch_plugin
+from ._launch import MNEMON_RUN, LaunchedPlugin, PluginUnavailable, launch_plugin
 from ._manifest import (
     PLUGIN_API_VERSIONS,
     ManifestReport,
@@ -42,50 +43,16 @@ from ._manifest import (
     inspect_manifest,
     load_schema,
 )
-from ._report import CHECKS, CheckResult, report_validator
+from ._recording import Exchange, RecordingTransport
+from ._report import CHECKS, MNEMON_CHECKS, CheckResult, report_validator, summarize, timed
+from ._server import CONFIGURATION_VARIABLE
 from ._wire import CALLS, DISCOVERY, HEALTH, error_class_contradicts, parse_envelope
 
-__all__ = ["Exchange", "certify"]
+__all__ = ["certify"]
 
 CONTRACT_KEY = "source:contract"
 _TIMEOUT_CODES = {"timeout"}
 _MARKER = "{marker}"
-
-
-@dataclass
-class Exchange:
-    """One recorded HTTP exchange with the plugin."""
-
-    path: str
-    request: bytes
-    status: int
-    answer: bytes
-    duration_ms: int
-
-
-class RecordingTransport(httpx.AsyncBaseTransport):
-    """Forwards to the network and keeps every exchange, for replay and credential checks."""
-
-    def __init__(self) -> None:
-        self._inner = httpx.AsyncHTTPTransport()
-        self.exchanges: list[Exchange] = []
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        body = await request.aread()
-        started = time.monotonic()
-        response = await self._inner.handle_async_request(request)
-        try:
-            answer = await response.aread()
-        finally:
-            await response.aclose()
-        elapsed = int((time.monotonic() - started) * 1000)
-        self.exchanges.append(
-            Exchange(request.url.path, body, response.status_code, answer, elapsed)
-        )
-        return httpx.Response(response.status_code, headers=response.headers, content=answer)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
 
 def _compose(request: Any, sources: Any, contributions: Any) -> dict[str, Any]:
@@ -119,41 +86,101 @@ CONTRACT_STRATEGY = define_memory_strategy(
 )
 
 
+@dataclass
+class _Target:
+    """One plugin process the runner talks to: where, with which caller secret."""
+
+    base_url: str
+    token: str
+    launched: LaunchedPlugin | None = None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
+
+
 class _ContractPlugin:
-    def __init__(self, transport: RecordingTransport) -> None:
+    def __init__(self, transport: RecordingTransport, target: _Target | None = None) -> None:
         self._transport = transport
+        self._target = target
 
     def apply(self, ctx: PluginContext) -> None:
-        if ctx.configuration.get("strategy"):
+        if self._target is None:
             install_memory(ctx, strategies=[CONTRACT_STRATEGY])
             return
-        settings = RemoteSettings(ctx.configuration)
+        settings = RemoteSettings(ctx.configuration, token=self._target.token)
         install_memory(ctx, sources=[define_remote_source(settings, self._transport)])
+
+
+def _configuration_key(configuration: Mapping[str, Any]) -> str:
+    return json.dumps(configuration, sort_keys=True)
 
 
 @dataclass
 class _Run:
     directory: Path
     report: ManifestReport
+    startup_timeout: float = 10.0
     fixtures: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    base_url: str = ""
     mode: str = "launch"
+    endpoint: str | None = None
+    token: str | None = None
+    output: IO[bytes] | None = None
     secrets: dict[str, str] = field(default_factory=dict)
     transport: RecordingTransport = field(default_factory=RecordingTransport)
     probes: list[Exchange] = field(default_factory=list)
     results: dict[str, CheckResult] = field(default_factory=dict)
+    #: the plugin processes, one per configuration the fixtures use (one for an endpoint)
+    targets: dict[str, _Target | None] = field(default_factory=dict)
 
     def check(self, check_id: str) -> CheckResult:
-        return self.results.setdefault(check_id, CheckResult(check_id))
+        return self.results.setdefault(check_id, MNEMON_CHECKS.result(check_id))
 
+    @property
+    def base_url(self) -> str:
+        """The first plugin process's base URL, or an empty string when none answered."""
+        first = next(iter(self.targets.values()), None)
+        return "" if first is None else first.base_url
 
-@contextmanager
-def _timed(result: CheckResult) -> Iterator[None]:
-    started = time.monotonic()
-    try:
-        yield
-    finally:
-        result.duration_ms = int((time.monotonic() - started) * 1000)
+    def by_base(self, base: str) -> _Target | None:
+        return next((t for t in self.targets.values() if t and t.base_url == base), None)
+
+    async def target(self, configuration: Mapping[str, Any]) -> _Target | None:
+        """The plugin process serving `configuration`; launched on first use (None: it failed).
+
+        A plugin takes its configuration only at start, so each configuration the fixtures
+        use gets its own process. A running plugin at an endpoint has its own configuration.
+        """
+        key = "" if self.endpoint is not None else _configuration_key(configuration)
+        if key not in self.targets:
+            if self.endpoint is not None:
+                assert self.token is not None  # certify() refuses an endpoint without one
+                self.targets[key] = _Target(self.endpoint.rstrip("/"), self.token)
+            else:
+                self.targets[key] = await self._launch(configuration)
+        return self.targets[key]
+
+    async def _launch(self, configuration: Mapping[str, Any]) -> _Target | None:
+        command = [str(part) for part in (self.report.manifest or {})["run"]["command"]]
+        try:
+            launched = await launch_plugin(
+                self.report.path,
+                command,
+                secrets=self.secrets,
+                variables={CONFIGURATION_VARIABLE: json.dumps(dict(configuration))},
+                startup_timeout=self.startup_timeout,
+                stdout=self.output,
+                stderr=self.output,
+            )
+        except PluginUnavailable:
+            return None
+        assert launched.token is not None  # the run convention gives one
+        return _Target(launched.endpoint, launched.token, launched)
+
+    async def stop(self) -> None:
+        for target in self.targets.values():
+            if target is not None and target.launched is not None:
+                await target.launched.stop()
 
 
 def _pointer(path: str) -> str:
@@ -180,12 +207,12 @@ def _check_compatibility(run: _Run) -> bool:
     return result.status == "pass"
 
 
-async def _check_health(run: _Run, client: httpx.AsyncClient) -> None:
+async def _check_health(run: _Run, client: httpx.AsyncClient, target: _Target) -> None:
     result = run.check("health")
-    with _timed(result):
+    with timed(result):
         try:
             with anyio.fail_after(run.report.timeout_seconds):
-                response = await client.get(HEALTH)
+                response = await client.get(target.base_url + HEALTH, headers=target.headers)
         except (httpx.HTTPError, TimeoutError):
             result.issue("plugin_unavailable", HEALTH, "GET /v0/health did not answer")
             return
@@ -201,12 +228,12 @@ async def _check_health(run: _Run, client: httpx.AsyncClient) -> None:
             )
 
 
-async def _check_discovery(run: _Run, client: httpx.AsyncClient) -> bool:
+async def _check_discovery(run: _Run, client: httpx.AsyncClient, target: _Target) -> bool:
     result = run.check("discovery")
-    with _timed(result):
+    with timed(result):
         try:
             with anyio.fail_after(run.report.timeout_seconds):
-                response = await client.get(DISCOVERY)
+                response = await client.get(target.base_url + DISCOVERY, headers=target.headers)
         except (httpx.HTTPError, TimeoutError):
             result.issue("plugin_unavailable", DISCOVERY, "GET /v0/discovery did not answer")
             return False
@@ -284,26 +311,31 @@ def _load_fixtures(run: _Run, extra: Sequence[Path]) -> None:
 async def _open_host(
     run: _Run, stack: AsyncExitStack, configuration: Mapping[str, Any]
 ) -> MemoryHost:
+    """A host with the contract Strategy and the plugin (its process for `configuration`).
+
+    Raises:
+        PluginUnavailable: the plugin process for `configuration` did not start.
+    """
+    target = await run.target(configuration)
+    if target is None:
+        raise PluginUnavailable("the plugin did not start with this fixture's configuration")
     host = MemoryHost(
         source_timeout=max(2 * run.report.timeout_seconds, 1.0), strategy_type_id="contract"
     )
     await stack.enter_async_context(host)
-    plugin = _ContractPlugin(run.transport)
-    await host.mount(plugin, instance_id="contract-strategy", config={"strategy": True})
-    config = {
-        "manifest": str(run.report.path),
-        "endpoint": run.base_url,
-        "configuration": dict(configuration),
-    }
-    await host.mount(plugin, instance_id="contract", config=config)
+    await host.mount(_ContractPlugin(run.transport), instance_id="contract-strategy")
+    config = {"manifest": str(run.report.path), "endpoint": target.base_url}
+    await host.mount(_ContractPlugin(run.transport, target), instance_id="contract", config=config)
     return host
 
 
 def _code_of(error: MnemonError) -> str:
     code = getattr(error, "code", "")
+    if isinstance(error, PluginUnavailable):
+        return "plugin_unavailable"
     if code in _TIMEOUT_CODES:
         return "deadline_exceeded"
-    if code == "contract":
+    if code in ("contract", "invalid_response", "invalid_output"):
         return "invalid_output"
     return "call_failed"
 
@@ -366,13 +398,14 @@ async def _check_invoke(run: _Run) -> None:
     default = {"name": "default", "scope": {"user_id": "contract"}}
     fixtures = run.fixtures or [("(default)", default)]
     result.fixture = ", ".join(label for label, _ in fixtures)
-    with _timed(result):
+    with timed(result):
         for label, fixture in fixtures:
             try:
                 await _invoke_fixture(run, result, label, fixture)
-            except CompositionRejected as error:
-                # the core refused the plugin's answer while composing: the message names the field
-                result.issue("invalid_output", label, str(error))
+            except MnemonError as error:
+                # the core refused the plugin's answer while composing (the message names the
+                # rule), or the plugin did not start: a failed check, never a crash
+                result.issue(_code_of(error), label, str(error))
     limit = int(run.report.timeout_seconds * 1000)
     for exchange in run.transport.exchanges:
         if exchange.duration_ms > limit:
@@ -381,16 +414,28 @@ async def _check_invoke(run: _Run) -> None:
             )
 
 
-async def _post(run: _Run, client: httpx.AsyncClient, path: str, content: bytes) -> Exchange:
+async def _post(
+    run: _Run,
+    client: httpx.AsyncClient,
+    target: _Target,
+    path: str,
+    content: bytes,
+    headers: Mapping[str, str] | None = None,
+) -> Exchange:
+    """POST `content` to the plugin as the host would (or with other `headers`, for a probe)."""
     started = time.monotonic()
     try:
         with anyio.fail_after(run.report.timeout_seconds):
             response = await client.post(
-                path, content=content, headers={"Content-Type": "application/json"}
+                target.base_url + path,
+                content=content,
+                headers=target.headers if headers is None else headers,
             )
-        exchange = Exchange(path, content, response.status_code, response.content, 0)
+        exchange = Exchange(
+            path, content, response.status_code, response.content, 0, target.base_url
+        )
     except (httpx.HTTPError, TimeoutError):
-        exchange = Exchange(path, content, 0, b"", 0)
+        exchange = Exchange(path, content, 0, b"", 0, target.base_url)
     exchange.duration_ms = int((time.monotonic() - started) * 1000)
     run.probes.append(exchange)
     return exchange
@@ -408,17 +453,19 @@ async def _check_replay(run: _Run, client: httpx.AsyncClient) -> None:
     recorded = [
         e
         for e in run.transport.exchanges
-        if e.status == 200 and e.path.startswith("/v0/contributions/")
+        if e.status == 200 and e.path.startswith("/v0/contributions/") and run.by_base(e.base)
     ]
     if not recorded:
         result.skip("no successful call was recorded to replay")
         return
-    with _timed(result):
+    with timed(result):
         for name in ("facts", "query"):
             path = CALLS[name].path
             for original in [e for e in recorded if e.path == path][-2:]:
-                first = await _post(run, client, path, original.request)
-                second = await _post(run, client, path, original.request)
+                target = run.by_base(original.base)
+                assert target is not None
+                first = await _post(run, client, target, path, original.request)
+                second = await _post(run, client, target, path, original.request)
                 if first.status != 200 or _json(first.answer) != _json(second.answer):
                     result.issue(
                         "nondeterministic_output",
@@ -429,7 +476,9 @@ async def _check_replay(run: _Run, client: httpx.AsyncClient) -> None:
         for original in [e for e in recorded if e.path == path]:
             if _json(original.request)["request"].get("idempotency_key") is None:
                 continue
-            again = await _post(run, client, path, original.request)
+            target = run.by_base(original.base)
+            assert target is not None
+            again = await _post(run, client, target, path, original.request)
             if _json(again.answer) != _json(original.answer):
                 result.issue(
                     "nondeterministic_output",
@@ -443,7 +492,6 @@ def _minimal_facts() -> dict[str, Any]:
         "invocation_id": "contract-invalid",
         "instance_key": CONTRACT_KEY,
         "provenance": {"entry_id": "contract", "package_name": "contract", "type_id": "contract"},
-        "configuration": {},
         "request": {
             "instance_key": CONTRACT_KEY,
             "scope": {"user_id": "contract"},
@@ -452,13 +500,20 @@ def _minimal_facts() -> dict[str, Any]:
     }
 
 
-async def _check_invalid_request(run: _Run, client: httpx.AsyncClient) -> None:
-    result = run.check("invalid_request")
-    facts = CALLS["facts"].path
-    probes: list[tuple[str, str, bytes]] = [
-        ("non_json", facts, b"{not json"),
-        ("unknown_field", facts, json.dumps({**_minimal_facts(), "unexpected": 1}).encode()),
-    ]
+@dataclass(frozen=True)
+class _Probe:
+    """One request the plugin must refuse: what it is, where it goes, how it is sent."""
+
+    name: str
+    path: str
+    content: bytes
+    headers: Mapping[str, str] | None = None  # None: as the host sends (caller secret, JSON)
+    status: int | None = None  # the status the protocol names for it, when it names one
+
+
+def _undeclared_probes(run: _Run) -> list[_Probe]:
+    """A recorded read and write, each retargeted at a route or action the manifest lacks."""
+    probes = []
     for name, kind, key in (("query", "route", "route"), ("mutate", "action", "offer")):
         recorded = [e for e in run.transport.exchanges if e.path == CALLS[name].path]
         if recorded:
@@ -467,20 +522,92 @@ async def _check_invalid_request(run: _Run, client: httpx.AsyncClient) -> None:
             field_name = "route_id" if kind == "route" else "action_id"
             target[field_name] = f"contract-undeclared-{kind}"
             target["id"] = f"{CONTRACT_KEY}/contract-undeclared-{kind}"
-            probes.append((f"undeclared_{kind}", CALLS[name].path, json.dumps(body).encode()))
+            probes.append(_Probe(f"undeclared_{kind}", CALLS[name].path, json.dumps(body).encode()))
+    return probes
+
+
+def _invalid_input_probes(run: _Run) -> list[_Probe]:
+    """A recorded read and write whose input breaks the manifest's own schema.
+
+    The plugin must check inputs itself: the host is not the only one that can reach it.
+    """
+    source = run.report.source
+    assert source is not None
+    schemas = {("query", route.id): route.input_schema for route in source.routes} | {
+        ("mutate", action.id): action.input_schema for action in source.actions
+    }
+    probes = []
+    for name, key, field_name in (("query", "route", "route_id"), ("mutate", "offer", "action_id")):
+        for exchange in (e for e in run.transport.exchanges if e.path == CALLS[name].path):
+            body = _json(exchange.request)
+            target_id = body["request"][key][field_name]
+            validator = Draft202012Validator(dict(schemas[(name, target_id)]))
+            broken = {**body["request"]["input"], "contract_undeclared_property": 1}
+            if validator.is_valid(broken):
+                continue  # the schema admits extra properties: try another call
+            body["request"]["input"] = broken
+            if name == "mutate":
+                body["request"]["idempotency_key"] = f"contract-invalid-{_secrets.token_hex(4)}"
+            probes.append(
+                _Probe(f"invalid_input_{name}", CALLS[name].path, json.dumps(body).encode())
+            )
+            break
+    return probes
+
+
+def _protection_probes() -> list[_Probe]:
+    """Requests a stranger (another local process, a web page) could send: each is refused."""
+    facts = CALLS["facts"].path
+    body = json.dumps(_minimal_facts()).encode()
+    json_type = {"Content-Type": "application/json"}
+    return [
+        _Probe("no_caller_secret", facts, body, json_type, 401),
+        _Probe(
+            "wrong_caller_secret",
+            facts,
+            body,
+            {**json_type, "Authorization": "Bearer contract-wrong-secret-0000"},
+            401,
+        ),
+        # the caller secret is right: only the Host (a DNS rebinding page) is foreign
+        _Probe("foreign_host", facts, body, {"Host": "contract-rebinding.example"}),
+        _Probe("text_plain_body", facts, body, {"Content-Type": "text/plain"}),
+    ]
+
+
+async def _check_invalid_request(run: _Run, client: httpx.AsyncClient, target: _Target) -> None:
+    result = run.check("invalid_request")
+    facts = CALLS["facts"].path
+    probes = [
+        _Probe("non_json", facts, b"{not json"),
+        _Probe("unknown_field", facts, json.dumps({**_minimal_facts(), "unexpected": 1}).encode()),
+        *_undeclared_probes(run),
+        *_invalid_input_probes(run),
+        *_protection_probes(),
+    ]
     validator = Draft202012Validator(load_schema("error.schema.json"))
-    result.note = "probes: " + ", ".join(name for name, _, _ in probes)
-    with _timed(result):
-        for name, path, content in probes:
-            exchange = await _post(run, client, path, content)
-            where = f"{path}#{name}"
+    result.note = "probes: " + ", ".join(probe.name for probe in probes)
+    with timed(result):
+        for probe in probes:
+            headers = None
+            if probe.headers is not None:
+                headers = {**target.headers, **probe.headers}
+                if probe.status == 401:
+                    headers = {k: v for k, v in headers.items() if k != "Authorization"}
+                    headers.update(probe.headers)
+            exchange = await _post(run, client, target, probe.path, probe.content, headers)
+            where = f"{probe.path}#{probe.name}"
             if exchange.status == 0:
                 result.issue("plugin_unavailable", where, "the plugin did not answer")
             elif 200 <= exchange.status < 300:
                 result.issue(
                     "accepted_invalid_request",
                     where,
-                    f"answered {exchange.status} to an invalid request",
+                    f"answered {exchange.status} to a request it must refuse",
+                )
+            elif probe.status is not None and exchange.status != probe.status:
+                result.issue(
+                    "wrong_status", where, f"answered {exchange.status}, not {probe.status}"
                 )
             else:
                 envelope = parse_envelope(exchange.answer, validator)
@@ -498,14 +625,16 @@ async def _check_invalid_request(run: _Run, client: httpx.AsyncClient) -> None:
 
 def _check_credentials(run: _Run, output: bytes) -> None:
     result = run.check("credentials")
-    if not run.report.secret_names:
+    tokens = [t.token for t in run.targets.values() if t is not None and t.launched is not None]
+    if not run.report.secret_names and not tokens:
         result.skip("the manifest declares no secrets")
         return
     if run.mode != "launch":
         result.skip("secrets reach a plugin only when the runner launches it")
         return
-    with _timed(result):
-        values = [v.encode() for v in run.secrets.values() if len(v) >= 8]
+    with timed(result):
+        # the caller secret is a secret too: a plugin that repeats it hands it to anyone
+        values = [v.encode() for v in [*run.secrets.values(), *tokens] if len(v) >= 8]
         for exchange in [*run.transport.exchanges, *run.probes]:
             if any(v in exchange.answer for v in values):
                 result.issue("credential_leak", exchange.path, "an answer contains a secret value")
@@ -515,67 +644,62 @@ def _check_credentials(run: _Run, output: bytes) -> None:
             )
 
 
+async def _isolation_probe(run: _Run, fixture: Mapping[str, Any]) -> tuple[bool, bool]:
+    """Write a marker in the fixture's scope; whether it shows there, and in the other scope."""
+    isolation = fixture["isolation"]
+    marker = f"contract-marker-{_secrets.token_hex(6)}"
+    written = json.loads(json.dumps(isolation["write"]["input"]).replace(_MARKER, marker))
+    read = isolation["read"]
+    seen = []
+    async with AsyncExitStack() as stack:
+        host = await _open_host(run, stack, fixture.get("configuration", {}))
+        async with host.turn(scope=fixture["scope"]) as turn:
+            await turn.execute_action(
+                f"{CONTRACT_KEY}/{isolation['write']['action']}", written, lambda offer: True
+            )
+        for scope in (fixture["scope"], isolation["other_scope"]):
+            async with host.turn(scope=scope) as turn:
+                shown = " ".join(f.text for f in turn.view.fragments)
+                try:
+                    evidence = await turn.execute_route(
+                        f"{CONTRACT_KEY}/{read['route']}", read["input"]
+                    )
+                    shown += " ".join(item.text for item in evidence.items)
+                except RouteError:
+                    pass  # a scope the Source does not serve shows nothing: that is fine
+                seen.append(marker in shown)
+    return seen[0], seen[1]
+
+
 async def _check_isolation(run: _Run) -> None:
     result = run.check("isolation")
     probes = [(label, f) for label, f in run.fixtures if "isolation" in f]
     if not probes:
         result.skip("no fixture declares an isolation probe")
         return
-    with _timed(result):
+    with timed(result):
         for label, fixture in probes:
-            isolation = fixture["isolation"]
-            marker = f"contract-marker-{_secrets.token_hex(6)}"
-            written = json.loads(json.dumps(isolation["write"]["input"]).replace(_MARKER, marker))
-            read = isolation["read"]
-            async with AsyncExitStack() as stack:
-                host = await _open_host(run, stack, fixture.get("configuration", {}))
-                async with host.turn(scope=fixture["scope"]) as turn:
-                    await turn.execute_action(
-                        f"{CONTRACT_KEY}/{isolation['write']['action']}",
-                        written,
-                        lambda offer: True,
-                    )
-                seen = []
-                for scope in (fixture["scope"], isolation["other_scope"]):
-                    async with host.turn(scope=scope) as turn:
-                        shown = " ".join(f.text for f in turn.view.fragments)
-                        try:
-                            evidence = await turn.execute_route(
-                                f"{CONTRACT_KEY}/{read['route']}", read["input"]
-                            )
-                            shown += " ".join(item.text for item in evidence.items)
-                        except RouteError:
-                            pass  # a scope the Source does not serve shows nothing: that is fine
-                        seen.append(marker in shown)
-            if not seen[0]:
+            try:
+                found, leaked = await _isolation_probe(run, fixture)
+            except MnemonError as error:
+                # a slow or broken plugin fails this check; the report is still written
+                result.issue(_code_of(error), label, f"the isolation probe could not run: {error}")
+                continue
+            if not found:
                 result.issue(
                     "marker_not_found",
                     label,
                     "the marker written in the scope is not read back there",
                 )
-            if seen[1]:
+            if leaked:
                 result.issue("scope_leak", label, "data written in one scope shows in the other")
-
-
-async def _launch(run: _Run, startup_timeout: float, output: IO[bytes]) -> LaunchedPlugin:
-    command = [str(part) for part in (run.report.manifest or {})["run"]["command"]]
-    run.secrets = {
-        name: f"contract-secret-{_secrets.token_hex(12)}" for name in run.report.secret_names
-    }
-    return await launch_plugin(
-        run.report.path,
-        command,
-        secrets=run.secrets,
-        startup_timeout=startup_timeout,
-        stdout=output,
-        stderr=output,
-    )
 
 
 async def certify(
     directory: Path,
     *,
     endpoint: str | None = None,
+    token: str | None = None,
     fixtures: Sequence[Path] = (),
     startup_timeout: float = 10.0,
     plugin_output: IO[bytes] | None = None,
@@ -583,18 +707,39 @@ async def certify(
     """Run every check against the plugin in `directory` and return the contract report.
 
     Args:
-        directory: the plugin's folder, holding `mnemon-source.yaml` (and `fixtures/*.json`).
-        endpoint: a running plugin's base URL; None launches `run.command`.
+        directory: the plugin's folder, holding `mnemon-source.yaml` (and `fixtures/*.json`),
+            or the manifest itself; a relative path is taken from the working directory.
+        endpoint: a running plugin's base URL; None launches `run.command` (once per
+            configuration the fixtures use).
+        token: the caller secret of the plugin at `endpoint` (by default the value of
+            `MNEMON_PLUGIN_TOKEN`); a launched plugin gets a fresh one.
         fixtures: more fixture files to drive.
         startup_timeout: how long a launched plugin may take to answer HTTP.
         plugin_output: where a launched plugin's stdout and stderr are copied afterwards.
+
+    Raises:
+        DefinitionError: an endpoint without a caller secret.
     """
+    # once: the manifest, its fixtures and every launch agree on where the plugin is
+    directory = Path(directory).absolute()  # noqa: ASYNC240 (no I/O to wait for)
     report = inspect_manifest(directory)
-    run = _Run(directory=directory, report=report, mode="endpoint" if endpoint else "launch")
-    with _timed(run.check("manifest")):
+    run = _Run(
+        directory=directory if directory.is_dir() else directory.parent,
+        report=report,
+        startup_timeout=startup_timeout,
+        mode="endpoint" if endpoint else "launch",
+        endpoint=endpoint,
+    )
+    if endpoint is not None:
+        run.token = token if token is not None else os.environ.get(MNEMON_RUN.token_variable)
+        if not run.token:
+            raise DefinitionError(
+                f"an endpoint needs the plugin's caller secret: set {MNEMON_RUN.token_variable}"
+            )
+    with timed(run.check("manifest")):
         ready = _check_manifest(run)
     if ready:
-        with _timed(run.check("compatibility")):
+        with timed(run.check("compatibility")):
             ready = _check_compatibility(run)
     if ready and endpoint is None and not (report.manifest or {}).get("run"):
         run.check("health").issue(
@@ -602,7 +747,7 @@ async def certify(
         )
         ready = False
     if ready:
-        output = await _run_target(run, endpoint, fixtures, startup_timeout)
+        output = await _run_target(run, fixtures)
         if plugin_output is not None:
             plugin_output.write(output)
             plugin_output.flush()
@@ -614,29 +759,27 @@ async def certify(
     return _report(run, [run.results[c] for c in CHECKS])
 
 
-async def _run_target(
-    run: _Run, endpoint: str | None, fixtures: Sequence[Path], startup_timeout: float
-) -> bytes:
+async def _run_target(run: _Run, fixtures: Sequence[Path]) -> bytes:
     """Launch (or target) the plugin, run the checks that talk to it, return its output."""
     with tempfile.TemporaryFile() as captured:
-        launched: LaunchedPlugin | None = None
+        run.output = captured
+        run.secrets = {
+            name: f"contract-secret-{_secrets.token_hex(12)}" for name in run.report.secret_names
+        }
         try:
-            if endpoint is not None:
-                run.base_url = endpoint
+            with timed(run.check("fixtures")):
+                _load_fixtures(run, fixtures)
+            # the first fixture's configuration serves the checks of the plugin as a whole
+            configuration = run.fixtures[0][1].get("configuration", {}) if run.fixtures else {}
+            target = await run.target(configuration)
+            if target is None:
+                run.check("health").issue(
+                    "plugin_unavailable", HEALTH, "the plugin did not start answering HTTP"
+                )
             else:
-                try:
-                    launched = await _launch(run, startup_timeout, captured)
-                except PluginUnavailable:
-                    run.check("health").issue(
-                        "plugin_unavailable", HEALTH, "the plugin did not start answering HTTP"
-                    )
-                else:
-                    run.base_url = launched.endpoint
-            if run.base_url:
-                await _run_checks(run, fixtures)
+                await _run_checks(run, target)
         finally:
-            if launched is not None:
-                await launched.stop()
+            await run.stop()
             await run.transport.aclose()
         captured.seek(0)
         return captured.read()
@@ -650,21 +793,18 @@ def _why_skipped(run: _Run) -> str:
     return "not applicable"
 
 
-async def _run_checks(run: _Run, fixtures: Sequence[Path]) -> None:
-    async with httpx.AsyncClient(base_url=run.base_url, timeout=None) as client:
-        await _check_health(run, client)
+async def _run_checks(run: _Run, target: _Target) -> None:
+    async with httpx.AsyncClient(timeout=None) as client:
+        await _check_health(run, client, target)
         if any(i["code"] == "plugin_unavailable" for i in run.check("health").issues):
             return
-        discovered = await _check_discovery(run, client)
-        with _timed(run.check("fixtures")):
-            _load_fixtures(run, fixtures)
-        if discovered:
+        if await _check_discovery(run, client, target):
             # a host refuses a plugin whose discovery disagrees: nothing more would reach it
             await _check_invoke(run)
             await _check_replay(run, client)
             await _check_isolation(run)
-        # after invoke: the probes for undeclared routes and actions reuse its recorded calls
-        await _check_invalid_request(run, client)
+        # after invoke: the probes for undeclared targets and inputs reuse its recorded calls
+        await _check_invalid_request(run, client, target)
 
 
 def _report(run: _Run, checks: list[CheckResult]) -> dict[str, Any]:
@@ -681,11 +821,7 @@ def _report(run: _Run, checks: list[CheckResult]) -> dict[str, Any]:
         ("engine" if key == "mnemon" else key): {"range": r, "version": v, "compatible": ok}
         for key, (r, v, ok) in report.compatibility.items()
     }
-    summary = {
-        "passed": sum(c.status == "pass" for c in checks),
-        "failed": sum(c.status == "fail" for c in checks),
-        "skipped": sum(c.status == "skip" for c in checks),
-    }
+    summary = summarize(checks)
     value = {
         "report_version": "1",
         "certified": summary["failed"] == 0,

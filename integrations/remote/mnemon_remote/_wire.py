@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
+import orjson
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict, Strict, StringConstraints
 
@@ -23,6 +23,8 @@ from mnemon import (
     SourceProvenance,
     ViewContribution,
 )
+
+from ._answers import Redactor
 
 __all__ = [
     "CALLS",
@@ -78,7 +80,6 @@ class Invocation(BaseModel):
     invocation_id: _Text
     instance_key: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=400)]
     provenance: SourceProvenance
-    configuration: dict[str, Any]
     request: dict[str, Any]
 
 
@@ -94,17 +95,21 @@ class Envelope(BaseModel):
     retry_after_seconds: float | None = None
 
 
-def _not_json(constant: str) -> Any:
-    raise ValueError(f"{constant} is not JSON")
+def parse_envelope(
+    raw: bytes, validator: Draft202012Validator, redactor: Redactor | None = None
+) -> Envelope | None:
+    """The envelope in `raw`, or None when `raw` is not a valid one (which means unavailability).
 
-
-def parse_envelope(raw: bytes, validator: Draft202012Validator) -> Envelope | None:
-    """The envelope in `raw`, or None when `raw` is not a valid one (which means unavailability)."""
+    With a `redactor`, the secrets it holds are scrubbed first: an envelope whose code had to
+    be scrubbed is no envelope.
+    """
     try:
         # NaN and Infinity are not JSON: an envelope carrying one is no envelope
-        value = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
-    except (UnicodeDecodeError, ValueError):
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
         return None
+    if redactor and redactor.may_hold(raw):
+        value = redactor.redact(value)
     if not isinstance(value, dict) or not validator.is_valid(value):
         return None
     return Envelope.model_validate(value)

@@ -6,6 +6,9 @@ from pathlib import Path
 
 import pytest
 
+# the shared helpers (remote_kit) live beside the tests
+sys.path.insert(0, str(Path(__file__).parent))
+
 PLUGINS = Path(__file__).parent / "plugins"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -18,6 +19,7 @@ import mnemon_remote
 import pytest
 import yaml
 from mnemon_remote import RemoteSettings, create_app, define_remote_source
+from remote_kit import TOKEN
 
 from mnemon import (
     ActionError,
@@ -52,7 +54,10 @@ class Over:
 
     def apply(self, ctx: PluginContext) -> None:
         install_memory(
-            ctx, sources=[define_remote_source(RemoteSettings(ctx.configuration), self.transport)]
+            ctx,
+            sources=[
+                define_remote_source(RemoteSettings(ctx.configuration, token=TOKEN), self.transport)
+            ],
         )
 
 
@@ -65,13 +70,13 @@ def _hanging(app: Any, suffix: str) -> Any:
     return wrapper
 
 
-def _config(manifest: Path, notes_file: Path, **more: Any) -> dict[str, Any]:
-    return {
-        "manifest": str(manifest),
-        "endpoint": "http://plugin",
-        "configuration": {"path": str(notes_file)},
-        **more,
-    }
+def _app(definition: Any, manifest: Path, notes_file: Path) -> Any:
+    """The definition served in this process, its configuration set at start."""
+    return create_app(definition, manifest, token=TOKEN, configuration={"path": str(notes_file)})
+
+
+def _config(manifest: Path, **more: Any) -> dict[str, Any]:
+    return {"manifest": str(manifest), "endpoint": "http://127.0.0.1", **more}
 
 
 async def _diagnostics(runner: MemoryCompositionRunner) -> list[tuple[str | None, str]]:
@@ -93,34 +98,28 @@ async def _diagnostics(runner: MemoryCompositionRunner) -> list[tuple[str | None
 
 async def test_a_hung_plugin_is_cut_at_timeout_ms(tmp_path: Path) -> None:
     manifest = _manifest(tmp_path, timeout_ms=50)
-    app = _hanging(create_app(notes.NOTES_SOURCE, manifest), "/facts")
+    app = _hanging(_app(notes.NOTES_SOURCE, manifest, tmp_path / "n.md"), "/facts")
     async with MemoryCompositionRunner(source_timeout=30) as runner:
-        await runner.mount(
-            Over(app), instance_id="notes", config=_config(manifest, tmp_path / "n.md")
-        )
+        await runner.mount(Over(app), instance_id="notes", config=_config(manifest))
         await runner.mount(focus, instance_id="focus", config=FOCUS)
         assert ("source:notes", "plugin-timeout") in await _diagnostics(runner)
 
 
 async def test_a_hung_plugin_is_cut_at_the_host_deadline(tmp_path: Path) -> None:
     manifest = _manifest(tmp_path, timeout_ms=300_000)
-    app = _hanging(create_app(notes.NOTES_SOURCE, manifest), "/facts")
+    app = _hanging(_app(notes.NOTES_SOURCE, manifest, tmp_path / "n.md"), "/facts")
     async with MemoryCompositionRunner(source_timeout=0.05) as runner:
-        await runner.mount(
-            Over(app), instance_id="notes", config=_config(manifest, tmp_path / "n.md")
-        )
+        await runner.mount(Over(app), instance_id="notes", config=_config(manifest))
         await runner.mount(focus, instance_id="focus", config=FOCUS)
         assert ("source:notes", "source-facts-timeout") in await _diagnostics(runner)
 
 
 async def test_a_hung_route_read_raises_timeout(tmp_path: Path) -> None:
     manifest = _manifest(tmp_path, timeout_ms=50)
-    app = _hanging(create_app(notes.NOTES_SOURCE, manifest), "/query")
+    app = _hanging(_app(notes.NOTES_SOURCE, manifest, tmp_path / "n.md"), "/query")
     (tmp_path / "n.md").write_text("tea", encoding="utf-8")
     async with MemoryCompositionRunner() as runner:
-        await runner.mount(
-            Over(app), instance_id="notes", config=_config(manifest, tmp_path / "n.md")
-        )
+        await runner.mount(Over(app), instance_id="notes", config=_config(manifest))
         await runner.mount(focus, instance_id="focus", config=FOCUS)
         turn = await runner.begin_turn({"scope": {"user_id": "ada"}})
         with pytest.raises(RouteError) as caught:
@@ -135,11 +134,9 @@ async def test_an_impostor_is_unavailable_with_discovery_mismatch(tmp_path: Path
     other = tmp_path / "other"
     other.mkdir()
     declared = _manifest(other, version="0.2.0")  # the host holds a different manifest
-    app = create_app(notes.NOTES_SOURCE, served)
+    app = _app(notes.NOTES_SOURCE, served, tmp_path / "n.md")
     async with MemoryCompositionRunner() as runner:
-        await runner.mount(
-            Over(app), instance_id="notes", config=_config(declared, tmp_path / "n.md")
-        )
+        await runner.mount(Over(app), instance_id="notes", config=_config(declared))
         await runner.mount(focus, instance_id="focus", config=FOCUS)
         assert ("source:notes", "discovery-mismatch") in await _diagnostics(runner)
 
@@ -148,10 +145,8 @@ async def test_an_answer_over_max_response_bytes_is_refused(tmp_path: Path) -> N
     manifest = _manifest(tmp_path, limits={"max_response_bytes": 1024})
     (tmp_path / "n.md").write_text("x" * 4000, encoding="utf-8")
     async with MemoryCompositionRunner() as runner:
-        app = create_app(notes.NOTES_SOURCE, manifest)
-        await runner.mount(
-            Over(app), instance_id="notes", config=_config(manifest, tmp_path / "n.md")
-        )
+        app = _app(notes.NOTES_SOURCE, manifest, tmp_path / "n.md")
+        await runner.mount(Over(app), instance_id="notes", config=_config(manifest))
         await runner.mount(focus, instance_id="focus", config=FOCUS)
         assert ("source:notes", "source-project-failed") in await _diagnostics(runner)
 
@@ -159,10 +154,8 @@ async def test_an_answer_over_max_response_bytes_is_refused(tmp_path: Path) -> N
 async def test_an_envelope_is_the_plugins_decision(tmp_path: Path) -> None:
     manifest = _manifest(tmp_path)
     async with MemoryCompositionRunner() as runner:
-        app = create_app(notes.NOTES_SOURCE, manifest)
-        await runner.mount(
-            Over(app), instance_id="notes", config=_config(manifest, tmp_path / "n.md")
-        )
+        app = _app(notes.NOTES_SOURCE, manifest, tmp_path / "n.md")
+        await runner.mount(Over(app), instance_id="notes", config=_config(manifest))
         await runner.mount(focus, instance_id="focus", config=FOCUS)
         turn = await runner.begin_turn({"scope": {"user_id": "ada"}})
         # the notes Source refuses a write over its size limit: invalid_payload, nothing written
@@ -204,10 +197,8 @@ async def test_a_retry_after_reaches_the_route_and_action_errors(tmp_path: Path)
     manifest = _manifest(tmp_path)
     (tmp_path / "n.md").write_text("tea", encoding="utf-8")
     async with MemoryCompositionRunner() as runner:
-        app = create_app(RATE_LIMITED, manifest)
-        await runner.mount(
-            Over(app), instance_id="notes", config=_config(manifest, tmp_path / "n.md")
-        )
+        app = _app(RATE_LIMITED, manifest, tmp_path / "n.md")
+        await runner.mount(Over(app), instance_id="notes", config=_config(manifest))
         await runner.mount(focus, instance_id="focus", config=FOCUS)
         turn = await runner.begin_turn({"scope": {"user_id": "ada"}})
         with pytest.raises(RouteError) as read:
@@ -295,9 +286,16 @@ def test_envelope_classes_map_onto_the_taxonomy() -> None:
         ({"endpoint": "file:///x"}, "endpoint: must be an http(s) URL"),
         ({"endpoint": "http://x", "colour": 1}, "unknown key 'colour'"),
         (
-            {"endpoint": "http://x", "configuration": {"path": 3}},
+            {"launch": True, "configuration": {"path": 3}},
             "configuration.path: does not match",
         ),
+        (
+            {"endpoint": "http://x", "configuration": {"path": "/etc/passwd"}},
+            "a running plugin has the configuration it was started with",
+        ),
+        ({"endpoint": "http://x", "token_env": "NO_SUCH_TOKEN"}, "NO_SUCH_TOKEN holds no caller"),
+        ({"launch": True, "token_env": "X"}, "a launched plugin gets a fresh caller secret"),
+        ({"endpoint": "http://x", "max_response_bytes": 10}, "max_response_bytes: 1 KiB to"),
         ({"endpoint": "http://x", "secrets": {"OTHER": "value-12345"}}, "'OTHER' is not declared"),
     ],
     ids=[
@@ -306,16 +304,51 @@ def test_envelope_classes_map_onto_the_taxonomy() -> None:
         "bad-endpoint",
         "unknown-key",
         "bad-configuration",
+        "configuration-of-a-running-plugin",
+        "no-caller-secret",
+        "caller-secret-of-a-launch",
+        "tiny-response-cap",
         "undeclared-secret",
     ],
 )
-def test_bad_configuration_names_the_key(config: dict[str, Any], message: str) -> None:
+def test_bad_configuration_names_the_key(
+    config: dict[str, Any], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MNEMON_PLUGIN_TOKEN", TOKEN)
+    monkeypatch.delenv("NO_SUCH_TOKEN", raising=False)
     if config:
         config = {"manifest": str(PLUGINS / "notes" / "mnemon-source.yaml"), **config}
     with pytest.raises(DefinitionError) as caught:
         RemoteSettings(config)
     assert message in str(caught.value)
-    assert "value-12345" not in str(caught.value)
+    for value in ("value-12345", "/etc/passwd", TOKEN):
+        assert value not in str(caught.value)
+
+
+def test_the_host_caps_answers_below_what_the_plugin_declares(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MNEMON_PLUGIN_TOKEN", TOKEN)
+    manifest = str(PLUGINS / "notes" / "mnemon-source.yaml")  # declares 1 MiB
+    base = {"manifest": manifest, "endpoint": "http://x"}
+    assert RemoteSettings(base).max_response_bytes == 1_048_576
+    assert RemoteSettings({**base, "max_response_bytes": 4096}).max_response_bytes == 4096
+    assert RemoteSettings({**base, "max_response_bytes": 8 << 20}).max_response_bytes == 1_048_576
+
+
+def _launched_with_pid_file(tmp_path: Path, pid_file: Path) -> Path:
+    """A manifest whose run.command has the notes plugin write its process id to `pid_file`."""
+    manifest = yaml.safe_load(
+        (PLUGINS / "notes" / "mnemon-source.yaml").read_text(encoding="utf-8")
+    )
+    manifest["run"]["command"] = [
+        sys.executable,
+        str(PLUGINS / "notes" / "serve_notes.py"),
+        str(pid_file),
+    ]
+    path = tmp_path / "mnemon-source.yaml"
+    path.write_text(yaml.safe_dump(manifest), encoding="utf-8")
+    return path
 
 
 def _free_port() -> int:
@@ -325,12 +358,14 @@ def _free_port() -> int:
 
 
 def _start(port: int, data_dir: Path) -> subprocess.Popen[bytes]:
+    """The notes plugin started by hand, as an operator would: its secret and configuration."""
     environment = {
         **os.environ,
         "MNEMON_PLUGIN_HOST": "127.0.0.1",
         "MNEMON_PLUGIN_PORT": str(port),
         "MNEMON_PLUGIN_MANIFEST": str(PLUGINS / "notes" / "mnemon-source.yaml"),
-        "NOTES_DATA_DIR": str(data_dir),
+        "MNEMON_PLUGIN_TOKEN": TOKEN,
+        "MNEMON_PLUGIN_CONFIGURATION": json.dumps({"data_dir": str(data_dir)}),
     }
     return subprocess.Popen(
         [sys.executable, str(PLUGINS / "notes" / "serve_notes.py")],
@@ -350,7 +385,10 @@ async def _until_up(port: int) -> None:
     raise AssertionError("the plugin did not start")
 
 
-async def test_a_killed_plugin_is_unavailable_and_recovers(tmp_path: Path) -> None:
+async def test_a_killed_plugin_is_unavailable_and_recovers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MNEMON_PLUGIN_TOKEN", TOKEN)  # the value the plugin was started with
     port = _free_port()
     process = _start(port, tmp_path)
     try:
@@ -375,13 +413,13 @@ async def test_a_killed_plugin_is_unavailable_and_recovers(tmp_path: Path) -> No
             process.wait()
 
 
-async def test_a_launched_plugin_that_died_is_launched_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_launched_plugin_that_died_is_launched_again(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
-    monkeypatch.setenv("NOTES_PID_FILE", str(pid_file))
-    monkeypatch.setenv("NOTES_DATA_DIR", str(tmp_path / "data"))
-    config = {"manifest": str(PLUGINS / "notes" / "mnemon-source.yaml"), "launch": True}
+    config = {
+        "manifest": str(_launched_with_pid_file(tmp_path, pid_file)),
+        "launch": True,
+        "configuration": {"data_dir": str(tmp_path / "data")},
+    }
     async with MemoryCompositionRunner() as runner:
         await runner.mount(mnemon_remote, instance_id="notes", config=config)
         await runner.mount(focus, instance_id="focus", config=FOCUS)
@@ -410,11 +448,9 @@ async def test_a_launched_plugin_that_died_is_launched_again(
 
 async def test_a_write_cut_by_the_deadline_is_unknown_not_failed(tmp_path: Path) -> None:
     manifest = _manifest(tmp_path, timeout_ms=50)
-    app = _hanging(create_app(notes.NOTES_SOURCE, manifest), "/mutate")
+    app = _hanging(_app(notes.NOTES_SOURCE, manifest, tmp_path / "n.md"), "/mutate")
     async with MemoryCompositionRunner() as runner:
-        await runner.mount(
-            Over(app), instance_id="notes", config=_config(manifest, tmp_path / "n.md")
-        )
+        await runner.mount(Over(app), instance_id="notes", config=_config(manifest))
         await runner.mount(focus, instance_id="focus", config=FOCUS)
         turn = await runner.begin_turn({"scope": {"user_id": "ada"}})
         with pytest.raises(ActionError) as caught:

@@ -20,10 +20,13 @@ PLUGINS = Path(__file__).parent / "plugins"
 MNEMON = str(Path(sys.executable).parent / "mnemon")
 
 
-def _mnemon(*args: str) -> subprocess.CompletedProcess[str]:
+def _mnemon(
+    *args: str, cwd: Path | None = None, **variables: str
+) -> subprocess.CompletedProcess[str]:
     environment = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        **variables,
     }
     return subprocess.run(
         [MNEMON, "plugin", *args],
@@ -31,6 +34,7 @@ def _mnemon(*args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=60,
         env=environment,
+        cwd=cwd,
         check=False,
     )
 
@@ -50,7 +54,7 @@ def test_inspect_a_valid_manifest() -> None:
     value = json.loads(result.stdout)
     assert value["valid"] is True
     assert value["id"] == "example.notes"
-    assert value["plugin_api_version"] == "0.1.0"
+    assert value["plugin_api_version"] == "0.2.0"
     assert value["compatibility"]["plugin_api"]["compatible"] is True
 
 
@@ -119,3 +123,25 @@ def test_inspect_names_a_bad_source_field(tmp_path: Path) -> None:
     issues = json.loads(result.stdout)["issues"]
     assert [i["code"] for i in issues] == ["invalid_source"]
     assert "'forget' is not among the manifest's capabilities" in issues[0]["message"]
+
+
+def test_plugin_test_of_the_folder_it_runs_in(tmp_path: Path) -> None:
+    """`mnemon plugin test .`, as the docs write it: a relative folder, no traceback."""
+    folder = tmp_path / "plugin"
+    shutil.copytree(PLUGINS / "notes", folder, ignore=shutil.ignore_patterns("__pycache__"))
+    result = _mnemon("test", ".", cwd=folder)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert "certified: 10 passed, 0 failed, 0 skipped" in result.stdout
+    inspected = _mnemon("inspect", ".", cwd=folder)
+    assert inspected.returncode == 0, inspected.stdout + inspected.stderr
+
+
+def test_plugin_test_of_an_endpoint_needs_its_caller_secret() -> None:
+    variables = {"MNEMON_PLUGIN_TOKEN": ""}
+    result = _mnemon(
+        "test", "--endpoint", "http://127.0.0.1:9", str(PLUGINS / "notes"), **variables
+    )
+    assert result.returncode == 2
+    assert "caller secret: set MNEMON_PLUGIN_TOKEN" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -24,8 +24,16 @@ async def test_the_node_plugin_is_certified() -> None:
     assert report["certified"] is True, report
     assert set(statuses.values()) == {"pass"}, statuses
     invalid = next(c for c in report["checks"] if c["id"] == "invalid_request")
-    assert "undeclared_route" in invalid["note"]
-    assert "undeclared_action" in invalid["note"]
+    for probe in (
+        "undeclared_route",
+        "undeclared_action",
+        "invalid_input_mutate",
+        "no_caller_secret",
+        "wrong_caller_secret",
+        "foreign_host",
+        "text_plain_body",
+    ):
+        assert probe in invalid["note"]
 
 
 async def test_a_turn_writes_and_reads_through_the_node_plugin() -> None:

@@ -53,14 +53,12 @@ async def test_a_relative_manifest_is_read_from_the_profiles_folder(
 
 def test_a_relative_manifest_without_a_profile_folder_is_refused_by_key(tmp_path: Path) -> None:
     with pytest.raises(DefinitionError) as caught:
-        RemoteSettings({"manifest": "plugins/notes/mnemon-source.yaml", "endpoint": "http://x"})
+        RemoteSettings({"manifest": "plugins/notes/mnemon-source.yaml", "launch": True})
     assert str(caught.value).startswith("remote configuration.manifest: must be an absolute path")
     assert "plugins/notes" not in str(caught.value)
 
 
 def test_an_absolute_manifest_ignores_the_profile_folder(tmp_path: Path) -> None:
     manifest = PLUGINS / "notes" / "mnemon-source.yaml"
-    settings = RemoteSettings(
-        {"manifest": str(manifest), "endpoint": "http://x"}, config_dir=str(tmp_path)
-    )
+    settings = RemoteSettings({"manifest": str(manifest), "launch": True}, config_dir=str(tmp_path))
     assert settings.report.path == manifest

@@ -10,6 +10,7 @@ import mnemon_example_focus as focus
 import mnemon_example_notes as notes
 import mnemon_remote
 from mnemon_remote import RemoteSettings, create_app, define_remote_source
+from remote_kit import TOKEN
 
 from mnemon import PluginContext, install_memory
 from mnemon_testing import MemoryCompositionRunner
@@ -24,7 +25,7 @@ class InProcessRemote:
         self.transport = httpx.ASGITransport(app=app)
 
     def apply(self, ctx: PluginContext) -> None:
-        settings = RemoteSettings(ctx.configuration)
+        settings = RemoteSettings(ctx.configuration, token=TOKEN)
         install_memory(ctx, sources=[define_remote_source(settings, self.transport)])
 
 
@@ -50,12 +51,8 @@ async def _turns(plugin: Any, config: dict[str, Any]) -> list[Any]:
     return outcomes
 
 
-def _remote_config(notes_plugin: Path, path: Path, **where: Any) -> dict[str, Any]:
-    return {
-        "manifest": str(notes_plugin / "mnemon-source.yaml"),
-        "configuration": {"path": str(path)},
-        **where,
-    }
+def _remote_config(notes_plugin: Path, **where: Any) -> dict[str, Any]:
+    return {"manifest": str(notes_plugin / "mnemon-source.yaml"), **where}
 
 
 async def test_asgi_round_trip_composes_the_same_view(tmp_path: Path, notes_plugin: Path) -> None:
@@ -63,9 +60,14 @@ async def test_asgi_round_trip_composes_the_same_view(tmp_path: Path, notes_plug
     local.write_text("The user is Ada.\n", encoding="utf-8")
     remote.write_text("The user is Ada.\n", encoding="utf-8")
     expected = await _turns(notes, {"path": str(local)})
-    app = create_app(notes.NOTES_SOURCE, notes_plugin / "mnemon-source.yaml")
+    app = create_app(
+        notes.NOTES_SOURCE,
+        notes_plugin / "mnemon-source.yaml",
+        token=TOKEN,
+        configuration={"path": str(remote)},
+    )
     plugin = InProcessRemote(app)
-    got = await _turns(plugin, _remote_config(notes_plugin, remote, endpoint="http://plugin"))
+    got = await _turns(plugin, _remote_config(notes_plugin, endpoint="http://127.0.0.1:8400"))
     assert got == expected
     assert got[4] == ["The user is Ada.\n- Ada prefers tea.\n"]
     assert remote.read_text(encoding="utf-8") == local.read_text(encoding="utf-8")
@@ -78,5 +80,8 @@ async def test_launched_plugin_over_loopback_composes_the_same_view(
     local.write_text("Loopback.\n", encoding="utf-8")
     remote.write_text("Loopback.\n", encoding="utf-8")
     expected = await _turns(notes, {"path": str(local)})
-    got = await _turns(mnemon_remote, _remote_config(notes_plugin, remote, launch=True))
+    got = await _turns(
+        mnemon_remote,
+        _remote_config(notes_plugin, launch=True, configuration={"path": str(remote)}),
+    )
     assert got == expected

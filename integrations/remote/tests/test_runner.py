@@ -43,6 +43,9 @@ async def test_the_python_notes_plugin_is_certified() -> None:
     report = await certify(PLUGINS / "notes", plugin_output=output)
     assert report["certified"] is True, report
     assert set(_statuses(report).values()) == {"pass"}
+    invalid = next(c for c in report["checks"] if c["id"] == "invalid_request")
+    for probe in ("no_caller_secret", "foreign_host", "text_plain_body", "invalid_input_mutate"):
+        assert probe in invalid["note"]
     assert [c["id"] for c in report["checks"]] == list(CHECKS)
     report_validator().validate(report)
     assert report["target"]["mode"] == "launch"
@@ -95,3 +98,55 @@ async def test_an_invalid_fixture_fails_the_fixtures_check(tmp_path: Path) -> No
     statuses = _statuses(report)
     assert [c for c, s in statuses.items() if s == "fail"] == ["fixtures"], statuses
     assert _codes(report, "fixtures") == {"invalid_fixture"}
+
+
+async def test_a_plugin_that_lets_strangers_in_is_not_certified(tmp_path: Path) -> None:
+    """Another local process or a web page must not reach the Source: the runner tries."""
+    report = await certify(_plugin(tmp_path, "unprotected"), plugin_output=io.BytesIO())
+    assert report["certified"] is False
+    check = next(c for c in report["checks"] if c["id"] == "invalid_request")
+    refused = {issue["path"].split("#")[1] for issue in check["issues"]}
+    assert refused == {
+        "no_caller_secret",
+        "wrong_caller_secret",
+        "foreign_host",
+        "text_plain_body",
+    }, check["issues"]
+
+
+@pytest.mark.parametrize(
+    ("mode", "code"), [("slow", "deadline_exceeded"), ("wrong_shape", "invalid_output")]
+)
+async def test_a_slow_or_malformed_write_fails_its_checks_and_the_report_is_written(
+    tmp_path: Path, mode: str, code: str
+) -> None:
+    """With an isolation probe in the fixture, a defect is a failed check, never a crash."""
+    folder = _plugin(tmp_path, mode)
+    assert "isolation" in json.loads((folder / "fixtures" / "notes.json").read_text())
+    report = await certify(folder, plugin_output=io.BytesIO())
+    report_validator().validate(report)
+    assert report["certified"] is False
+    assert code in _codes(report, "invoke")
+    assert _statuses(report)["isolation"] == "fail"
+
+
+async def test_each_configuration_gets_its_own_plugin_process(tmp_path: Path) -> None:
+    """A plugin takes its configuration at start: fixtures that differ in it get their own."""
+    folder = tmp_path / "notes"
+    shutil.copytree(PLUGINS / "notes", folder, ignore=shutil.ignore_patterns("__pycache__"))
+    files = [tmp_path / "first.md", tmp_path / "second.md"]
+    for index, notes_file in enumerate(files):
+        fixture = {
+            "name": f"fixture-{index}",
+            "scope": {"user_id": "ada"},
+            "configuration": {"path": str(notes_file)},
+            "writes": [{"action": "add", "input": {"text": f"written by fixture {index}"}}],
+            "reads": [
+                {"route": "read", "input": {}, "expect_contains": [f"written by fixture {index}"]}
+            ],
+        }
+        (folder / "fixtures" / f"f{index}.json").write_text(json.dumps(fixture))
+    report = await certify(folder, plugin_output=io.BytesIO())
+    assert report["certified"] is True, report
+    assert files[0].read_text(encoding="utf-8") == "- written by fixture 0\n"
+    assert files[1].read_text(encoding="utf-8") == "- written by fixture 1\n"

@@ -5,6 +5,7 @@ Each mode wraps the correct server and breaks exactly one promise of the protoco
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -75,6 +76,9 @@ def _shared_user(value: Any) -> Any:
     return value
 
 
+TOKEN = f"Bearer {os.environ.get('MNEMON_PLUGIN_TOKEN', '')}".encode()
+
+
 def broken(app: App, mode: str) -> App:
     facts_seen = 0
 
@@ -88,6 +92,19 @@ def broken(app: App, mode: str) -> App:
             await _answer(send, 503, b"down for maintenance")
             return
         body = await _body(receive)
+        if mode == "unprotected":
+            # lets any caller in: the caller secret, Host and media type are put right for it
+            headers = [(k, v) for k, v in scope["headers"] if k not in (b"authorization", b"host")]
+            headers += [(b"authorization", TOKEN), (b"host", b"127.0.0.1")]
+            if scope["method"] == "POST":
+                headers = [(k, v) for k, v in headers if k != b"content-type"]
+                headers.append((b"content-type", b"application/json"))
+            scope = {**scope, "headers": headers}
+        if mode == "slow" and path.endswith("/mutate"):
+            await asyncio.sleep(30)  # past timeout_ms (2 s): a write that never answers in time
+        if mode == "wrong_shape" and path.endswith("/mutate"):
+            await _answer(send, 200, b'{"receipt": "saved"}')
+            return
         if mode == "invalid_request" and scope["method"] == "POST":
             try:
                 json.loads(body)
@@ -125,6 +142,8 @@ if __name__ == "__main__":
     app = create_app(
         NOTES_SOURCE,
         os.environ["MNEMON_PLUGIN_MANIFEST"],
+        token=os.environ["MNEMON_PLUGIN_TOKEN"],
+        configuration=json.loads(os.environ.get("MNEMON_PLUGIN_CONFIGURATION") or "{}"),
         data_dir=tempfile.mkdtemp(prefix="broken-plugin-"),
     )
     uvicorn.run(
