@@ -7,6 +7,10 @@ config={"manifest": "/path/quivr-plugin.yaml", "endpoint": "http://127.0.0.1:808
 The rule engine (`check_search_output`), the manifest inspector (`inspect_manifest`) and the
 signed-request helpers judge a plugin exactly as Quivr's normative fixtures do;
 `certify_plugin` is the contract runner's Quivr-compat mode behind `mnemon plugin test`.
+
+Plugins run in their own processes through mnemon-remote's out-of-process kit: `launch_plugin`
+is Quivr's run convention on its launcher, and `LaunchedPlugin` and `PluginUnavailable` are the
+kit's own classes.
 """
 
 from __future__ import annotations

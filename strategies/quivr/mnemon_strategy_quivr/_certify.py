@@ -7,7 +7,6 @@ Quivr's runner serves them, and every answer passes through the rule engine.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -15,14 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+from mnemon_remote import AnswerTooLarge
 
 from ._manifest import ManifestReport
-from ._plugin import SEARCH, PluginRefused, PluginUnavailable, QuivrPlugin, ResponseTooLarge
+from ._plugin import SEARCH, PluginRefused, PluginUnavailable, QuivrPlugin, judge_round
 from ._rules import (
     RetrievalLimits,
     RetrievalProfile,
     RetrievalSession,
-    check_search_output,
     declared_dependencies,
 )
 
@@ -245,7 +244,7 @@ async def _rounds(
         body = fixture_request(session, fixture, suffix)
         try:
             raw = await plugin.search(body, max_response_bytes=session.limits.max_response_bytes)
-        except ResponseTooLarge:
+        except AnswerTooLarge:
             outcome.issues.append(
                 FixtureIssue(
                     "response_too_large",
@@ -275,7 +274,7 @@ async def _rounds(
                 )
             )
             return
-        codes = check_search_output(raw, session)
+        codes, answer = await judge_round(raw, session)
         if codes:
             outcome.issues.extend(
                 FixtureIssue(
@@ -284,7 +283,6 @@ async def _rounds(
                 for code in sorted(codes)
             )
             return
-        answer = json.loads(raw)
         session.spend(answer)
         if "ranking" in answer:
             outcome.hits = list(answer["ranking"]["hits"])

@@ -4,6 +4,8 @@
 Quivr's own contract runner for the `retrieval` Contribution, each judged by this package's
 inspector and rule engine, reported in Quivr's contract report v1 shape. A check whose
 premise failed is skipped with the reason; the plugin is certified when no check failed.
+The report, the recorded exchanges and the launcher are mnemon-remote's, shared with its own
+runner.
 """
 
 from __future__ import annotations
@@ -20,34 +22,61 @@ from typing import IO, Any
 import anyio
 import httpx
 from jsonschema import Draft202012Validator
+from mnemon_remote import (
+    CheckResult,
+    ContractChecks,
+    LaunchedPlugin,
+    PluginUnavailable,
+    RecordingTransport,
+    summarize,
+    timed,
+)
 
 from mnemon import parse_range
 
 from ._certify import FixtureOutcome, fixture_request, fixture_session, invoke_fixture
 from ._manifest import ENGINE_VERSION, PLUGIN_API_VERSIONS, ManifestReport, inspect_manifest
-from ._plugin import SEARCH, LaunchedPlugin, PluginUnavailable, QuivrPlugin, launch_plugin
-from ._recording import RecordingTransport
-from ._report import CHECK_IDS, CHECK_TITLES, CheckResult, summarize, timed
+from ._plugin import HEALTH, SEARCH, QuivrPlugin, launch_plugin
 from ._rules import RetrievalLimits, check_search_request
 from ._schemas import (
     discovery_validator,
     error_validator,
     fixture_validator,
     health_validator,
-    report_validator,
     request_validator,
 )
 
-__all__ = ["MANIFEST_NAME", "ContractRunner", "certify_plugin", "contract_runner", "inspect_plugin"]
+__all__ = [
+    "MANIFEST_NAME",
+    "QUIVR_CHECKS",
+    "ContractRunner",
+    "certify_plugin",
+    "contract_runner",
+    "inspect_plugin",
+]
 
 MANIFEST_NAME = "quivr-plugin.yaml"
-HEALTH = "/v0/health"
 DISCOVERY = "/v0/discovery"
 # Quivr labels its own normative fixtures this way in a report
 NORMATIVE = "contracts:"
 RETRIEVAL = "retrieval"
 # Contributions Quivr defines that mnemon does not host (docs/quivr.md says why)
 UNSUPPORTED = ("normalizer", "subscription", "connector", "ingestion")
+#: the checks of Quivr's runner for a retrieval plugin, in report order, with their titles
+QUIVR_CHECKS = ContractChecks(
+    RETRIEVAL,
+    {
+        "manifest": "quivr-plugin.yaml is valid (mnemon plugin inspect)",
+        "compatibility": "the manifest's ranges admit this engine and Plugin API",
+        "health": "GET /v0/health answers 200",
+        "discovery": "GET /v0/discovery matches quivr-plugin.yaml",
+        "fixtures": "retrieval fixtures build valid searches",
+        "invoke": "every profile ranks served candidates within its limits",
+        "replay": "the same search twice returns the same ranking",
+        "invalid_request": "invalid searches are refused with a terminal error envelope",
+        "credentials": "no secret value appears in any answer or in the plugin's output",
+    },
+)
 
 
 @dataclass
@@ -71,8 +100,10 @@ class _Run:
     checks: list[CheckResult] = field(default_factory=list)
     transport: RecordingTransport = field(default_factory=RecordingTransport)
 
-    def add(self, check_id: str, title: str, fixture: str | None = None) -> CheckResult:
-        check = CheckResult(check_id, title, fixture)
+    def add(
+        self, check_id: str, title: str | None = None, fixture: str | None = None
+    ) -> CheckResult:
+        check = QUIVR_CHECKS.result(check_id, title, fixture)
         self.checks.append(check)
         return check
 
@@ -201,16 +232,19 @@ def inspect_plugin(path: Path) -> dict[str, Any]:
     }
 
 
+def _add_issues(check: CheckResult, issues: Sequence[Mapping[str, str]]) -> None:
+    for issue in issues:
+        check.issue(issue["code"], issue["path"], issue["message"])
+
+
 def _check_manifest(run: _Run) -> bool:
     manifest, compatibility = _manifest_issues(run.report)
-    check = run.add("manifest", "quivr-plugin.yaml is valid (mnemon plugin inspect)")
-    check.issues.extend(manifest)
+    _add_issues(run.add("manifest"), manifest)
     title = f"engine {ENGINE_VERSION} and Plugin API {_spoken(run.report)} satisfy the ranges"
     compat = run.add("compatibility", title)
-    compat.issues.extend(compatibility)
+    _add_issues(compat, compatibility)
     if not compatibility and any(i["path"].startswith("/compatibility") for i in manifest):
-        compat.skipped = True
-        compat.note = "a compatibility range is missing or invalid; see the manifest check"
+        compat.skip("a compatibility range is missing or invalid; see the manifest check")
     return not manifest and not compatibility and run.report.manifest is not None
 
 
@@ -227,7 +261,7 @@ async def _healthy(client: httpx.AsyncClient) -> bool:
 
 
 async def _check_health(run: _Run, client: httpx.AsyncClient, launched: bool) -> bool:
-    check = run.add("health", "GET /v0/health answers 200")
+    check = run.add("health")
     with timed(check):
         healthy = False
         with anyio.move_on_after(run.startup_timeout):
@@ -252,7 +286,7 @@ def _admitted(run: _Run, version: str) -> bool:
 
 
 async def _check_discovery(run: _Run, client: httpx.AsyncClient) -> None:
-    check = run.add("discovery", "GET /v0/discovery matches quivr-plugin.yaml")
+    check = run.add("discovery")
     with timed(check):
         try:
             with anyio.fail_after(run.startup_timeout):
@@ -343,7 +377,7 @@ def _own_fixtures(run: _Run, extra: Sequence[Path]) -> list[tuple[str, Path]]:
 
 
 def _check_fixtures(run: _Run, extra: Sequence[Path]) -> list[_Search]:
-    check = run.add("fixtures", "retrieval fixtures build valid searches")
+    check = run.add("fixtures")
     searches: list[_Search] = []
     notes: list[str] = []
     with timed(check):
@@ -424,20 +458,19 @@ async def _check_search(run: _Run, plugin: QuivrPlugin, search: _Search) -> None
         check = run.add("invoke", title, search.label)
         with timed(check):
             outcome = await invoke_fixture(plugin, run.report, search.fixture, profile)
-        check.issues.extend(_outcome_issues(outcome))
+        _add_issues(check, _outcome_issues(outcome))
         if outcome.passed:
             check.note = f"{len(outcome.hits)} hits in {outcome.rounds} rounds"
             first = first or outcome
-    replay = run.add("replay", "the same search twice returns the same ranking", search.label)
+    replay = run.add("replay", fixture=search.label)
     if first is None:
-        replay.skipped = True
-        replay.note = "no search succeeded"
+        replay.skip("no search succeeded")
         return
     with timed(replay):
         again = await invoke_fixture(
             plugin, run.report, search.fixture, first.profile, suffix="-replay"
         )
-    replay.issues.extend(_outcome_issues(again))
+    _add_issues(replay, _outcome_issues(again))
     if again.passed:
         where = _first_difference(first.hits, again.hits)
         if where is not None:
@@ -482,9 +515,9 @@ async def _check_invalid_requests(
     run: _Run, client: httpx.AsyncClient, search: _Search | None
 ) -> None:
     if search is None:
-        check = run.add("invalid_request", CHECK_TITLES["invalid_request"])
-        check.skipped = True
-        check.note = "no fixture built a valid search to derive the invalid ones from"
+        run.add("invalid_request").skip(
+            "no fixture built a valid search to derive the invalid ones from"
+        )
         return
     budget = run.profiles[search.profiles[0]]["max_latency_ms"] / 1000
     for label, reason, body in _invalid_cases(run, search):
@@ -536,18 +569,17 @@ def _judge_refusal(check: CheckResult, status: int, answer: bytes, reason: str) 
 
 
 def _check_credentials(run: _Run, output: bytes) -> None:
-    check = run.add("credentials", CHECK_TITLES["credentials"])
+    check = run.add("credentials")
     if not run.secrets and not (run.manifest.get("secrets") or []):
-        check.skipped = True
-        check.note = "the manifest declares no secrets"
+        check.skip("the manifest declares no secrets")
         return
     if run.mode != "launch":
-        check.skipped = True
-        check.note = "secrets reach a plugin only when the runner launches it"
+        check.skip("secrets reach a plugin only when the runner launches it")
         return
     with timed(check):
         values = [value.encode() for value in run.secrets.values() if len(value) >= 8]
-        leaked = sum(any(v in bytes(answer) for v in values) for answer in run.transport.answers)
+        answers = [exchange.answer for exchange in run.transport.exchanges]
+        leaked = sum(any(v in answer for v in values) for answer in answers)
         if leaked:
             check.issue("credential_leak", SEARCH, f"{leaked} answer(s) contain a secret's value")
         if any(v in output for v in values):
@@ -564,7 +596,10 @@ async def _run_checks(run: _Run, launched: LaunchedPlugin | None, fixtures: Sequ
             return
         await _check_discovery(run, client)
         searches = _check_fixtures(run, fixtures)
-        plugin = QuivrPlugin(run.base_url, run.report, transport=run.transport)
+        # the plugin's error codes go into the report: the runner's secrets are scrubbed first
+        plugin = QuivrPlugin(
+            run.base_url, run.report, transport=run.transport, secrets=run.secrets.values()
+        )
         try:
             for search in searches:
                 await _check_search(run, plugin, search)
@@ -582,7 +617,7 @@ async def _reach(
         return
     command = (run.manifest.get("run") or {}).get("command")
     if not command:
-        check = run.add("health", "GET /v0/health answers 200")
+        check = run.add("health")
         check.issue(
             "no_run_command",
             "/run/command",
@@ -602,7 +637,7 @@ async def _reach(
             output=captured,
         )
     except PluginUnavailable:
-        check = run.add("health", "GET /v0/health answers 200")
+        check = run.add("health")
         check.note = "launched " + " ".join(str(p) for p in command)
         check.issue(
             "unhealthy",
@@ -653,9 +688,7 @@ async def certify_plugin(
     run = _Run(path, report or ManifestReport(None, "", (), None), mode, startup_timeout)
     output = b""
     if report is None:
-        run.add("manifest", "quivr-plugin.yaml is valid (mnemon plugin inspect)").issue(
-            "unreadable", "", "cannot read quivr-plugin.yaml"
-        )
+        run.add("manifest").issue("unreadable", "", "cannot read quivr-plugin.yaml")
     elif _check_manifest(run):
         with tempfile.TemporaryFile() as captured:
             try:
@@ -667,10 +700,10 @@ async def certify_plugin(
         if plugin_output is not None:
             plugin_output.write(output)
             plugin_output.flush()
-    _skip_missing(run, CHECK_IDS[:-1])
+    _skip_missing(run, QUIVR_CHECKS.ids[:-1])
     if run.base_url:
         _check_credentials(run, output)
-    _skip_missing(run, CHECK_IDS)
+    _skip_missing(run, QUIVR_CHECKS.ids)
     return _report(run)
 
 
@@ -678,8 +711,7 @@ def _skip_missing(run: _Run, check_ids: Sequence[str]) -> None:
     present = {check.id for check in run.checks}
     for check_id in check_ids:
         if check_id not in present:
-            check = run.add(check_id, CHECK_TITLES[check_id])
-            check.skipped, check.note = True, _why_skipped(run)
+            run.add(check_id).skip(_why_skipped(run))
 
 
 def _report(run: _Run) -> dict[str, Any]:
@@ -695,10 +727,11 @@ def _report(run: _Run) -> dict[str, Any]:
     if run.base_url:
         target["base_url"] = run.base_url
     checks = [check.as_json() for check in run.checks]
-    summary, certified = summarize(run.checks)
+    summary = summarize(run.checks)
     value = {
         "report_version": "1",
-        "certified": certified,
+        # a plugin that no check could judge is not certified
+        "certified": summary["failed"] == 0 and summary["passed"] > 0,
         "plugin": plugin,
         "target": target,
         "engine_version": ENGINE_VERSION,
@@ -707,7 +740,7 @@ def _report(run: _Run) -> dict[str, Any]:
         "checks": checks,
         "summary": summary,
     }
-    report_validator().validate(value)
+    QUIVR_CHECKS.validator().validate(value)
     return value
 
 

@@ -2,7 +2,8 @@
 
 It reads a manifest without running the plugin and reports every rule it breaks with Quivr's
 codes, as `quivr plugin inspect` does, for the Contributions mnemon knows: `retrieval` (which it
-hosts) and the protocol-level rules every manifest shares.
+hosts) and the protocol-level rules every manifest shares. The YAML is read by mnemon-remote's
+manifest loader, which refuses aliases and deep nesting before anything walks the value.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
+from mnemon_remote import YamlRefused, load_manifest_yaml
 
 from mnemon import RangeError, Version, VersionRange, parse_range, parse_version
 
@@ -96,8 +98,12 @@ def inspect_manifest(source: str | bytes | Path) -> ManifestReport:
     data = raw.encode("utf-8") if isinstance(raw, str) else raw
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
     try:
-        value = yaml.safe_load(data)
-    except yaml.YAMLError:
+        value = load_manifest_yaml(data.decode("utf-8"))
+    except YamlRefused as refused:
+        # the message names the rule (an alias, the nesting), never the text
+        issue = ManifestIssue("schema_violation", "/", str(refused))
+        return ManifestReport(None, digest, (issue,), None)
+    except (UnicodeDecodeError, yaml.YAMLError):
         value = None
     if not isinstance(value, dict):
         issue = ManifestIssue("schema_violation", "/", "the manifest is not a YAML mapping")

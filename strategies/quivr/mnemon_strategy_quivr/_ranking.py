@@ -9,15 +9,15 @@ coded diagnostic in the evidence's `output`.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
+from mnemon_remote import AnswerTooLarge
 
 from mnemon import (
     Evidence,
@@ -34,10 +34,10 @@ from ._plugin import (
     PluginRefused,
     PluginUnavailable,
     QuivrPlugin,
-    ResponseTooLarge,
+    judge_round,
     launch_plugin,
 )
-from ._rules import RetrievalLimits, RetrievalProfile, RetrievalSession, check_search_output
+from ._rules import RetrievalLimits, RetrievalProfile, RetrievalSession
 
 __all__ = ["QuivrRanker", "QuivrRankingTurn", "candidate_from_item"]
 
@@ -98,6 +98,9 @@ class QuivrRanker:
         auth: httpx authentication for signed engine requests, or None.
         transport: an httpx transport (for an in-process ASGI plugin), or None.
         startup_timeout: seconds a launched plugin has to become healthy.
+        secrets: what the host gives the plugin by name (its declared secrets, the signing
+            key): a launched plugin gets them in its environment, and their values are
+            scrubbed from whatever of the plugin's text the host repeats.
     """
 
     report: ManifestReport
@@ -108,6 +111,7 @@ class QuivrRanker:
     auth: httpx.Auth | None = None
     transport: httpx.AsyncBaseTransport | None = None
     startup_timeout: float = 10.0
+    secrets: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         manifest = self.report.manifest or {}
@@ -129,11 +133,18 @@ class QuivrRanker:
                 endpoint = self.endpoint
                 if endpoint is None:
                     self._launched = await launch_plugin(
-                        self.manifest_path, self.report, startup_timeout=self.startup_timeout
+                        self.manifest_path,
+                        self.report,
+                        startup_timeout=self.startup_timeout,
+                        secrets=self.secrets,
                     )
                     endpoint = self._launched.endpoint
                 self._plugin = QuivrPlugin(
-                    endpoint, self.report, auth=self.auth, transport=self.transport
+                    endpoint,
+                    self.report,
+                    auth=self.auth,
+                    transport=self.transport,
+                    secrets=self.secrets.values(),
                 )
             return self._plugin
 
@@ -148,7 +159,7 @@ class QuivrRanker:
         return self._searches
 
     async def aclose(self) -> None:
-        """Close connections and stop a launched plugin (SIGTERM, then SIGKILL)."""
+        """Close connections and stop a launched plugin with every process it started."""
         with anyio.CancelScope(shield=True):
             if self._plugin is not None:
                 await self._plugin.aclose()
@@ -245,12 +256,11 @@ class _Search:
                 query_text=self.query,
             )
             raw = await self._call(plugin, body)
-            codes = check_search_output(raw, session)
+            codes, answer = await judge_round(raw, session)
             if codes:
                 raise _Fallback(
                     "retrieval_plugin_invalid", "the ranker's answer broke a rule", codes
                 )
-            answer = json.loads(raw)
             session.spend(answer)
             if "ranking" in answer:
                 return self._ranked(answer["ranking"]["hits"])
@@ -263,7 +273,7 @@ class _Search:
             return await plugin.search(
                 body, max_response_bytes=self.session.limits.max_response_bytes
             )
-        except ResponseTooLarge:
+        except AnswerTooLarge:
             raise _Fallback(
                 "retrieval_plugin_invalid",
                 "the ranker's answer broke a rule",

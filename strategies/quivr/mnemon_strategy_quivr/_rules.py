@@ -21,6 +21,7 @@ __all__ = [
     "check_search_output",
     "check_search_request",
     "decode_answer",
+    "judge_search_output",
 ]
 
 # the codes an answer can earn; each names one rule
@@ -233,15 +234,25 @@ def check_search_output(
     A shape error is reported alone, as `schema_violation`: the other rules judge only
     well-formed answers.
     """
+    return judge_search_output(answer, session)[0]
+
+
+def judge_search_output(
+    answer: bytes | str | Mapping[str, Any], session: RetrievalSession
+) -> tuple[frozenset[str], Any]:
+    """`check_search_output`'s codes, and the answer's JSON value (None when not JSON).
+
+    A host that goes on with a valid answer uses this value instead of parsing it again.
+    """
     try:
         value, size = decode_answer(answer)
     except (UnicodeDecodeError, ValueError):
-        return frozenset({"schema_violation"})
+        return frozenset({"schema_violation"}), None
     codes: set[str] = set()
     if size > session.limits.max_response_bytes:
         codes.add("response_too_large")
     if any(True for _ in response_validator().iter_errors(value)):
-        return frozenset(codes | {"schema_violation"})
+        return frozenset(codes | {"schema_violation"}), value
     if "requests" in value:
         codes.update(_check_requests(value["requests"], session))
     else:
@@ -249,7 +260,7 @@ def check_search_output(
     cost = (value.get("usage") or {}).get("cost_cents", 0)
     if session.cost_cents + cost > session.profile.max_cost_cents:
         codes.add("over_budget")
-    return frozenset(codes)
+    return frozenset(codes), value
 
 
 def _check_requests(requests: Sequence[Mapping[str, Any]], session: RetrievalSession) -> set[str]:

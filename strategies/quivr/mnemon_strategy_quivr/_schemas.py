@@ -24,7 +24,6 @@ __all__ = [
     "fixture_validator",
     "health_validator",
     "manifest_validator",
-    "report_validator",
     "request_validator",
     "response_validator",
     "schema",
@@ -38,7 +37,6 @@ _FILES = (
     "discovery.schema.json",
     "health.schema.json",
     "retrieval-fixture.schema.json",
-    "contract-report.schema.json",
 )
 # every Contribution a discovery document may list (the vendored schema knows only normalizer)
 DISCOVERED = ["normalizer", "subscription", "connector", "ingestion", "retrieval"]
@@ -120,12 +118,6 @@ def _loaded() -> dict[str, Any]:
     discovery = copy.deepcopy(schemas["discovery.schema.json"])
     discovery["properties"]["contributions"]["items"]["enum"] = DISCOVERED
     schemas["discovery.schema.json"] = discovery
-    # the vendored report predates the credentials check and retrieval
-    report = copy.deepcopy(schemas["contract-report.schema.json"])
-    check = report["$defs"]["Check"]["properties"]
-    check["id"]["enum"].append("credentials")
-    check["contribution"]["enum"].extend(["connector", "ingestion", "retrieval"])
-    schemas["contract-report.schema.json"] = report
     return schemas
 
 
@@ -181,8 +173,3 @@ def health_validator() -> Draft202012Validator:
 def fixture_validator() -> Draft202012Validator:
     """The validator of a retrieval fixture (a query and a catalogue of candidates)."""
     return _validator("retrieval-fixture.schema.json")
-
-
-def report_validator() -> Draft202012Validator:
-    """The validator of the contract report v1 (with the `credentials` check and retrieval)."""
-    return _validator("contract-report.schema.json")

@@ -125,12 +125,22 @@ def create_ranker(config: Mapping[str, Any], **options: Any) -> QuivrRanker:
         raise _fail("endpoint", "give either an endpoint or launch: true")
     if endpoint is not None and not str(endpoint).startswith(("http://", "https://")):
         raise _fail("endpoint", "must be an http:// or https:// URL")
+    launch = endpoint is None
+    # a launched plugin's environment is not the host's: it gets the secrets its manifest
+    # declares (Quivr's convention: each from the host's variable of its name), nothing else
+    secrets = {
+        name: os.environ[name]
+        for name in (str(s.get("name")) for s in manifest.get("secrets") or [])
+        if launch and os.environ.get(name)
+    }
     auth = None
     secret_env = config.get("signing_secret_env")
     if secret_env is not None:
         secret = os.environ.get(str(secret_env))
         if not secret:
             raise _fail("signing_secret_env", "the environment variable is not set")
+        # a launched plugin verifies with the key it reads from the same variable
+        secrets[str(secret_env)] = secret
         auth = EngineRequestAuth(
             secret.encode("utf-8"),
             plugin_id=str(manifest["id"]),
@@ -146,6 +156,7 @@ def create_ranker(config: Mapping[str, Any], **options: Any) -> QuivrRanker:
         endpoint=None if endpoint is None else str(endpoint),
         auth=auth,
         startup_timeout=int(config.get("startup_timeout_ms", 10_000)) / 1000,
+        secrets=secrets,
         **options,
     )
 

@@ -2,7 +2,8 @@
 
 The reference ranker is launched by the run convention on loopback (QUIVR_PLUGIN_HOST,
 QUIVR_PLUGIN_PORT, QUIVR_PLUGIN_MANIFEST) and certified on Quivr's normative newsroom.json;
-one deliberately broken ranker per check fails exactly that check.
+one deliberately broken ranker per check fails exactly that check. Its mode is an argument of
+`run.command`: the launched ranker does not inherit the test's environment.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import copy
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 from importlib import metadata, resources
@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from jsonschema import Draft202012Validator
+from launched import edit_manifest, ended_within, kill, ranker_folder, recorded
 from mnemon_strategy_quivr import certify_plugin, inspect_plugin
 from quivr_fixtures import load, rows
 
@@ -45,9 +45,8 @@ CHECK_ORDER = [
 
 def _report_validator() -> Draft202012Validator:
     """Quivr's contract report v1 schema as vendored, with its two documented additions."""
-    text = resources.files("mnemon_strategy_quivr").joinpath(
-        "schemas", "contract-report.schema.json"
-    )
+    # one vendored copy, mnemon-remote's: both contract runners report in its shape
+    text = resources.files("mnemon_remote").joinpath("schemas", "contract-report.schema.json")
     schema = json.loads(text.read_text(encoding="utf-8"))
     check = schema["$defs"]["Check"]["properties"]
     # newer than the vendored schema: the credentials check, and retrieval checks
@@ -56,7 +55,7 @@ def _report_validator() -> Draft202012Validator:
     return Draft202012Validator(schema)
 
 
-def _mnemon(*args: str, mode: str = "correct") -> subprocess.CompletedProcess[str]:
+def _mnemon(*args: str) -> subprocess.CompletedProcess[str]:
     if not MNEMON.exists():
         pytest.skip("the `mnemon` command (mnemon-runtime[cli]) is not installed here")
     try:
@@ -67,7 +66,6 @@ def _mnemon(*args: str, mode: str = "correct") -> subprocess.CompletedProcess[st
         **os.environ,
         # run.command is `python3 quivr_ranker.py`: the interpreter of the tests
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        "QUIVR_RANKER_MODE": mode,
     }
     return subprocess.run(
         [str(MNEMON), "plugin", *args],
@@ -82,23 +80,16 @@ def _mnemon(*args: str, mode: str = "correct") -> subprocess.CompletedProcess[st
 @pytest.fixture
 def plugin_dir(tmp_path: Path) -> Path:
     """A copy of the reference ranker's folder, to edit."""
-    folder = tmp_path / "ranker"
-    folder.mkdir()
-    for name in ("quivr-plugin.yaml", "quivr_ranker.py"):
-        shutil.copy(RANKERS / name, folder / name)
-    return folder
+    return ranker_folder(tmp_path / "ranker").parent
+
+
+def _mode(folder: Path, mode: str) -> None:
+    edit_manifest(folder, lambda manifest: manifest["run"]["command"].extend(["--mode", mode]))
 
 
 @pytest.fixture(autouse=True)
 def _python_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
-
-
-def _edit_manifest(folder: Path, change: Any) -> None:
-    path = folder / "quivr-plugin.yaml"
-    manifest = yaml.safe_load(path.read_text(encoding="utf-8"))
-    change(manifest)
-    path.write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
 
 
 def _failed(report: dict[str, Any]) -> dict[str, set[str]]:
@@ -158,8 +149,9 @@ def test_the_reference_ranker_is_certified_by_mnemon_plugin_test(tmp_path: Path)
     assert all(c["contribution"] == "retrieval" for c in report["checks"][4:])
 
 
-def test_a_broken_ranker_exits_1_and_names_the_failed_check() -> None:
-    result = _mnemon("test", str(RANKERS), mode="unserved_candidate")
+def test_a_broken_ranker_exits_1_and_names_the_failed_check(plugin_dir: Path) -> None:
+    _mode(plugin_dir, "unserved_candidate")
+    result = _mnemon("test", str(plugin_dir))
     assert result.returncode == 1
     assert "FAIL invoke" in result.stdout
     assert "unserved_candidate" in result.stdout
@@ -250,7 +242,6 @@ BROKEN = [
     ids=[f"{case[0]}-{case[1]}" for case in BROKEN],
 )
 async def test_a_broken_plugin_fails_exactly_its_check(
-    monkeypatch: pytest.MonkeyPatch,
     plugin_dir: Path,
     check: str,
     mode: str,
@@ -258,9 +249,9 @@ async def test_a_broken_plugin_fails_exactly_its_check(
     folder_change: Any,
     codes: set[str],
 ) -> None:
-    monkeypatch.setenv("QUIVR_RANKER_MODE", mode)  # the launched ranker inherits it
+    _mode(plugin_dir, mode)
     if manifest_change is not None:
-        _edit_manifest(plugin_dir, manifest_change)
+        edit_manifest(plugin_dir, manifest_change)
     if folder_change is not None:
         folder_change(plugin_dir)
     report = await certify_plugin(plugin_dir, startup_timeout=1.0)
@@ -357,6 +348,54 @@ async def test_an_unreachable_endpoint_fails_health_and_skips_the_rest() -> None
 
 
 async def test_a_manifest_without_run_command_needs_an_endpoint(plugin_dir: Path) -> None:
-    _edit_manifest(plugin_dir, lambda manifest: manifest.pop("run"))
+    edit_manifest(plugin_dir, lambda manifest: manifest.pop("run"))
     report = await certify_plugin(plugin_dir)
     assert _failed(report) == {"health": {"no_run_command"}}
+
+
+async def test_the_runner_leaves_no_process_of_the_plugin_behind(tmp_path: Path) -> None:
+    started = tmp_path / "started.json"
+    manifest = ranker_folder(tmp_path / "ranker", "--with-child", "--record", str(started))
+    child = None
+    try:
+        report = await certify_plugin(manifest.parent, startup_timeout=5.0)
+        child = recorded(started)["child"]
+        assert report["certified"] is True
+        # the ranker's worker ignores SIGTERM: the runner must end the whole process group
+        assert ended_within(child, 1.0), "the plugin's child process outlived the run"
+    finally:
+        kill(child)
+
+
+async def test_a_secret_named_like_a_run_convention_variable_does_not_replace_it(
+    tmp_path: Path,
+) -> None:
+    started = tmp_path / "started.json"
+    manifest = ranker_folder(tmp_path / "ranker", "--record", str(started))
+    edit_manifest(
+        manifest.parent,
+        lambda m: m["secrets"].append(
+            {"name": "QUIVR_PLUGIN_PORT", "description": "Named like the port.", "required": False}
+        ),
+    )
+    report = await certify_plugin(manifest.parent, startup_timeout=5.0)
+    environment = recorded(started)["environment"]
+    served_on = report["target"].get("base_url", "").rpartition(":")[2]
+    assert environment["QUIVR_PLUGIN_PORT"] == served_on
+    assert report["certified"] is True
+
+
+async def test_the_launched_plugin_gets_its_secrets_and_nothing_else_of_the_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MNEMON_TEST_HOST_ONLY_SECRET", "host-only-value-0123456789")
+    started = tmp_path / "started.json"
+    manifest = ranker_folder(tmp_path / "ranker", "--record", str(started))
+    report = await certify_plugin(manifest.parent, startup_timeout=5.0)
+    assert report["certified"] is True
+    environment = recorded(started)["environment"]
+    assert "MNEMON_TEST_HOST_ONLY_SECRET" not in environment
+    # the declared secret, with the runner's own fresh value
+    assert environment["BM25_API_KEY"].startswith("quivr-contract-")
+    assert environment["QUIVR_PLUGIN_HOST"] == "127.0.0.1"
+    assert environment["QUIVR_PLUGIN_MANIFEST"] == str(manifest.resolve())

@@ -13,6 +13,7 @@ import httpx
 import mnemon_source_spaces as spaces
 import mnemon_strategy_quivr as quivr
 import pytest
+from launched import ended_within, kill, ranker_folder, recorded, running
 
 from mnemon import InstallError, install_memory
 from mnemon_testing import MemoryCompositionRunner
@@ -245,6 +246,53 @@ async def test_unmounting_stops_the_launched_plugin(tmp_path):
         await runner.dispose()
 
 
+async def test_unmounting_ends_every_process_the_launched_ranker_started(tmp_path):
+    started = tmp_path / "started.json"
+    manifest = ranker_folder(tmp_path / "ranker", "--with-child", "--record", str(started))
+    child = None
+    runner = MemoryCompositionRunner()
+    try:
+        await runner.mount(
+            spaces, instance_id="spaces", config={"data_dir": str(tmp_path / "spaces")}
+        )
+        config = {"manifest": str(manifest), "launch": True}
+        unmount = await runner.mount(quivr, instance_id="quivr", config=config)
+        evidence = await _recall(runner, "tea")
+        assert evidence.output["status"] == "ranked"
+        child = recorded(started)["child"]
+        assert running(child)
+        await unmount()
+        # the ranker's worker ignores SIGTERM: stopping the ranker must end its whole group
+        assert ended_within(child, 1.0), "the ranker's child process outlived its entry"
+    finally:
+        kill(child)
+        await runner.dispose()
+
+
+async def test_a_launched_ranker_gets_its_declared_secrets_and_nothing_else_of_the_host(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("MNEMON_TEST_HOST_ONLY_SECRET", "host-only-value-0123456789")
+    monkeypatch.setenv("BM25_API_KEY", "declared-value-0123456789")  # the manifest declares it
+    monkeypatch.setenv("MNEMON_TEST_QUIVR_KEY", "the-shared-engine-key-0123456789")
+    started = tmp_path / "started.json"
+    manifest = ranker_folder(tmp_path / "ranker", "--record", str(started))
+    runner = await _runner(
+        tmp_path, manifest=str(manifest), launch=True, signing_secret_env="MNEMON_TEST_QUIVR_KEY"
+    )
+    try:
+        evidence = await _recall(runner, "tea")
+    finally:
+        await runner.dispose()
+    assert evidence.output["status"] == "ranked"
+    environment = recorded(started)["environment"]
+    assert "MNEMON_TEST_HOST_ONLY_SECRET" not in environment
+    assert environment["BM25_API_KEY"] == "declared-value-0123456789"
+    # the signing key, where a launched plugin that verifies signed requests reads it
+    assert environment["MNEMON_TEST_QUIVR_KEY"] == "the-shared-engine-key-0123456789"
+    assert environment["QUIVR_PLUGIN_MANIFEST"] == str(manifest.resolve())
+
+
 @pytest.mark.parametrize(
     ("config", "message"),
     [
@@ -328,16 +376,8 @@ class _Verifying(quivr_ranker.Handler):
         return self._send(200, quivr_ranker.answer(json.loads(body), "correct"))
 
 
-@pytest.mark.parametrize(
-    ("server_key", "status"),
-    [
-        (b"the-shared-engine-key-0123456789", "ranked"),
-        (b"another-key-the-host-does-not-have", "refused"),
-    ],
-)
-async def test_signed_requests_reach_a_verifying_plugin(tmp_path, monkeypatch, server_key, status):
-    monkeypatch.setenv("MNEMON_TEST_QUIVR_KEY", "the-shared-engine-key-0123456789")
-    handler = type("Verifying", (_Verifying,), {"key": server_key})
+async def _signed_recall(tmp_path, handler):
+    """A recall ranked by `handler` served on loopback, with MNEMON_TEST_QUIVR_KEY signing."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
@@ -348,15 +388,51 @@ async def test_signed_requests_reach_a_verifying_plugin(tmp_path, monkeypatch, s
             signing_secret_env="MNEMON_TEST_QUIVR_KEY",
         )
         try:
-            evidence = await _recall(runner, "tea", limit=3)
+            return await _recall(runner, "tea", limit=3)
         finally:
             await runner.dispose()
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("server_key", "status"),
+    [
+        (b"the-shared-engine-key-0123456789", "ranked"),
+        (b"another-key-the-host-does-not-have", "refused"),
+    ],
+)
+async def test_signed_requests_reach_a_verifying_plugin(tmp_path, monkeypatch, server_key, status):
+    monkeypatch.setenv("MNEMON_TEST_QUIVR_KEY", "the-shared-engine-key-0123456789")
+    handler = type("Verifying", (_Verifying,), {"key": server_key})
+    evidence = await _signed_recall(tmp_path, handler)
     assert evidence.output["status"] == status
     assert len(evidence.items) == 3
     assert "the-shared-engine-key" not in str(evidence.model_dump())
+
+
+# a key the envelope's code pattern admits, so only scrubbing keeps it out of the evidence
+SIGNING_KEY = "engine_key_0123456789abcdef"
+
+
+class _RefusingWithTheKey(quivr_ranker.Handler):
+    """A ranker that refuses every search with an error code that repeats the signing key."""
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        envelope = {"code": SIGNING_KEY, "message": "refused", "retryable": False}
+        return self._send(400, envelope)
+
+
+async def test_a_plugins_refusal_never_repeats_the_signing_key(tmp_path, monkeypatch):
+    monkeypatch.setenv("MNEMON_TEST_QUIVR_KEY", SIGNING_KEY)
+    evidence = await _signed_recall(tmp_path, _RefusingWithTheKey)
+    # a refusal whose code had to be scrubbed is no valid envelope: the plugin is unavailable
+    assert evidence.output["status"] == "fallback"
+    assert evidence.output["diagnostic"]["code"] == "retrieval_plugin_unavailable"
+    assert len(evidence.items) == 3
+    assert SIGNING_KEY not in json.dumps(evidence.model_dump(mode="json"))
 
 
 async def test_document_search_is_ranked_too(tmp_path, ranker_server):

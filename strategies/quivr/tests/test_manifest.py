@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from mnemon_strategy_quivr import RangeError, inspect_manifest, parse_range, parse_version
@@ -66,6 +67,23 @@ def test_a_valid_manifest_reports_the_spoken_plugin_api_and_digest():
 def test_not_a_mapping_is_a_schema_violation():
     assert inspect_manifest(b"- a list\n").codes == {"schema_violation"}
     assert inspect_manifest(b"key: [unclosed\n").codes == {"schema_violation"}
+
+
+def test_a_yaml_alias_is_refused_before_anything_walks_the_value():
+    reference = (Path(__file__).parent / "rankers" / "quivr-plugin.yaml").read_text("utf-8")
+    assert inspect_manifest(reference).valid
+    # the same manifest, with one profile written as an alias of the other
+    aliased = reference.replace("      default:\n", "      default: &same\n").replace(
+        "      hasty:\n        description: The same, within 50 milliseconds.\n"
+        "        max_latency_ms: 50\n        max_cost_cents: 0\n",
+        "      hasty: *same\n",
+    )
+    assert "*same" in aliased
+    report = inspect_manifest(aliased)
+    assert report.codes == {"schema_violation"}
+    # the message names the rule, never the file's text
+    assert "alias" in report.issues[0].message
+    assert "&same" not in report.issues[0].message
 
 
 def test_messages_never_quote_the_file():

@@ -1,12 +1,16 @@
 """A Quivr retrieval plugin for mnemon's tests: BM25 re-rank of served candidates.
 
 Standard library only, so it runs as `run.command` in any Python 3. `mode` selects one
-deliberate defect (each breaks one rule or one certification check) or `correct`; a launched
-ranker reads it from `QUIVR_RANKER_MODE`.
+deliberate defect (each breaks one rule or one certification check) or `correct`. A launched
+ranker takes its options from its argv, the only way a test reaches it (its environment is the
+run convention's): `--mode MODE`, `--record FILE` (write what it was started with: its
+environment and the pid of its child), `--with-child` (start a worker process that ignores
+SIGTERM, as a careless plugin's helper would).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import hashlib
 import itertools
@@ -14,6 +18,7 @@ import json
 import math
 import os
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -224,8 +229,40 @@ def serve(host, port, mode="correct"):
     return server
 
 
+# a helper that outlives a plain SIGTERM to the group: only SIGKILL ends it
+CHILD = (
+    "import signal, sys, time\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(600)\n"
+)
+
+
+def start_child():
+    """A worker process in the ranker's process group, once it ignores SIGTERM."""
+    child = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE)
+    child.stdout.readline()
+    return child
+
+
+def record(path, child):
+    """Write what the ranker was started with, for the test that launched it."""
+    value = {"environment": dict(os.environ), "child": None if child is None else child.pid}
+    with open(path + ".partial", "w", encoding="utf-8") as file:
+        json.dump(value, file)
+    os.replace(path + ".partial", path)
+
+
 if __name__ == "__main__":
-    mode = os.environ.get("QUIVR_RANKER_MODE", "correct")
+    options = argparse.ArgumentParser()
+    options.add_argument("--mode", default="correct")
+    options.add_argument("--record")
+    options.add_argument("--with-child", action="store_true")
+    arguments = options.parse_args()
+    mode = arguments.mode
+    child = start_child() if arguments.with_child else None
+    if arguments.record:
+        record(arguments.record, child)
     if mode == "leaks_secret":
         print(f"bm25 ranker starting with key {os.environ.get(SECRET)}", file=sys.stderr)
     else:

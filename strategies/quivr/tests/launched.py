@@ -1,0 +1,72 @@
+"""Launched reference rankers for the tests: a folder per launch, and what the ranker saw.
+
+A launched plugin's environment is the run convention's, not the test's: whatever a test tells
+the ranker goes in `run.command`'s arguments, written into a copy of its manifest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+RANKERS = Path(__file__).parent / "rankers"
+
+
+def edit_manifest(folder: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    """Apply `change` to the folder's quivr-plugin.yaml (as YAML, rewritten)."""
+    path = folder / "quivr-plugin.yaml"
+    manifest = yaml.safe_load(path.read_text(encoding="utf-8"))
+    change(manifest)
+    path.write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
+
+
+def ranker_folder(folder: Path, *arguments: str) -> Path:
+    """A copy of the reference ranker in `folder`, launched with `arguments`; its manifest."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("quivr-plugin.yaml", "quivr_ranker.py"):
+        shutil.copy(RANKERS / name, folder / name)
+    if arguments:
+        edit_manifest(folder, lambda m: m["run"]["command"].extend(arguments))
+    return folder / "quivr-plugin.yaml"
+
+
+def recorded(path: Path) -> dict[str, Any]:
+    """What a ranker started with `--record path` wrote: `environment` and `child`."""
+    value: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return value
+
+
+def running(pid: int) -> bool:
+    """Whether `pid` runs (a zombie no one reaped yet has ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    # the state follows the parenthesised command name
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
+def ended_within(pid: int, seconds: float) -> bool:
+    """Whether `pid` ends within `seconds` (a SIGKILL lands at once, but not instantly)."""
+    deadline = time.monotonic() + seconds
+    while running(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def kill(pid: int | None) -> None:
+    """SIGKILL `pid` if it still runs: a failed test leaves nothing behind."""
+    if pid is not None and running(pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
