@@ -124,6 +124,7 @@ from ._versions import VersionRange as VersionRange
 from ._versions import parse_range as parse_range
 from ._versions import parse_version as parse_version
 from ._wake import render_wake as render_wake
+from ._yaml import parse_yaml as parse_yaml
 
 try:
     __version__ = _distribution_version("mnemon-runtime")
@@ -260,6 +261,7 @@ __all__ = [
     "mnemon_home",
     "parse_range",
     "parse_version",
+    "parse_yaml",
     "read_configuration",
     "render_wake",
     "run_blocking",

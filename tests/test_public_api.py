@@ -121,6 +121,7 @@ EXPECTED_ALL = [
     "mnemon_home",
     "parse_range",
     "parse_version",
+    "parse_yaml",
     "read_configuration",
     "render_wake",
     "run_blocking",

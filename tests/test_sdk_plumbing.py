@@ -12,8 +12,10 @@ import anyio
 import anyio.lowlevel
 import jsonschema
 import pytest
+import yaml
 from pydantic import SecretStr
 
+import mnemon
 from mnemon import (
     ConfigPath,
     DefinitionError,
@@ -304,3 +306,29 @@ def test_a_path_that_is_not_text_is_named_in_plain_words() -> None:
     with pytest.raises(DefinitionError) as caught:
         read_configuration(NotesConfiguration, init_with({"path": 7}), subject="notes")
     assert str(caught.value) == "notes configuration.path: must be a path (a non-empty string)"
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        ("a: &x [1, 2]\nb: [*x, *x]\n", "a YAML alias (*name) is not accepted"),
+        ("v: " + "[" * 48 + "]" * 48 + "\n", "nests deeper than 48 levels"),
+        ("v: " + "[" * 3_000 + "]" * 3_000 + "\n", "nests deeper than 48 levels"),
+        ("key: [unclosed\nsecret: s3cr3t-text\n", "not valid YAML at line"),
+    ],
+    ids=["alias", "49-levels", "3000-deep", "syntax"],
+)
+def test_parse_yaml_refuses_what_would_blow_up_whoever_walks_the_value(
+    text: str, rule: str
+) -> None:
+    with pytest.raises(mnemon.DefinitionError) as caught:
+        mnemon.parse_yaml(text)
+    assert rule in str(caught.value)
+    assert "s3cr3t" not in str(caught.value)
+
+
+def test_parse_yaml_reads_what_safe_load_reads() -> None:
+    text = "id: x\nlist: [1, 2.5, true, null]\nanchor: &a plain\nnested: {k: [v]}\n"
+    assert mnemon.parse_yaml(text) == yaml.safe_load(text)
+    deepest = "v: " + "[" * 47 + "]" * 47  # the mapping and 47 lists: 48 levels
+    assert mnemon.parse_yaml(deepest) == yaml.safe_load(deepest)

@@ -9,9 +9,9 @@
   `launch_plugin` (a `RunConvention`, a minimal environment, a per-launch caller secret, the
   process group killed on stop), `read_bounded`/`decode_answer` (answers read up to a cap,
   parsed off the event loop when large, secrets scrubbed by a `Redactor`; error envelopes read
-  by `parse_envelope`), manifests read as YAML without aliases (`load_manifest_yaml`), and the
-  contract report (`ContractChecks`, `CheckResult`, `timed`, `summarize`, `report_validator`,
-  with the `RecordingTransport` that keeps each `Exchange` for replay and credential checks).
+  by `parse_envelope`), and the contract report (`ContractChecks`, `CheckResult`, `timed`,
+  `summarize`, `report_validator`, with the `RecordingTransport` that keeps each `Exchange`
+  for replay and credential checks).
 
 `docs/protocol.md` specifies the protocol for plugin authors in any language.
 """
@@ -57,7 +57,6 @@ from ._report import CHECKS, CheckResult, ContractChecks, report_validator, summ
 from ._runner import certify
 from ._server import LOOPBACK_HOSTS, create_app, serve
 from ._wire import Envelope, parse_envelope
-from ._yaml import YamlRefused, load_manifest_yaml
 
 __all__ = [
     "CHECKS",
@@ -83,7 +82,6 @@ __all__ = [
     "RemoteSettings",
     "RemoteSource",
     "RunConvention",
-    "YamlRefused",
     "apply",
     "certify",
     "create_app",
@@ -92,7 +90,6 @@ __all__ = [
     "engine_version",
     "inspect_manifest",
     "launch_plugin",
-    "load_manifest_yaml",
     "memory_plugin",
     "parse_envelope",
     "plugin_command",

@@ -14,7 +14,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import ValidationError
@@ -27,9 +26,8 @@ from mnemon import (
     Version,
     parse_range,
     parse_version,
+    parse_yaml,
 )
-
-from ._yaml import YamlRefused, load_manifest_yaml
 
 __all__ = [
     "MANIFEST_NAME",
@@ -137,14 +135,15 @@ def _read(report: ManifestReport) -> dict[str, Any] | None:
         return None
     report.digest = "sha256:" + hashlib.sha256(raw).hexdigest()
     try:
-        value = load_manifest_yaml(raw.decode("utf-8"))
-    except YamlRefused as refused:
-        report.issues.append(ManifestIssue("invalid_yaml", "(manifest)", str(refused)))
-        return None
-    except (UnicodeDecodeError, yaml.YAMLError):
+        # no aliases, bounded nesting: a hostile file is refused before anything walks it
+        value = parse_yaml(raw.decode("utf-8"))
+    except UnicodeDecodeError:
         report.issues.append(
             ManifestIssue("invalid_yaml", "(manifest)", "the manifest is not UTF-8 YAML")
         )
+        return None
+    except DefinitionError as refused:  # the rule, with a line and column; never the text
+        report.issues.append(ManifestIssue("invalid_yaml", "(manifest)", str(refused)))
         return None
     if not isinstance(value, dict):
         report.issues.append(

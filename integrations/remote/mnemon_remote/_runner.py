@@ -21,6 +21,7 @@ from typing import IO, Any
 
 import anyio
 import httpx
+import orjson
 from jsonschema import Draft202012Validator
 
 from mnemon import (
@@ -34,6 +35,7 @@ from mnemon import (
     install_memory,
 )
 
+from ._answers import AnswerTooLarge, read_bounded
 from ._client import RemoteSettings, define_remote_source
 from ._launch import MNEMON_RUN, LaunchedPlugin, PluginUnavailable, launch_plugin
 from ._manifest import (
@@ -207,24 +209,42 @@ def _check_compatibility(run: _Run) -> bool:
     return result.status == "pass"
 
 
+async def _request(
+    run: _Run,
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    content: bytes | None = None,
+) -> tuple[int, bytes]:
+    """One exchange with the plugin, under its deadline, its answer read up to its limit.
+
+    Raises:
+        httpx.HTTPError: the plugin did not answer.
+        TimeoutError: not within `timeout_ms`.
+        AnswerTooLarge: the answer passed `max_response_bytes` (reading stopped there).
+    """
+    with anyio.fail_after(run.report.timeout_seconds):
+        async with client.stream(method, url, headers=headers, content=content) as response:
+            limit = run.report.max_response_bytes
+            return response.status_code, await read_bounded(response.aiter_bytes(), limit)
+
+
 async def _check_health(run: _Run, client: httpx.AsyncClient, target: _Target) -> None:
     result = run.check("health")
     with timed(result):
         try:
-            with anyio.fail_after(run.report.timeout_seconds):
-                response = await client.get(target.base_url + HEALTH, headers=target.headers)
-        except (httpx.HTTPError, TimeoutError):
+            status, body = await _request(
+                run, client, "GET", target.base_url + HEALTH, target.headers
+            )
+        except (httpx.HTTPError, TimeoutError, AnswerTooLarge):
             result.issue("plugin_unavailable", HEALTH, "GET /v0/health did not answer")
             return
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
-        if response.status_code != 200 or body != {"status": "ok"}:
+        if status != 200 or _json(body) != {"status": "ok"}:
             result.issue(
                 "unhealthy",
                 HEALTH,
-                f'GET /v0/health answered {response.status_code}, not 200 {{"status":"ok"}}',
+                f'GET /v0/health answered {status}, not 200 {{"status":"ok"}}',
             )
 
 
@@ -232,17 +252,18 @@ async def _check_discovery(run: _Run, client: httpx.AsyncClient, target: _Target
     result = run.check("discovery")
     with timed(result):
         try:
-            with anyio.fail_after(run.report.timeout_seconds):
-                response = await client.get(target.base_url + DISCOVERY, headers=target.headers)
+            status, body = await _request(
+                run, client, "GET", target.base_url + DISCOVERY, target.headers
+            )
+        except AnswerTooLarge:
+            result.issue("response_too_large", DISCOVERY, "the answer exceeds max_response_bytes")
+            return False
         except (httpx.HTTPError, TimeoutError):
             result.issue("plugin_unavailable", DISCOVERY, "GET /v0/discovery did not answer")
             return False
-        try:
-            value = response.json()
-        except ValueError:
-            value = None
+        value = _json(body)
         validator = Draft202012Validator(load_schema("discovery.schema.json"))
-        if response.status_code != 200 or not validator.is_valid(value):
+        if status != 200 or not validator.is_valid(value):
             result.issue("schema_violation", DISCOVERY, "the discovery answer is not valid")
             return False
         expected = {
@@ -425,16 +446,16 @@ async def _post(
     """POST `content` to the plugin as the host would (or with other `headers`, for a probe)."""
     started = time.monotonic()
     try:
-        with anyio.fail_after(run.report.timeout_seconds):
-            response = await client.post(
-                target.base_url + path,
-                content=content,
-                headers=target.headers if headers is None else headers,
-            )
-        exchange = Exchange(
-            path, content, response.status_code, response.content, 0, target.base_url
+        status, answer = await _request(
+            run,
+            client,
+            "POST",
+            target.base_url + path,
+            target.headers if headers is None else headers,
+            content,
         )
-    except (httpx.HTTPError, TimeoutError):
+        exchange = Exchange(path, content, status, answer, 0, target.base_url)
+    except (httpx.HTTPError, TimeoutError, AnswerTooLarge):
         exchange = Exchange(path, content, 0, b"", 0, target.base_url)
     exchange.duration_ms = int((time.monotonic() - started) * 1000)
     run.probes.append(exchange)
@@ -443,8 +464,8 @@ async def _post(
 
 def _json(raw: bytes) -> Any:
     try:
-        return json.loads(raw)
-    except ValueError:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
         return None
 
 

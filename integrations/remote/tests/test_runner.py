@@ -121,7 +121,7 @@ async def test_a_slow_or_malformed_write_fails_its_checks_and_the_report_is_writ
     tmp_path: Path, mode: str, code: str
 ) -> None:
     """With an isolation probe in the fixture, a defect is a failed check, never a crash."""
-    folder = _plugin(tmp_path, mode)
+    folder = _plugin(tmp_path, mode, timeout_ms=500)  # the slow write takes 2 s
     assert "isolation" in json.loads((folder / "fixtures" / "notes.json").read_text())
     report = await certify(folder, plugin_output=io.BytesIO())
     report_validator().validate(report)
@@ -150,3 +150,9 @@ async def test_each_configuration_gets_its_own_plugin_process(tmp_path: Path) ->
     assert report["certified"] is True, report
     assert files[0].read_text(encoding="utf-8") == "- written by fixture 0\n"
     assert files[1].read_text(encoding="utf-8") == "- written by fixture 1\n"
+
+
+async def test_an_answer_past_max_response_bytes_is_read_no_further(tmp_path: Path) -> None:
+    report = await certify(_plugin(tmp_path, "flood"), plugin_output=io.BytesIO())
+    assert report["certified"] is False
+    assert _codes(report, "discovery") == {"response_too_large"}

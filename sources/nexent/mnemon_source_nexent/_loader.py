@@ -21,9 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from ._yaml import load_manifest_yaml
+from mnemon import DefinitionError, parse_yaml
 
 __all__ = [
     "ConfigField",
@@ -236,8 +234,8 @@ def _read(
     except OSError:
         return None, [PluginProblem(name, "unreadable")], None
     try:
-        data = load_manifest_yaml(text)
-    except yaml.YAMLError:
+        data = parse_yaml(text)
+    except DefinitionError:
         # not YAML, or an alias (it could expand exponentially) or nesting past the bound
         return None, [PluginProblem(name, "invalid_yaml")], None
     if not isinstance(data, dict):

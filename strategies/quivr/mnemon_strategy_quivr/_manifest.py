@@ -14,12 +14,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from mnemon_remote import YamlRefused, load_manifest_yaml
 
-from mnemon import RangeError, Version, VersionRange, parse_range, parse_version
+from mnemon import (
+    DefinitionError,
+    RangeError,
+    Version,
+    VersionRange,
+    parse_range,
+    parse_version,
+    parse_yaml,
+)
 
 from ._schemas import manifest_validator
 
@@ -98,13 +104,13 @@ def inspect_manifest(source: str | bytes | Path) -> ManifestReport:
     data = raw.encode("utf-8") if isinstance(raw, str) else raw
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
     try:
-        value = load_manifest_yaml(data.decode("utf-8"))
-    except YamlRefused as refused:
-        # the message names the rule (an alias, the nesting), never the text
+        value = parse_yaml(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        value = None
+    except DefinitionError as refused:
+        # the message names the rule (not YAML, an alias, the nesting), never the text
         issue = ManifestIssue("schema_violation", "/", str(refused))
         return ManifestReport(None, digest, (issue,), None)
-    except (UnicodeDecodeError, yaml.YAMLError):
-        value = None
     if not isinstance(value, dict):
         issue = ManifestIssue("schema_violation", "/", "the manifest is not a YAML mapping")
         return ManifestReport(None, digest, (issue,), None)

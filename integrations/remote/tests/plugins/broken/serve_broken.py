@@ -101,7 +101,7 @@ def broken(app: App, mode: str) -> App:
                 headers.append((b"content-type", b"application/json"))
             scope = {**scope, "headers": headers}
         if mode == "slow" and path.endswith("/mutate"):
-            await asyncio.sleep(30)  # past timeout_ms (2 s): a write that never answers in time
+            await asyncio.sleep(2)  # past timeout_ms (the test sets 0.5 s): a write answered late
         if mode == "wrong_shape" and path.endswith("/mutate"):
             await _answer(send, 200, b'{"receipt": "saved"}')
             return
@@ -116,6 +116,15 @@ def broken(app: App, mode: str) -> App:
             with contextlib.suppress(ValueError):  # not JSON: the correct server refuses it
                 body = json.dumps(_shared_user(json.loads(body))).encode()
         status, answer = await _call(app, scope, body)
+        if mode == "flood" and path == "/v0/discovery":
+            # an answer past max_response_bytes (1 MiB), sent in chunks until the reader stops
+            start = {"type": "http.response.start", "status": 200, "headers": []}
+            await send(start)
+            chunk = b" " * 65_536
+            for _ in range(64):
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"{}"})
+            return
         if mode == "discovery" and path == "/v0/discovery":
             value = json.loads(answer)
             value["manifest_digest"] = "sha256:" + "0" * 64
