@@ -27,7 +27,7 @@ demo: $(STAMP)
 	$(BIN)/mnemon demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy mnemon testing/mnemon_testing $(PACKAGES) benchmarks

@@ -68,6 +68,9 @@ async def serve_http(
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind((LOOPBACK, port))  # loopback only: never a wildcard address
+    # listening before `ready` says so: a client that connects at once waits in the backlog
+    # until the server accepts, instead of being refused while uvicorn starts
+    listener.listen(2048)
     manager = StreamableHTTPSessionManager(app=memory.server)
     config = uvicorn.Config(
         _guarded(manager, token), lifespan="off", log_level="warning", access_log=False

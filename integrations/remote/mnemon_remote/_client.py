@@ -40,9 +40,14 @@ from mnemon import (
 )
 
 from ._answers import AnswerTooLarge, InvalidAnswer, Redactor, decode_answer, read_bounded
-from ._launch import MNEMON_RUN, LaunchedPlugin, PluginUnavailable, launch_plugin
+from ._launch import (
+    CONFIGURATION_VARIABLE,
+    MNEMON_RUN,
+    LaunchedPlugin,
+    PluginUnavailable,
+    launch_plugin,
+)
 from ._manifest import ManifestReport, inspect_manifest, load_schema, require_valid
-from ._server import CONFIGURATION_VARIABLE
 from ._wire import CALLS, DISCOVERY, parse_envelope, source_error_from
 
 __all__ = ["DiscoveryMismatch", "RemoteSettings", "RemoteSource", "define_remote_source"]

@@ -31,6 +31,7 @@ import httpx
 from mnemon import MnemonError
 
 __all__ = [
+    "CONFIGURATION_VARIABLE",
     "INHERITED_VARIABLES",
     "MNEMON_RUN",
     "LaunchedPlugin",
@@ -85,6 +86,8 @@ class RunConvention:
 
 #: mnemon's remote plugin protocol: `MNEMON_PLUGIN_*`, with a caller secret
 MNEMON_RUN = RunConvention("MNEMON_PLUGIN")
+#: where mnemon's protocol hands a launched plugin its configuration (JSON): the only place
+CONFIGURATION_VARIABLE = "MNEMON_PLUGIN_CONFIGURATION"
 
 
 def _free_port() -> int:

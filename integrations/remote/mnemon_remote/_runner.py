@@ -37,7 +37,13 @@ from mnemon import (
 
 from ._answers import AnswerTooLarge, read_bounded
 from ._client import RemoteSettings, define_remote_source
-from ._launch import MNEMON_RUN, LaunchedPlugin, PluginUnavailable, launch_plugin
+from ._launch import (
+    CONFIGURATION_VARIABLE,
+    MNEMON_RUN,
+    LaunchedPlugin,
+    PluginUnavailable,
+    launch_plugin,
+)
 from ._manifest import (
     PLUGIN_API_VERSIONS,
     ManifestReport,
@@ -47,7 +53,6 @@ from ._manifest import (
 )
 from ._recording import Exchange, RecordingTransport
 from ._report import CHECKS, MNEMON_CHECKS, CheckResult, report_validator, summarize, timed
-from ._server import CONFIGURATION_VARIABLE
 from ._wire import CALLS, DISCOVERY, HEALTH, error_class_contradicts, parse_envelope
 
 __all__ = ["certify"]

@@ -52,7 +52,7 @@ from mnemon import (
     SourceManifest,
 )
 
-from ._launch import MNEMON_RUN
+from ._launch import CONFIGURATION_VARIABLE, MNEMON_RUN
 from ._manifest import ManifestReport, inspect_manifest
 from ._wire import CALLS, DISCOVERY, HEALTH, Envelope, Invocation, envelope_for
 
@@ -67,7 +67,6 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
 #: the shortest caller secret accepted: a guessable one protects nothing
 SHORTEST_TOKEN = 16
-CONFIGURATION_VARIABLE = "MNEMON_PLUGIN_CONFIGURATION"
 
 
 def _envelope(status: int, code: str, message: str, *, error_class: str = "source") -> Response:

@@ -26,8 +26,11 @@ class Answer(http.server.BaseHTTPRequestHandler):
         self.send_response(200); self.send_header("content-length", "0"); self.end_headers()
     def log_message(self, *args):
         pass
+class Server(http.server.HTTPServer):
+    def handle_error(self, request, client_address):
+        pass  # a prober that hangs up after the status line is no error
 address = (os.environ["{prefix}_HOST"], int(os.environ["{prefix}_PORT"]))
-http.server.HTTPServer(address, Answer).serve_forever()
+Server(address, Answer).serve_forever()
 """
 
 
