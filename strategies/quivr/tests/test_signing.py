@@ -189,17 +189,7 @@ def test_an_extra_claim_is_rejected_and_the_message_never_quotes_the_token():
         + _b64(hmac.new(SECRET, signing_input.encode(), hashlib.sha256).digest())
     )
     with pytest.raises(SignatureRejected) as caught:
-        verify_engine_request(
-            token,
-            SECRET,
-            audience=PLUGIN,
-            plugin_id=PLUGIN,
-            contribution="retrieval",
-            method="GET",
-            target=TARGET,
-            body=b"{}",
-            now=NOW,
-        )
+        _verify(token)
     message = str(caught.value)
     assert "eight" in message
     assert "SECRETISH" not in message
