@@ -28,6 +28,13 @@ from ._definitions import define_memory_strategy as define_memory_strategy
 from ._definitions import define_strategy_configuration as define_strategy_configuration
 from ._definitions import define_view_extension as define_view_extension
 from ._discovery import discover_plugins as discover_plugins
+from ._embedding import EmbedderDefinition as EmbedderDefinition
+from ._embedding import Embedding as Embedding
+from ._embedding import EmbeddingError as EmbeddingError
+from ._embedding import check_query_vector as check_query_vector
+from ._embedding import check_segment_answer as check_segment_answer
+from ._embedding import define_embedder as define_embedder
+from ._embedding import space_registration_conflict as space_registration_conflict
 from ._errors import ActionError as ActionError
 from ._errors import CompositionRejected as CompositionRejected
 from ._errors import CompositionUnavailable as CompositionUnavailable
@@ -61,6 +68,8 @@ from ._models import CaptureSlotValue as CaptureSlotValue
 from ._models import ComposeRequest as ComposeRequest
 from ._models import CompositionRequest as CompositionRequest
 from ._models import Diagnostic as Diagnostic
+from ._models import EmbedderManifest as EmbedderManifest
+from ._models import EmbedQueryRequest as EmbedQueryRequest
 from ._models import Evidence as Evidence
 from ._models import EvidenceItem as EvidenceItem
 from ._models import EvidenceLimits as EvidenceLimits
@@ -86,11 +95,15 @@ from ._models import ProjectionRequest as ProjectionRequest
 from ._models import ProjectionSlotValue as ProjectionSlotValue
 from ._models import ProjectionSpec as ProjectionSpec
 from ._models import QueryRequest as QueryRequest
+from ._models import QueryVector as QueryVector
 from ._models import ReadGrant as ReadGrant
 from ._models import RegistrySnapshot as RegistrySnapshot
 from ._models import Reminders as Reminders
 from ._models import RouteDescriptor as RouteDescriptor
 from ._models import Scope as Scope
+from ._models import Segment as Segment
+from ._models import SegmentAnswer as SegmentAnswer
+from ._models import SegmentRequest as SegmentRequest
 from ._models import SelectionSlotValue as SelectionSlotValue
 from ._models import SourceAction as SourceAction
 from ._models import SourceCandidate as SourceCandidate
@@ -102,6 +115,8 @@ from ._models import SourceProvenance as SourceProvenance
 from ._models import SourceRoute as SourceRoute
 from ._models import SourceSelection as SourceSelection
 from ._models import StrategyManifest as StrategyManifest
+from ._models import TextPart as TextPart
+from ._models import VectorSpace as VectorSpace
 from ._models import View as View
 from ._models import ViewBudget as ViewBudget
 from ._models import ViewContribution as ViewContribution
@@ -142,6 +157,7 @@ for _error in (
     CompositionRejected,
     CompositionUnavailable,
     DefinitionError,
+    EmbeddingError,
     InstallError,
     ManagementError,
     MnemonError,
@@ -166,6 +182,11 @@ __all__ = [
     "ConfigurationField",
     "DefinitionError",
     "Diagnostic",
+    "EmbedQueryRequest",
+    "EmbedderDefinition",
+    "EmbedderManifest",
+    "Embedding",
+    "EmbeddingError",
     "Evidence",
     "EvidenceItem",
     "EvidenceLimits",
@@ -206,6 +227,7 @@ __all__ = [
     "ProjectionSpec",
     "ProvidedCapability",
     "QueryRequest",
+    "QueryVector",
     "RangeError",
     "ReadGrant",
     "RegistrySnapshot",
@@ -216,6 +238,9 @@ __all__ = [
     "RouteReader",
     "Scope",
     "ScopePartition",
+    "Segment",
+    "SegmentAnswer",
+    "SegmentRequest",
     "SelectionSlotValue",
     "SourceAction",
     "SourceCandidate",
@@ -233,7 +258,9 @@ __all__ = [
     "StrategyDefinition",
     "StrategyManifest",
     "StrategyTurn",
+    "TextPart",
     "Unmount",
+    "VectorSpace",
     "Version",
     "VersionRange",
     "View",
@@ -245,8 +272,11 @@ __all__ = [
     "ViewSpec",
     "allocate_characters",
     "check_memory_text",
+    "check_query_vector",
+    "check_segment_answer",
     "configuration_digest",
     "create_mutation_receipt",
+    "define_embedder",
     "define_memory_plugin",
     "define_memory_source",
     "define_memory_strategy",
@@ -267,6 +297,7 @@ __all__ = [
     "run_blocking",
     "scope_partition",
     "source_data_directory",
+    "space_registration_conflict",
     "storage",
     "truncate_text",
     "visible_json",

@@ -59,7 +59,7 @@ __all__ = [
     "define_view_extension",
 ]
 
-PluginRole = Literal["source", "strategy", "strategy-extension"]
+PluginRole = Literal["source", "strategy", "strategy-extension", "embedder"]
 
 
 class ProvidedCapability(WireModel):
@@ -81,7 +81,7 @@ class PluginDescriptor(WireModel):
     description: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=2_000)]
     """What the plugin does, in a sentence."""
     roles: tuple[PluginRole, ...] = Field(min_length=1)
-    """What it contributes: `source`, `strategy`, `strategy-extension`."""
+    """What it contributes: `source`, `strategy`, `strategy-extension`, `embedder`."""
     provides: tuple[ProvidedCapability, ...] = Field(min_length=1)
     """The capabilities it provides to the activation graph."""
     requires: tuple[CapabilityId, ...] = ()

@@ -12,6 +12,7 @@ from ._definitions import (
     StrategyDefinition,
     ViewExtensionDefinition,
 )
+from ._embedding import EmbedderDefinition
 from ._errors import InstallError
 
 __all__ = [
@@ -37,6 +38,7 @@ class MemoryContributions:
     strategies: tuple[StrategyDefinition, ...]
     view_extensions: tuple[ViewExtensionDefinition, ...]
     instance_id: str | None
+    embedders: tuple[EmbedderDefinition, ...] = ()
 
 
 class MemoryService(Protocol):
@@ -109,8 +111,9 @@ def install_memory(
     strategies: Iterable[StrategyDefinition] = (),
     view_extensions: Iterable[ViewExtensionDefinition] = (),
     instance_id: str | None = None,
+    embedders: Iterable[EmbedderDefinition] = (),
 ) -> Disposer:
-    """Install Sources, Strategies and View extensions for the entry `ctx` belongs to.
+    """Install Sources, Strategies, View extensions and embedders for the entry `ctx` belongs to.
 
     Everything passed in one call installs and unloads together. The returned disposer is
     idempotent; unmounting the entry also removes exactly what it installed.
@@ -131,6 +134,7 @@ def install_memory(
             view_extensions, ViewExtensionDefinition, "view_extensions", "define_view_extension"
         ),
         instance_id=instance_id,
+        embedders=_checked(embedders, EmbedderDefinition, "embedders", "define_embedder"),
     )
     return ctx.memory.install_contributions(batch)
 

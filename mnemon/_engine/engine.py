@@ -369,6 +369,15 @@ def _describe(generation: Generation) -> dict[str, Any]:
         "extensions": [
             {"key": item.instance_key, "type_id": item.type_id} for item in plan.active_extensions
         ],
+        "embedders": [
+            {
+                "key": item.instance_key,
+                "type_id": item.type_id,
+                "package_name": item.package_name,
+                "spaces": [space.key for space in item.definition.manifest.spaces],
+            }
+            for item in plan.embedders
+        ],
     }
 
 

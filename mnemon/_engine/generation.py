@@ -12,7 +12,8 @@ from typing import Any, Literal
 import anyio
 
 from .._definitions import SourceDefinition, StrategyDefinition, ViewExtensionDefinition
-from .._errors import CompositionRejected, CompositionUnavailable, SourceError
+from .._embedding import EmbedderDefinition, Embedding
+from .._errors import CompositionRejected, CompositionUnavailable, DefinitionError, SourceError
 from .._json import FrozenDict, configuration_digest, digest
 from .._models import (
     Diagnostic,
@@ -78,6 +79,7 @@ class GenerationPlan:
     strategy: Installed
     active_extensions: tuple[Installed, ...]
     diagnostics: tuple[Diagnostic, ...]
+    embedders: tuple[Installed, ...] = ()
 
     @property
     def strategy_definition(self) -> StrategyDefinition:
@@ -210,6 +212,7 @@ def plan_generation(state: RegistryState, settings: HostSettings) -> GenerationP
     diagnostics.extend(inactive)
 
     plans = _source_plans(sources, settings)
+    embedders = state.of_kind("embedder")
     identity = {
         "revision": state.revision,
         "source_timeout": settings.source_timeout,
@@ -242,6 +245,22 @@ def plan_generation(state: RegistryState, settings: HostSettings) -> GenerationP
             }
             for plan in plans
         ],
+        # Sources are made with the embedders: another embedder or configuration is another
+        # generation (absent when there is none, so generation ids stay as they were)
+        **(
+            {
+                "embedders": [
+                    {
+                        "key": item.instance_key,
+                        "manifest": item.definition.manifest.model_dump(),
+                        "configuration": configuration_digest(item.configuration),
+                    }
+                    for item in embedders
+                ]
+            }
+            if embedders
+            else {}
+        ),
     }
     diagnostics.sort(key=lambda item: (item.key or "", item.code))
     return GenerationPlan(
@@ -252,6 +271,7 @@ def plan_generation(state: RegistryState, settings: HostSettings) -> GenerationP
         strategy=strategy,
         active_extensions=active,
         diagnostics=tuple(diagnostics),
+        embedders=embedders,
     )
 
 
@@ -301,9 +321,11 @@ class Generation:
         plan: GenerationPlan,
         slots: tuple[SourceSlot, ...],
         observers: Observers | None = None,
+        embedders: tuple[EmbedderSlot, ...] = (),
     ) -> None:
         self.plan = plan
         self.sources = slots
+        self.embedders = embedders
         self.observers = observers or Observers()
         self.by_key = {slot.key: slot for slot in slots}
         # what a turn derives from this generation and values it has checked before: checked
@@ -375,6 +397,8 @@ class Generation:
             return
         self._disposed = True
         await dispose_runtimes(self.sources, self.plan.settings.source_timeout, self)
+        # the Sources used the embedders: they go last
+        await dispose_embedders(self.embedders, self.plan.settings.source_timeout)
 
 
 async def dispose_runtimes(
@@ -403,6 +427,76 @@ async def dispose_runtimes(
                 _log.debug("dispose failure of %s", slot.key, exc_info=True)
             if generation is not None:
                 generation.observe_call("dispose", slot.key, failure, timed_out, started)
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedderSlot:
+    """A live embedder runtime of a generation."""
+
+    key: str
+    runtime: Any
+
+
+async def dispose_embedders(slots: tuple[EmbedderSlot, ...], deadline: float) -> None:
+    """Dispose embedder runtimes once each, newest first; failures logged without their text."""
+    with anyio.CancelScope(shield=True):
+        for slot in reversed(slots):
+            dispose = getattr(slot.runtime, "dispose", None)
+            if dispose is None:
+                continue
+            try:
+                with anyio.fail_after(deadline):
+                    result = dispose()
+                    if inspect.isawaitable(result):
+                        await result
+            except TimeoutError:
+                _log.warning("embedder %s dispose() timed out", slot.key)
+            except Exception:
+                _log.warning("embedder %s dispose() failed", slot.key)
+                _log.debug("dispose failure of %s", slot.key, exc_info=True)
+
+
+async def _create_embedders(
+    items: Sequence[Installed], deadline: float
+) -> tuple[Embedding | None, tuple[EmbedderSlot, ...]]:
+    """Make every embedder's runtime (in key order) and the checked access Sources get.
+
+    Raises:
+        CompositionRejected: a factory failed, returned no embedder, or two embedders declare
+            one space; runtimes already made are disposed first.
+    """
+    if not items:
+        return None, ()
+    slots: list[EmbedderSlot] = []
+    try:
+        for item in items:
+            definition = item.definition
+            assert isinstance(definition, EmbedderDefinition)
+            try:
+                runtime = definition.create(item.configuration)
+                if inspect.isawaitable(runtime):
+                    runtime = await runtime
+            except Exception as exc:
+                raise CompositionRejected(f"embedder {item.instance_key} factory failed") from exc
+            slots.append(EmbedderSlot(item.instance_key, runtime))
+            for name in ("segment_and_embed", "embed_query"):
+                method = getattr(runtime, name, None)
+                if not inspect.iscoroutinefunction(method):
+                    raise CompositionRejected(
+                        f"embedder {item.instance_key} runtime: {name}() must be an async "
+                        "function (async def)"
+                    )
+        try:
+            embedding = Embedding(
+                (item.definition.manifest, slot.runtime)
+                for item, slot in zip(items, slots, strict=True)
+            )
+        except DefinitionError as exc:
+            raise CompositionRejected(str(exc)) from None
+    except BaseException:
+        await dispose_embedders(tuple(slots), deadline)
+        raise
+    return embedding, tuple(slots)
 
 
 _REQUIRED_METHODS = ("facts", "project")
@@ -441,7 +535,14 @@ async def realize_generation(plan: GenerationPlan, observers: Observers) -> Gene
         CompositionRejected: a factory failed or returned something that is not a Source;
             runtimes already made are disposed first.
     """
-    return Generation(plan, await _create_runtimes(plan.sources, plan.settings), observers)
+    deadline = plan.settings.source_timeout
+    embedding, embedders = await _create_embedders(plan.embedders, deadline)
+    try:
+        sources = await _create_runtimes(plan.sources, plan.settings, embedding)
+    except BaseException:
+        await dispose_embedders(embedders, deadline)
+        raise
+    return Generation(plan, sources, observers, embedders)
 
 
 async def trial_sources(state: RegistryState, settings: HostSettings) -> None:
@@ -455,12 +556,18 @@ async def trial_sources(state: RegistryState, settings: HostSettings) -> None:
             returned something that is not a Source.
     """
     check_activation_graph(state)
-    slots = await _create_runtimes(_source_plans(state.of_kind("source"), settings), settings)
-    await dispose_runtimes(slots, settings.source_timeout)
+    deadline = settings.source_timeout
+    embedding, embedders = await _create_embedders(state.of_kind("embedder"), deadline)
+    try:
+        plans = _source_plans(state.of_kind("source"), settings)
+        slots = await _create_runtimes(plans, settings, embedding)
+        await dispose_runtimes(slots, deadline)
+    finally:
+        await dispose_embedders(embedders, deadline)
 
 
 async def _create_runtimes(
-    plans: Sequence[SourcePlan], settings: HostSettings
+    plans: Sequence[SourcePlan], settings: HostSettings, embedding: Embedding | None = None
 ) -> tuple[SourceSlot, ...]:
     slots: list[SourceSlot] = []
     try:
@@ -474,6 +581,7 @@ async def _create_runtimes(
                 data_dir=settings.data_dir,
                 config_dir=settings.config_dir,
                 switches=settings.switches,
+                embedding=embedding,
             )
             try:
                 runtime = definition.create(init)

@@ -11,7 +11,7 @@ from .._models import InstalledContribution, RegistrySnapshot
 
 __all__ = ["ContributionKind", "Installed", "RegistryState"]
 
-ContributionKind = Literal["source", "strategy", "strategy-extension"]
+ContributionKind = Literal["source", "strategy", "strategy-extension", "embedder"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,7 +71,7 @@ class Registry:
         Raises:
             InstallError: the batch is empty, its keys collide, or its descriptor forbids it.
         """
-        if not (batch.sources or batch.strategies or batch.view_extensions):
+        if not (batch.sources or batch.strategies or batch.view_extensions or batch.embedders):
             raise InstallError(f"entry {entry_id!r}: an empty contribution installs nothing")
         base = batch.instance_id if batch.instance_id is not None else entry_id
         if not isinstance(base, str) or not _ENTRY_ID.match(base):
@@ -83,6 +83,7 @@ class Registry:
             ("source", batch.sources),
             ("strategy", batch.strategies),
             ("strategy-extension", batch.view_extensions),
+            ("embedder", batch.embedders),
         ):
             if definitions and descriptor is not None and kind not in descriptor.roles:
                 raise InstallError(
@@ -137,6 +138,10 @@ class Registry:
             [item for item in current if item.kind == "strategy-extension"],
             [item for item in items if item.kind == "strategy-extension"],
         )
+        _check_space_ownership(
+            [item for item in current if item.kind == "embedder"],
+            [item for item in items if item.kind == "embedder"],
+        )
 
     def _commit(self, installed: tuple[Installed, ...]) -> None:
         self.state = RegistryState(self.state.revision + 1, installed)
@@ -148,6 +153,24 @@ class Registry:
                 # a listener's failure must not undo or block a committed change
                 _log.warning("a registry listener failed", exc_info=False)
                 _log.debug("registry listener failure", exc_info=True)
+
+
+def _check_space_ownership(current: list[Installed], new: list[Installed]) -> None:
+    """One owner per vector space: a second embedder declaring a space id is refused.
+
+    Raises:
+        InstallError: `space_owner_conflict`, naming the space and both packages.
+    """
+    owners: dict[str, Installed] = {}
+    for item in [*current, *new]:
+        for space in item.definition.manifest.spaces:
+            first = owners.setdefault(space.id, item)
+            if first is not item:
+                raise InstallError(
+                    f"space_owner_conflict: vector space {space.id!r} is declared by "
+                    f"{first.instance_key} ({first.package_name}) and {item.instance_key} "
+                    f"({item.package_name})"
+                )
 
 
 def _by_key(item: Installed) -> str:

@@ -12,8 +12,8 @@ class InstalledContribution(WireModel):
 
     instance_key: InstanceKey
     """The contribution's instance key."""
-    kind: Literal["source", "strategy", "strategy-extension"]
-    """`source`, `strategy` or `strategy-extension`."""
+    kind: Literal["source", "strategy", "strategy-extension", "embedder"]
+    """`source`, `strategy`, `strategy-extension` or `embedder`."""
     type_id: Id
     """The contribution's type."""
     entry_id: EntryId

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field, Strict, StringConstraints
 
@@ -102,6 +102,10 @@ class SourceInit(WireModel):
     switches: Mapping[str, bool] = Field(default_factory=dict)
     """The host's deployment-wide switches (`HostSettings.switches`), by name; a Source honours
     the ones it documents (`external-memory.search`: false switches its reads off)."""
+    embedding: Any = Field(default=None, exclude=True)
+    """The embedders installed beside the Source (an `mnemon.Embedding`: their vector spaces,
+    `segment_and_embed`, `embed_query`, every answer checked), or None when there is none.
+    Not part of the JSON form: it is a live service of this host."""
 
 
 class FactsRequest(WireModel):
