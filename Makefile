@@ -4,7 +4,7 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-PLUGINS := $(sort $(dir $(wildcard examples/*/pyproject.toml sources/*/pyproject.toml strategies/*/pyproject.toml integrations/*/pyproject.toml)))
+PLUGINS := $(sort $(dir $(wildcard examples/*/pyproject.toml sources/*/pyproject.toml strategies/*/pyproject.toml integrations/*/pyproject.toml embedders/*/pyproject.toml)))
 PACKAGES := $(wildcard $(addsuffix mnemon_*,$(PLUGINS)))
 MANIFESTS := pyproject.toml testing/pyproject.toml $(addsuffix pyproject.toml,$(PLUGINS))
 # a distribution's `test` extra holds what only its own tests need (mnemon-otel: the OTel SDK)

@@ -26,7 +26,14 @@ DISTRIBUTIONS = [
     ROOT,
     *sorted(
         path.parent
-        for pattern in ("testing", "sources/*", "strategies/*", "examples/*", "integrations/*")
+        for pattern in (
+            "testing",
+            "sources/*",
+            "strategies/*",
+            "examples/*",
+            "integrations/*",
+            "embedders/*",
+        )
         for path in ROOT.glob(f"{pattern}/pyproject.toml")
     ),
 ]
