@@ -56,16 +56,24 @@ class EmbeddingError(MnemonError):
     for an answer that breaks the contract, `ingestion_refused` with the broken rules in
     `rules` (`dimension_mismatch`, `invalid_vector`, ...). `retryable` says whether the same
     call may succeed later: a memory keeps its keyword index either way, and its vectors follow
-    once a retry succeeds.
+    once a retry succeeds. `retry_after` is how many seconds the embedder asked to wait, when
+    it said (a rate limit).
     """
 
     def __init__(
-        self, message: str, *, code: str, retryable: bool, rules: Iterable[str] = ()
+        self,
+        message: str,
+        *,
+        code: str,
+        retryable: bool,
+        rules: Iterable[str] = (),
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.retryable = retryable
         self.rules = tuple(sorted(set(rules)))
+        self.retry_after = retry_after
 
 
 class EmbedderRuntime(Protocol):
@@ -362,6 +370,7 @@ class Embedding:
                     f"embedder {name} {call}() refused the call ({error.code})",
                     code=error.code,
                     retryable=error.retryable,
+                    retry_after=error.retry_after,
                 ) from None
             except Exception:
                 # the exception text may carry paths, URLs or keys: DEBUG only

@@ -321,7 +321,11 @@ class _Failing:
 @pytest.mark.parametrize(
     ("runtime", "code", "retryable"),
     [
-        (_Failing(SourceError("rate_limited", "quota of key-SECRET-1 used")), "rate_limited", True),
+        (
+            _Failing(SourceError("rate_limited", "quota of key-SECRET-1 used", retry_after=7)),
+            "rate_limited",
+            True,
+        ),
         (_Failing(SourceError("invalid_payload", "no")), "invalid_payload", False),
         (
             _Failing(RuntimeError("cannot reach http://user:key-SECRET-1@x")),
@@ -349,6 +353,7 @@ async def test_a_failing_embedder_gives_a_coded_error_and_no_text_of_its_own(
     with pytest.raises(EmbeddingError) as caught:
         await embedding.embed_query("test.words", "tea")
     assert (caught.value.code, caught.value.retryable) == (code, retryable)
+    assert caught.value.retry_after == (7.0 if code == "rate_limited" else None)
     assert "SECRET" not in str(caught.value)
 
 

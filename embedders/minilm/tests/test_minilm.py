@@ -27,70 +27,21 @@ from mnemon import (
     DefinitionError,
     Embedding,
     EmbeddingError,
-    FactsRequest,
     InstallError,
     MemoryHost,
-    PluginContext,
-    ProjectionRequest,
     Segment,
     SegmentRequest,
     SourceError,
-    SourceFacts,
-    SourceInit,
     TextPart,
-    ViewContribution,
     check_segment_answer,
-    define_memory_source,
-    install_memory,
 )
-from mnemon_testing import SelectAll
+from mnemon_testing import EmbeddingProbe, SelectAll
 
 HEAVY = ("numpy", "onnxruntime", "tokenizers")
 CAT = "The cat sits on the mat."
 FELINE = "A feline rests on a rug."
 REVENUE = "Quarterly revenue rose 4%."
 SENTENCE = "Entry {}: Ada moved the meeting about the quarterly budget to Thursday afternoon."
-
-
-class EmbeddingProbe:
-    """A plugin with one quiet Source that keeps what its factory got: `init.embedding`."""
-
-    def __init__(self) -> None:
-        self.embeddings: list[Any] = []
-        self.definition = define_memory_source(
-            {
-                "type_id": "probe",
-                "package_name": "mnemon-embedder-minilm-tests",
-                "role": "notes",
-                "capabilities": ["project"],
-                "consistency": "exact-snapshot",
-            },
-            self._create,
-        )
-
-    def apply(self, ctx: PluginContext) -> None:
-        install_memory(ctx, sources=[self.definition])
-
-    def _create(self, init: SourceInit) -> QuietSource:
-        self.embeddings.append(init.embedding)
-        return QuietSource(init.instance_key)
-
-
-class QuietSource:
-    def __init__(self, key: str) -> None:
-        self.key = key
-
-    async def facts(self, request: FactsRequest) -> SourceFacts:
-        return SourceFacts(
-            instance_key=self.key,
-            type_id="probe",
-            role="notes",
-            availability="ready",
-            capabilities=("project",),
-        )
-
-    async def project(self, request: ProjectionRequest) -> ViewContribution:
-        return ViewContribution()
 
 
 @pytest.fixture(scope="module")
@@ -103,9 +54,7 @@ async def host() -> AsyncIterator[tuple[MemoryHost, Embedding]]:
         await memory.mount(SelectAll(), instance_id="strategy")
         async with memory.turn():
             pass
-        embedding = probe.embeddings[-1]
-        assert isinstance(embedding, Embedding)
-        yield memory, embedding
+        yield memory, probe.embedding
 
 
 @pytest.fixture
@@ -277,7 +226,7 @@ def test_importing_and_mounting_loads_no_model(tmp_path: Path) -> None:
         import anyio
         import mnemon_embedder_minilm
         from mnemon import MemoryHost, SourceFacts, ViewContribution, define_memory_source, install_memory
-        from mnemon_testing import SelectAll
+        from mnemon_testing import EmbeddingProbe, SelectAll
 
         HEAVY = ("numpy", "onnxruntime", "tokenizers")
         embeddings = []
