@@ -14,6 +14,7 @@ from ._plugin import apply as apply
 from ._plugin import define_spaces_source as define_spaces_source
 from ._plugin import memory_plugin as memory_plugin
 from ._provider import PROVIDER_CAPABILITIES as PROVIDER_CAPABILITIES
+from ._provider import VECTOR_METHODS as VECTOR_METHODS
 from ._provider import EntityCount as EntityCount
 from ._provider import EntityIndexRequest as EntityIndexRequest
 from ._provider import EntityIndexResult as EntityIndexResult
@@ -26,11 +27,16 @@ from ._provider import LinkResult as LinkResult
 from ._provider import ListRequest as ListRequest
 from ._provider import ListResult as ListResult
 from ._provider import Memory as Memory
+from ._provider import MemoryVectors as MemoryVectors
+from ._provider import MissingVectorsRequest as MissingVectorsRequest
+from ._provider import MissingVectorsResult as MissingVectorsResult
 from ._provider import NamespaceStatus as NamespaceStatus
 from ._provider import ProviderCapability as ProviderCapability
 from ._provider import ProviderError as ProviderError
 from ._provider import ProviderInit as ProviderInit
 from ._provider import ProviderStatus as ProviderStatus
+from ._provider import RegisterSpaceRequest as RegisterSpaceRequest
+from ._provider import RegisterSpaceResult as RegisterSpaceResult
 from ._provider import RelatedMemory as RelatedMemory
 from ._provider import RelatedRequest as RelatedRequest
 from ._provider import RelatedResult as RelatedResult
@@ -39,10 +45,14 @@ from ._provider import RememberResult as RememberResult
 from ._provider import SearchHit as SearchHit
 from ._provider import SearchRequest as SearchRequest
 from ._provider import SearchResult as SearchResult
+from ._provider import SegmentVector as SegmentVector
 from ._provider import SpaceProvider as SpaceProvider
 from ._provider import SpaceProviderDefinition as SpaceProviderDefinition
 from ._provider import SpaceProviderManifest as SpaceProviderManifest
 from ._provider import StatusRequest as StatusRequest
+from ._provider import StoreVectorsRequest as StoreVectorsRequest
+from ._provider import StoreVectorsResult as StoreVectorsResult
+from ._provider import VectorSearchRequest as VectorSearchRequest
 from ._provider import define_space_provider as define_space_provider
 from ._provider import get_many as get_many
 from ._provider import remember_many as remember_many
@@ -56,6 +66,7 @@ __all__ = [
     "SPACES_SOURCE",
     "SQLITE_PROVIDER",
     "STRONG_SCORE",
+    "VECTOR_METHODS",
     "EntityCount",
     "EntityIndexRequest",
     "EntityIndexResult",
@@ -68,11 +79,16 @@ __all__ = [
     "ListRequest",
     "ListResult",
     "Memory",
+    "MemoryVectors",
+    "MissingVectorsRequest",
+    "MissingVectorsResult",
     "NamespaceStatus",
     "ProviderCapability",
     "ProviderError",
     "ProviderInit",
     "ProviderStatus",
+    "RegisterSpaceRequest",
+    "RegisterSpaceResult",
     "RelatedMemory",
     "RelatedRequest",
     "RelatedResult",
@@ -81,10 +97,14 @@ __all__ = [
     "SearchHit",
     "SearchRequest",
     "SearchResult",
+    "SegmentVector",
     "SpaceProvider",
     "SpaceProviderDefinition",
     "SpaceProviderManifest",
     "StatusRequest",
+    "StoreVectorsRequest",
+    "StoreVectorsResult",
+    "VectorSearchRequest",
     "apply",
     "define_space_provider",
     "define_spaces_source",

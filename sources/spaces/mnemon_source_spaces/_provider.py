@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, Protocol, TypeAlias
 
 from pydantic import Field, Strict, StringConstraints, ValidationError, field_validator
 
-from mnemon import DefinitionError, SourceError
+from mnemon import DefinitionError, SourceError, VectorSpace
 
 from ._wire import (
     EntityName,
@@ -32,6 +32,7 @@ __all__ = [
     "OPTIONAL_METHODS",
     "PROVIDER_CAPABILITIES",
     "REQUIRED_METHODS",
+    "VECTOR_METHODS",
     "EntityCount",
     "EntityIndexRequest",
     "EntityIndexResult",
@@ -44,11 +45,16 @@ __all__ = [
     "ListRequest",
     "ListResult",
     "Memory",
+    "MemoryVectors",
+    "MissingVectorsRequest",
+    "MissingVectorsResult",
     "NamespaceStatus",
     "ProviderCapability",
     "ProviderError",
     "ProviderInit",
     "ProviderStatus",
+    "RegisterSpaceRequest",
+    "RegisterSpaceResult",
     "RelatedMemory",
     "RelatedRequest",
     "RelatedResult",
@@ -57,10 +63,14 @@ __all__ = [
     "SearchHit",
     "SearchRequest",
     "SearchResult",
+    "SegmentVector",
     "SpaceProvider",
     "SpaceProviderDefinition",
     "SpaceProviderManifest",
     "StatusRequest",
+    "StoreVectorsRequest",
+    "StoreVectorsResult",
+    "VectorSearchRequest",
     "check_adapter",
     "define_space_provider",
     "get_many",
@@ -68,7 +78,7 @@ __all__ = [
 ]
 
 ProviderCapability = Literal[
-    "search", "list", "remember", "get", "forget", "link", "related", "entity_index"
+    "search", "list", "remember", "get", "forget", "link", "related", "entity_index", "vectors"
 ]
 PROVIDER_CAPABILITIES: tuple[ProviderCapability, ...] = (
     "search",
@@ -79,11 +89,16 @@ PROVIDER_CAPABILITIES: tuple[ProviderCapability, ...] = (
     "link",
     "related",
     "entity_index",
+    "vectors",
 )
 #: methods every adapter has; one whose capability is not declared raises `unsupported`
 REQUIRED_METHODS = ("status", "search", "list", "remember")
 #: methods an adapter has exactly when it declares the capability of the same name
 OPTIONAL_METHODS = ("get", "forget", "link", "related", "entity_index")
+#: the methods of the `vectors` capability: an adapter declaring it has all four
+VECTOR_METHODS = ("register_space", "store_vectors", "vector_search", "missing_vectors")
+#: the most segments one memory keeps vectors for (an embedder cuts a long text in windows)
+MAX_MEMORY_SEGMENTS = 1_024
 MAX_PROVIDER_TEXT = 64_000
 MAX_QUERY = 1_000
 MAX_PARENTS = 32
@@ -341,6 +356,91 @@ class EntityIndexResult(FrozenModel):
     entities: tuple[EntityCount, ...] = ()
 
 
+# ------------------------------------------------------------------------- vectors
+
+SpaceKey = Annotated[str, Strict(), StringConstraints(min_length=3, max_length=97)]
+Vector = tuple[Annotated[float, Strict()], ...]
+
+
+class RegisterSpaceRequest(FrozenModel):
+    """Make the store keep vectors of `space` (its identity is `space.key`, `id@version`).
+
+    Registering again with the same model, dimensions and metric changes nothing; the same
+    identity with another of them is refused (`ProviderError("space_changed")`): the store's
+    vectors of that space would no longer be comparable.
+    """
+
+    space: VectorSpace
+
+
+class RegisterSpaceResult(FrozenModel):
+    """Whether the space was new to the store (False: it was registered already, the same)."""
+
+    registered: Annotated[bool, Strict()]
+
+
+class SegmentVector(FrozenModel):
+    """One segment of a memory's text (`start`..`end` in code points) and its vector."""
+
+    start: Annotated[int, Strict(), Field(ge=0)]
+    end: Annotated[int, Strict(), Field(ge=0)]
+    vector: Vector
+
+
+class MemoryVectors(FrozenModel):
+    """The vectors of one memory in one space: one per segment."""
+
+    id: MemoryId
+    segments: tuple[SegmentVector, ...] = Field(min_length=1, max_length=MAX_MEMORY_SEGMENTS)
+
+
+class StoreVectorsRequest(FrozenModel):
+    """Keep the vectors of some of `parent`'s memories in the registered space `space`.
+
+    A memory's vectors replace any it had in that space; a memory the parent no longer holds
+    (forgotten meanwhile) is skipped.
+    """
+
+    parent: Parent
+    space: SpaceKey
+    memories: tuple[MemoryVectors, ...] = Field(min_length=1, max_length=1_000)
+
+
+class StoreVectorsResult(FrozenModel):
+    """How many memories' vectors were stored; `durable` as for remember."""
+
+    stored: Annotated[int, Strict(), Field(ge=0)]
+    durable: Annotated[bool, Strict()] = True
+
+
+class VectorSearchRequest(FrozenModel):
+    """The memories of `parents` whose vectors in `space` are nearest to `vector`, best first.
+
+    Each memory is scored by its best segment; `score` is in [0, 1] (for `cosine`,
+    `(1 + similarity) / 2`). Memories without vectors in the space are not searched.
+    """
+
+    parents: tuple[Parent, ...] = Field(min_length=1, max_length=MAX_PARENTS)
+    space: SpaceKey
+    vector: Vector = Field(min_length=1, max_length=4_096)
+    limit: Limit = 8
+
+
+class MissingVectorsRequest(FrozenModel):
+    """Memories of `parent` with no vectors yet in `space`, oldest first (for catching up)."""
+
+    parent: Parent
+    space: SpaceKey
+    limit: Annotated[int, Strict(), Field(ge=1, le=1_000)] = 100
+
+
+class MissingVectorsResult(FrozenModel):
+    """Memories still without vectors; `remaining` counts all of them, when the store knows."""
+
+    memories: tuple[Memory, ...] = ()
+    remaining: Annotated[int, Strict(), Field(ge=0)] | None = None
+
+
 # ------------------------------------------------------------------------- adapter
 
 
@@ -352,7 +452,11 @@ class SpaceProvider(Protocol):
     returns nothing, never a stand-in. Optional, present exactly when declared:
     `get(GetRequest) -> GetResult`, `forget(ForgetRequest) -> ForgetResult`,
     `link(LinkRequest) -> LinkResult`, `related(RelatedRequest) -> RelatedResult`,
-    `entity_index(EntityIndexRequest) -> EntityIndexResult`. Any adapter may have
+    `entity_index(EntityIndexRequest) -> EntityIndexResult`; with `vectors`, all of
+    `register_space(RegisterSpaceRequest) -> RegisterSpaceResult`,
+    `store_vectors(StoreVectorsRequest) -> StoreVectorsResult`,
+    `vector_search(VectorSearchRequest) -> SearchResult` and
+    `missing_vectors(MissingVectorsRequest) -> MissingVectorsResult`. Any adapter may have
     `dispose()`, which the Source calls once when it is disposed. Batch forms are optional
     too (see `remember_many` and `get_many`): `remember_many(requests)` when it declares
     `remember`, `get_many(requests)` when it declares `get`.
@@ -501,6 +605,13 @@ def check_adapter(manifest: SpaceProviderManifest, adapter: object) -> None:
             raise DefinitionError(
                 f"provider {manifest.type_id!r}: declares {name!r} but the adapter has no {name}()"
             )
+    if "vectors" in declared:
+        for name in VECTOR_METHODS:
+            if not callable(getattr(adapter, name, None)):
+                raise DefinitionError(
+                    f"provider {manifest.type_id!r}: declares 'vectors' but the adapter has no "
+                    f"{name}()"
+                )
 
 
 def _describe(exc: ValidationError, subject: str) -> str:

@@ -32,18 +32,26 @@ from ._provider import (
     ListRequest,
     ListResult,
     Memory,
+    MissingVectorsRequest,
+    MissingVectorsResult,
     NamespaceStatus,
     ProviderError,
     ProviderInit,
     ProviderStatus,
+    RegisterSpaceRequest,
+    RegisterSpaceResult,
     RelatedMemory,
     RelatedRequest,
     RelatedResult,
     RememberRequest,
     RememberResult,
+    SearchHit,
     SearchRequest,
     SearchResult,
     StatusRequest,
+    StoreVectorsRequest,
+    StoreVectorsResult,
+    VectorSearchRequest,
     define_space_provider,
 )
 from ._sqlite_layout import COUNTER_SPAN, IN_SLOT, idempotency_digest, slot_range
@@ -59,6 +67,13 @@ from ._sqlite_rows import (
 )
 from ._sqlite_search import search_store
 from ._sqlite_store import StoreConnections, store_error, store_reason
+from ._sqlite_vectors import (
+    VectorCache,
+    missing_vectors,
+    register_space,
+    search_vectors,
+    store_vectors,
+)
 from ._wire import built
 
 __all__ = ["SQLITE_PROVIDER", "SqliteProvider", "SqliteSettings"]
@@ -86,6 +101,7 @@ MANIFEST = {
         "link",
         "related",
         "entity_index",
+        "vectors",
     ],
 }
 
@@ -249,6 +265,7 @@ class SqliteProvider:
         )
         # bumped by every failure of the store: a cached "ready" never outlives one
         self._failures = 0
+        self._vectors = VectorCache()
         self._ready: tuple[int, float] | None = None
 
     def __repr__(self) -> str:
@@ -585,9 +602,71 @@ class SqliteProvider:
             connection.execute("COMMIT")
         return LinkResult(created=created, durable=self._durable)
 
+    # ------------------------------------------------------------------ vectors
+
+    async def register_space(self, request: RegisterSpaceRequest) -> RegisterSpaceResult:
+        """Keep vectors of the space; refused (`space_changed`) if its identity changed."""
+        return await self._run(lambda connection: self._register(connection, request))
+
+    def _register(
+        self, connection: sqlite3.Connection, request: RegisterSpaceRequest
+    ) -> RegisterSpaceResult:
+        with self._store.writing():
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                result = register_space(connection, request)
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            connection.execute("COMMIT")
+        return result
+
+    async def store_vectors(self, request: StoreVectorsRequest) -> StoreVectorsResult:
+        """Replace the vectors of some memories of one parent, in one transaction."""
+        return await self._run(lambda connection: self._store_vectors(connection, request))
+
+    def _store_vectors(
+        self, connection: sqlite3.Connection, request: StoreVectorsRequest
+    ) -> StoreVectorsResult:
+        with self._store.writing():
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                stored = store_vectors(connection, request.parent, request.space, request.memories)
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            connection.execute("COMMIT")
+        return StoreVectorsResult(stored=stored, durable=self._durable)
+
+    async def vector_search(self, request: VectorSearchRequest) -> SearchResult:
+        """The memories nearest to a vector, by their best segment, best first."""
+        found = await self._run(
+            lambda connection: search_vectors(
+                connection,
+                self._vectors,
+                request.parents,
+                request.space,
+                request.vector,
+                request.limit,
+            )
+        )
+        return SearchResult(
+            hits=tuple(SearchHit(memory=memory, score=score) for memory, score in found)
+        )
+
+    async def missing_vectors(self, request: MissingVectorsRequest) -> MissingVectorsResult:
+        """Memories without vectors in a space yet, oldest first, and how many in all."""
+        memories, remaining = await self._run(
+            lambda connection: missing_vectors(
+                connection, request.parent, request.space, request.limit
+            )
+        )
+        return MissingVectorsResult(memories=tuple(memories), remaining=remaining)
+
     async def dispose(self) -> None:
         """Close every connection (lent ones close when they come back)."""
         self._ready = None
+        self._vectors.clear()
         self._store.close()
 
 

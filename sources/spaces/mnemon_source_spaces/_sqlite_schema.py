@@ -1,6 +1,13 @@
 """The SQLite store's schema, versioned with `PRAGMA user_version`, and its migrations.
 
-Version 8 (current) makes a memory row smaller: no parent's name (the slot in its rowid
+Version 9 (current) keeps vectors: `vector_spaces` registers each space the store keeps
+vectors of (its `id@version` with the model, dimensions and metric, which never change under
+one identity), `vectors` holds each memory's segment vectors (float16, keyed by the memory's
+rowid, so one parent's vectors are one rowid range) and `vector_versions` counts each
+parent's vector changes, so a cached search matrix knows when it is stale. Deleting a memory
+deletes its vectors (a trigger). Opening a version 8 store adds the three tables, empty.
+
+Version 8 makes a memory row smaller: no parent's name (the slot in its rowid
 names the parent in `namespaces`), the creation time as microseconds (an integer, see
 `_sqlite_layout.created_at_value`) and the term counts packed by term number (each term's
 store-wide `terms` row holds its number; see `_sqlite_layout.pack_terms`). Entity rows
@@ -69,7 +76,7 @@ from ._text import STOPWORDS  # one writer of rows for new and migrated data
 
 __all__ = ["CURRENT_VERSION", "SchemaMismatch", "ensure_schema"]
 
-CURRENT_VERSION = 8
+CURRENT_VERSION = 9
 MIGRATION_BATCH = 2_000
 
 SCHEMA = """
@@ -134,6 +141,30 @@ CREATE TABLE links (
     PRIMARY KEY (parent, source, target, relation)
 ) WITHOUT ROWID;
 CREATE INDEX links_target ON links (parent, target);
+CREATE TABLE vector_spaces (
+    slot INTEGER PRIMARY KEY,
+    key TEXT NOT NULL UNIQUE,
+    model TEXT NOT NULL,
+    dimensions INTEGER NOT NULL,
+    metric TEXT NOT NULL
+);
+CREATE TABLE vectors (
+    seq INTEGER NOT NULL,
+    space INTEGER NOT NULL,
+    segment INTEGER NOT NULL,
+    start INTEGER NOT NULL,
+    end INTEGER NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (seq, space, segment)
+) WITHOUT ROWID;
+CREATE TABLE vector_versions (
+    slot INTEGER PRIMARY KEY,
+    version INTEGER NOT NULL
+);
+CREATE TRIGGER vectors_ad AFTER DELETE ON memories BEGIN
+    DELETE FROM vectors WHERE seq = old.seq;
+    UPDATE vector_versions SET version = version + 1 WHERE slot = old.seq >> 40;
+END;
 """
 
 
@@ -397,6 +428,13 @@ def _labels(raw: object) -> list[str]:
 
 _UPDATE_TRIGGER = SCHEMA[SCHEMA.index("CREATE TRIGGER memories_au") :].split("END;")[0] + "END;\n"
 
+
+def _migrate_8_to_9(connection: sqlite3.Connection) -> int:
+    """Version 8 -> 9: the vector tables, empty (no memory row changes)."""
+    _run_script(connection, SCHEMA[SCHEMA.index("CREATE TABLE vector_spaces") :])
+    return 9
+
+
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], int]] = {
     1: _migrate_1,
     2: _migrate_2_to_3,
@@ -405,4 +443,5 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], int]] = {
     5: _migrate_5_to_6,
     6: _migrate_6_to_7,
     7: _migrate_7_to_8,
+    8: _migrate_8_to_9,
 }

@@ -132,7 +132,27 @@ def test_provider_errors_keep_a_code_and_a_retry_class() -> None:
 
 
 def test_the_sqlite_manifest_declares_everything_it_implements() -> None:
-    assert set(SQLITE_PROVIDER.capabilities) == set(ALL)
+    # everything the test Provider implements, and vectors
+    assert set(SQLITE_PROVIDER.capabilities) == {*ALL, "vectors"}
+
+
+async def test_a_provider_declaring_vectors_has_all_four_vector_methods(tmp_path: Path) -> None:
+    class Lexical:
+        async def status(self, request: Any) -> Any: ...
+        async def search(self, request: Any) -> Any: ...
+        async def list(self, request: Any) -> Any: ...
+        async def remember(self, request: Any) -> Any: ...
+        async def register_space(self, request: Any) -> Any: ...
+        async def store_vectors(self, request: Any) -> Any: ...
+        async def vector_search(self, request: Any) -> Any: ...
+
+    half = define_space_provider(
+        {**MANIFEST, "capabilities": ["search", "list", "remember", "vectors"]},
+        lambda init: Lexical(),
+    )
+    init = ProviderInit(instance_key="k", data_directory=str(tmp_path))
+    with pytest.raises(DefinitionError, match=r"declares 'vectors' but .* no missing_vectors"):
+        await half.open(init)
 
 
 async def test_sqlite_configuration_is_validated(tmp_path: Path) -> None:

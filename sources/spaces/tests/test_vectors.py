@@ -1,0 +1,255 @@
+"""The SQLite Provider keeps vectors: a registry of spaces, segment vectors, exact search."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mnemon_source_spaces import (
+    SQLITE_PROVIDER,
+    ForgetRequest,
+    MemoryVectors,
+    MissingVectorsRequest,
+    ProviderError,
+    ProviderInit,
+    RegisterSpaceRequest,
+    RememberRequest,
+    SegmentVector,
+    StoreVectorsRequest,
+    VectorSearchRequest,
+)
+
+from mnemon import VectorSpace
+
+ADA, BOB = "personal.user-ada", "personal.user-bob"
+SPACE = VectorSpace(id="test.toy", version="1", model="toy", dimensions=3, metric="cosine")
+KEY = SPACE.key
+
+
+async def open_store(path: Path) -> Any:
+    return await SQLITE_PROVIDER.open(
+        ProviderInit(
+            instance_key="source:spaces",
+            data_directory=str(path.parent),
+            configuration={"path": str(path), "busy_timeout_ms": 1_000},
+        )
+    )
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Any]:
+    provider = await open_store(tmp_path / "store.sqlite3")
+    try:
+        yield provider
+    finally:
+        await provider.dispose()
+
+
+async def remember(store: Any, parent: str, *texts: str) -> list[str]:
+    ids = []
+    for text in texts:
+        result = await store.remember(RememberRequest(parent=parent, text=text))
+        ids.append(result.memory.id)
+    return ids
+
+
+def vectors(memory_id: str, *segments: tuple[float, ...]) -> MemoryVectors:
+    return MemoryVectors(
+        id=memory_id,
+        segments=tuple(SegmentVector(start=0, end=1, vector=vector) for vector in segments),
+    )
+
+
+async def search(store: Any, vector: tuple[float, ...], *parents: str, limit: int = 8) -> list[Any]:
+    found = await store.vector_search(
+        VectorSearchRequest(parents=parents or (ADA,), space=KEY, vector=vector, limit=limit)
+    )
+    return [(hit.memory.text, round(hit.score, 3)) for hit in found.hits]
+
+
+async def test_a_space_is_registered_once_and_never_changes_under_one_identity(store: Any) -> None:
+    assert (await store.register_space(RegisterSpaceRequest(space=SPACE))).registered is True
+    assert (await store.register_space(RegisterSpaceRequest(space=SPACE))).registered is False
+    for change in ({"model": "other"}, {"dimensions": 4}, {"metric": "dot"}):
+        changed = SPACE.model_copy(update=change)
+        with pytest.raises(ProviderError) as caught:
+            await store.register_space(RegisterSpaceRequest(space=changed))
+        assert caught.value.code == "space_changed"
+    bumped = SPACE.model_copy(update={"version": "2", "model": "other"})
+    assert (await store.register_space(RegisterSpaceRequest(space=bumped))).registered is True
+
+
+async def test_the_nearest_memories_come_first_scored_by_their_best_segment(store: Any) -> None:
+    await store.register_space(RegisterSpaceRequest(space=SPACE))
+    east, north, both = await remember(store, ADA, "east", "north", "both ways")
+    stored = await store.store_vectors(
+        StoreVectorsRequest(
+            parent=ADA,
+            space=KEY,
+            memories=(
+                vectors(east, (1.0, 0.0, 0.0)),
+                vectors(north, (0.0, 2.0, 0.0)),  # stored at unit length
+                vectors(both, (0.0, 0.0, 1.0), (0.7, 0.7, 0.0)),
+            ),
+        )
+    )
+    assert stored.stored == 3
+    found = await search(store, (1.0, 0.1, 0.0))
+    assert [text for text, _ in found] == ["east", "both ways", "north"]
+    # (1 + cosine) / 2 of each memory's best segment, from vectors kept as float16
+    assert [score for _, score in found] == pytest.approx([0.998, 0.886, 0.55], abs=0.002)
+    assert await search(store, (0.0, 0.0, 1.0), limit=1) == [("both ways", 1.0)]
+
+
+async def test_a_parent_never_sees_another_parents_vectors(store: Any) -> None:
+    await store.register_space(RegisterSpaceRequest(space=SPACE))
+    [ada] = await remember(store, ADA, "Ada's secret")
+    [bob] = await remember(store, BOB, "Bob's secret")
+    for parent, memory_id in ((ADA, ada), (BOB, bob)):
+        await store.store_vectors(
+            StoreVectorsRequest(
+                parent=parent, space=KEY, memories=(vectors(memory_id, (1.0, 0.0, 0.0)),)
+            )
+        )
+    assert [text for text, _ in await search(store, (1.0, 0.0, 0.0), ADA)] == ["Ada's secret"]
+    assert [text for text, _ in await search(store, (1.0, 0.0, 0.0), BOB)] == ["Bob's secret"]
+    both = [text for text, _ in await search(store, (1.0, 0.0, 0.0), ADA, BOB)]
+    assert sorted(both) == ["Ada's secret", "Bob's secret"]
+    # a memory id of another parent is not the one meant: nothing is stored for it
+    stored = await store.store_vectors(
+        StoreVectorsRequest(parent=ADA, space=KEY, memories=(vectors(bob, (0.0, 1.0, 0.0)),))
+    )
+    assert stored.stored == 0
+
+
+async def test_forgetting_a_memory_forgets_its_vectors(store: Any) -> None:
+    await store.register_space(RegisterSpaceRequest(space=SPACE))
+    keep, drop = await remember(store, ADA, "keep", "drop")
+    await store.store_vectors(
+        StoreVectorsRequest(
+            parent=ADA,
+            space=KEY,
+            memories=(vectors(keep, (1.0, 0.0, 0.0)), vectors(drop, (0.9, 0.1, 0.0))),
+        )
+    )
+    assert [text for text, _ in await search(store, (1.0, 0.0, 0.0))] == ["keep", "drop"]
+    await store.forget(ForgetRequest(parent=ADA, id=drop))
+    assert [text for text, _ in await search(store, (1.0, 0.0, 0.0))] == ["keep"]
+    rows = sqlite3.connect(store.path).execute("SELECT count(*) FROM vectors").fetchone()
+    assert rows == (1,)
+
+
+async def test_memories_without_vectors_are_listed_oldest_first(store: Any) -> None:
+    await store.register_space(RegisterSpaceRequest(space=SPACE))
+    ids = await remember(store, ADA, "one", "two", "three", "four")
+    await store.store_vectors(
+        StoreVectorsRequest(parent=ADA, space=KEY, memories=(vectors(ids[1], (1.0, 0.0, 0.0)),))
+    )
+    missing = await store.missing_vectors(MissingVectorsRequest(parent=ADA, space=KEY, limit=2))
+    assert [m.text for m in missing.memories] == ["one", "three"]
+    assert missing.remaining == 3
+    nobody = await store.missing_vectors(MissingVectorsRequest(parent=BOB, space=KEY))
+    assert (nobody.memories, nobody.remaining) == ((), 0)
+
+
+@pytest.mark.parametrize(
+    ("space", "vector", "message"),
+    [
+        ("never.registered@1", (1.0, 0.0, 0.0), "not registered"),
+        (KEY, (1.0, 0.0), "wrong size"),
+        (KEY, (0.0, 0.0, 0.0), "zero vector"),
+    ],
+    ids=["unregistered-space", "wrong-size", "zero-under-cosine"],
+)
+async def test_a_bad_vector_is_refused_and_nothing_is_stored(
+    store: Any, space: str, vector: tuple[float, ...], message: str
+) -> None:
+    await store.register_space(RegisterSpaceRequest(space=SPACE))
+    [memory_id] = await remember(store, ADA, "text")
+    with pytest.raises(ProviderError, match=message) as caught:
+        await store.store_vectors(
+            StoreVectorsRequest(parent=ADA, space=space, memories=(vectors(memory_id, vector),))
+        )
+    assert caught.value.code == "invalid_payload"
+    assert await search(store, (1.0, 0.0, 0.0)) == []
+
+
+async def test_another_process_writing_vectors_is_seen_by_the_next_search(tmp_path: Path) -> None:
+    """The search matrix is cached per parent, and reloaded when any writer moved it on."""
+    path = tmp_path / "store.sqlite3"
+    reader, writer = await open_store(path), await open_store(path)
+    try:
+        await writer.register_space(RegisterSpaceRequest(space=SPACE))
+        first, second = await remember(writer, ADA, "first", "second")
+        await writer.store_vectors(
+            StoreVectorsRequest(parent=ADA, space=KEY, memories=(vectors(first, (1.0, 0.0, 0.0)),))
+        )
+        assert [t for t, _ in await search(reader, (0.0, 1.0, 0.0))] == ["first"]
+        await writer.store_vectors(
+            StoreVectorsRequest(parent=ADA, space=KEY, memories=(vectors(second, (0.0, 1.0, 0.0)),))
+        )
+        assert [t for t, _ in await search(reader, (0.0, 1.0, 0.0))] == ["second", "first"]
+        await writer.forget(ForgetRequest(parent=ADA, id=second))
+        assert [t for t, _ in await search(reader, (0.0, 1.0, 0.0))] == ["first"]
+    finally:
+        await reader.dispose()
+        await writer.dispose()
+
+
+@pytest.mark.parametrize(
+    ("metric", "expected"),
+    [("dot", ["long", "short"]), ("l2", ["short", "long"])],
+)
+async def test_dot_and_l2_spaces_rank_by_their_own_metric(
+    tmp_path: Path, metric: str, expected: list[str]
+) -> None:
+    store = await open_store(tmp_path / "store.sqlite3")
+    space = SPACE.model_copy(update={"metric": metric, "id": f"test.{metric}"})
+    try:
+        await store.register_space(RegisterSpaceRequest(space=space))
+        short, long = await remember(store, ADA, "short", "long")
+        await store.store_vectors(
+            StoreVectorsRequest(
+                parent=ADA,
+                space=space.key,
+                memories=(vectors(short, (1.0, 0.0, 0.0)), vectors(long, (3.0, 0.0, 0.0))),
+            )
+        )
+        found = await store.vector_search(
+            VectorSearchRequest(parents=(ADA,), space=space.key, vector=(1.0, 0.0, 0.0))
+        )
+        assert [hit.memory.text for hit in found.hits] == expected
+        assert all(0.0 <= hit.score <= 1.0 for hit in found.hits)
+    finally:
+        await store.dispose()
+
+
+async def test_a_version_8_store_gains_the_vector_tables_and_keeps_its_memories(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "store.sqlite3"
+    store = await open_store(path)
+    await remember(store, ADA, "kept through the migration")
+    await store.dispose()
+    connection = sqlite3.connect(path, isolation_level=None)
+    for statement in (
+        "DROP TRIGGER vectors_ad",
+        "DROP TABLE vectors",
+        "DROP TABLE vector_spaces",
+        "DROP TABLE vector_versions",
+        "PRAGMA user_version = 8",
+    ):
+        connection.execute(statement)
+    connection.close()
+    store = await open_store(path)
+    try:
+        await store.register_space(RegisterSpaceRequest(space=SPACE))
+        missing = await store.missing_vectors(MissingVectorsRequest(parent=ADA, space=KEY))
+        assert [m.text for m in missing.memories] == ["kept through the migration"]
+        version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()
+        assert version == (9,)
+    finally:
+        await store.dispose()
