@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Annotated, Any
 
@@ -104,6 +105,18 @@ def _token(value: Any) -> Any:
     return value
 
 
+# a vector space id, as the core's `VectorSpace.id` takes it
+SPACE_ID_PATTERN = r"[a-z][a-z0-9_-]*(?:\.[a-z][a-z0-9_-]*)*"
+
+
+def _vectors(value: Any) -> Any:
+    if value in ("auto", "off"):
+        return value
+    if not isinstance(value, str) or len(value) > 64 or not re.fullmatch(SPACE_ID_PATTERN, value):
+        raise ValueError('must be "auto", "off" or a vector space id')
+    return value
+
+
 def _provider(value: Any) -> Any:
     if not isinstance(value, Mapping):
         raise ValueError('must be an object such as {"type": "sqlite"}')
@@ -146,6 +159,9 @@ class SpacesSettings(SourceConfiguration):
     default_space: str | None = None
     provider_timeout: Annotated[float, BeforeValidator(_seconds)] = DEFAULT_TIMEOUT
     provider_token: Annotated[SecretStr, BeforeValidator(_token)] | None = None
+    #: recall by meaning: `auto` (the only vector space installed, if there is exactly one),
+    #: `off`, or the id of an installed space
+    vectors: Annotated[str, BeforeValidator(_vectors)] = "auto"
 
     @property
     def provider_type(self) -> str:

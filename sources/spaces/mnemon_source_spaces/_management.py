@@ -28,6 +28,7 @@ from ._provider import (
     RememberRequest,
     RememberResult,
 )
+from ._semantic import Semantic
 from ._wire import built
 
 __all__ = ["SpacesManagement"]
@@ -40,12 +41,18 @@ class SpacesManagement:
     """`manage()` of one Source instance."""
 
     def __init__(
-        self, key: str, settings: SpacesSettings, namespaces: Namespaces, calls: ProviderCalls
+        self,
+        key: str,
+        settings: SpacesSettings,
+        namespaces: Namespaces,
+        calls: ProviderCalls,
+        semantic: Semantic,
     ) -> None:
         self._key = key
         self._settings = settings
         self._namespaces = namespaces
         self._calls = calls
+        self._semantic = semantic
         # mutations of this instance check the revision and write as one step
         self._lock = anyio.Lock()
 
@@ -192,6 +199,10 @@ class SpacesManagement:
             # one result per request: the Provider SDK's remember_many refuses any other count
             stored = await self._calls.remember_many(requests)
             check_parents((result.memory for result in stored), (space.parent,))
+            if self._semantic.active:
+                # their vectors follow within a short budget; what is left, a catch-up does
+                fresh = [result.memory for result in stored if result.created]
+                await self._semantic.embed_soon(space.parent, fresh)
             for index, content, result in zip(positions, checked, stored, strict=True):
                 memory = result.memory
                 if not result.created and (memory.text, memory.tags, memory.entities) != content:

@@ -10,6 +10,7 @@ from mnemon import (
     DefinitionError,
     PluginContext,
     SourceDefinition,
+    SourceError,
     SourceInit,
     define_memory_plugin,
     define_memory_source,
@@ -22,6 +23,7 @@ from ._config import configuration_error, read_settings
 from ._grants import Handles
 from ._manifest import MANIFEST, PACKAGE
 from ._provider import ProviderInit, SpaceProvider, SpaceProviderDefinition, check_adapter
+from ._semantic import Semantic, choose_space
 from ._source import SpacesSource
 from ._sqlite import SQLITE_PROVIDER
 
@@ -79,7 +81,15 @@ def define_spaces_source(
         )
         adapter = await _open(provider, provider_init)
         calls = ProviderCalls(provider, adapter, settings.provider_timeout)
-        return SpacesSource(init.instance_key, settings, calls, Handles(secrets.token_bytes(32)))
+        try:
+            space = choose_space(init.embedding, settings.vectors)
+        except SourceError:
+            await calls.dispose()
+            raise configuration_error("vectors", "names no installed vector space") from None
+        semantic = Semantic(init.embedding, space, calls)
+        return SpacesSource(
+            init.instance_key, settings, calls, Handles(secrets.token_bytes(32)), semantic
+        )
 
     return define_memory_source(MANIFEST, create)
 

@@ -61,11 +61,14 @@ from ._provider import (
     SearchRequest,
     SearchResult,
 )
+from ._semantic import FusedHit, Semantic, fuse
 from ._text import query_terms
 
 __all__ = ["SpacesSource"]
 
 DEFAULT_RECALL_LIMIT = 8
+#: candidates each ranking gives fusion (a Provider search returns at most 100)
+MAX_CANDIDATES = 100
 # namespace sets whose last facts and contributions are kept: one per turn a host admits at
 # once by default (`max_concurrent_compositions`)
 _GIVEN_KEPT = 1_024
@@ -91,6 +94,14 @@ def _conflict() -> SourceError:
     )
 
 
+def _explained(hit: FusedHit) -> dict[str, Any]:
+    """A fused hit's provenance: its tier and score, and why it ranked (`explain`)."""
+    why: dict[str, Any] = {"keywords": hit.keyword_rank, "meaning": hit.meaning_rank}
+    if hit.similarity is not None:
+        why["similarity"] = round(hit.similarity, 4)
+    return {"tier": hit.tier, "score": round(hit.score, 4), "explain": why}
+
+
 def _keep(kept: OrderedDict[Any, Any], key: Any, value: Any) -> None:
     kept[key] = value
     kept.move_to_end(key)
@@ -102,12 +113,18 @@ class SpacesSource:
     """One mounted `spaces` Source with its private Provider adapter."""
 
     def __init__(
-        self, key: str, settings: SpacesSettings, calls: ProviderCalls, handles: Handles
+        self,
+        key: str,
+        settings: SpacesSettings,
+        calls: ProviderCalls,
+        handles: Handles,
+        semantic: Semantic,
     ) -> None:
         self._key = key
         self._settings = settings
         self._calls = calls
         self._handles = handles
+        self._semantic = semantic
         self._namespaces = Namespaces(settings, calls.type_id)
         # namespace set -> the status and the facts given for it: the same frozen facts while
         # the Provider says the same, so the core need not check them again
@@ -118,7 +135,7 @@ class SpacesSource:
         self._projected: OrderedDict[
             tuple[tuple[PinnedSpace, ...], str, int], tuple[str, tuple[Fragment, ...]]
         ] = OrderedDict()
-        self._management = SpacesManagement(key, settings, self._namespaces, calls)
+        self._management = SpacesManagement(key, settings, self._namespaces, calls, semantic)
 
     def __repr__(self) -> str:
         return f"SpacesSource({self._key!r}, provider={self._calls.type_id!r})"
@@ -282,31 +299,64 @@ class SpacesSource:
         limit = self._limit(request)
         query = str(request.input["query"])
         parents = tuple(space.parent for space in chosen)
+        spaces = {space.parent: space.name for space in pinned}
+        if self._semantic.active:
+            return await self._recall_both(request, parents, spaces, query, limit)
         result = await self._calls.call(
             "search", SearchRequest(parents=parents, query=query, limit=limit), SearchResult
         )
         hits = result.hits[:limit]
         check_parents((hit.memory for hit in hits), parents)
-        spaces = {space.parent: space.name for space in pinned}
+        return self._recalled(
+            request,
+            spaces,
+            query,
+            [(hit.memory, {"tier": tier(hit.score), "score": hit.score}) for hit in hits],
+        )
+
+    async def _recall_both(
+        self,
+        request: QueryRequest,
+        parents: tuple[str, ...],
+        spaces: Mapping[str, str],
+        query: str,
+        limit: int,
+    ) -> Evidence:
+        """Recall by keywords and by meaning, fused into one ranking that says why each ranked."""
+        await self._semantic.catch_up(parents)
+        candidates = min(MAX_CANDIDATES, max(4 * limit, 32))
+        keyword = await self._calls.call(
+            "search", SearchRequest(parents=parents, query=query, limit=candidates), SearchResult
+        )
+        check_parents((hit.memory for hit in keyword.hits), parents)
+        meaning = await self._semantic.search(parents, query, candidates)
+        fused = fuse(keyword.hits, meaning, limit)
+        return self._recalled(
+            request, spaces, query, [(hit.memory, _explained(hit)) for hit in fused]
+        )
+
+    def _recalled(
+        self,
+        request: QueryRequest,
+        spaces: Mapping[str, str],
+        query: str,
+        found: Sequence[tuple[Memory, dict[str, Any]]],
+    ) -> Evidence:
         route = request.route
         texts = fit_texts(
-            [hit.memory.text for hit in hits],
+            [memory.text for memory, _ in found],
             query_terms(query),
             route.max_characters,
             route.max_item_characters,
         )
         items = [
             self._item(
-                handle_binding(request.view.id, request.grant),
-                spaces,
-                hit.memory,
-                text,
-                {"tier": tier(hit.score), "score": hit.score},
+                handle_binding(request.view.id, request.grant), spaces, memory, text, provenance
             )
-            for hit, text in zip(hits, texts, strict=True)
+            for (memory, provenance), text in zip(found, texts, strict=True)
             if text is not None
         ]
-        return self._evidence(request, items, len(items) < len(hits))
+        return self._evidence(request, items, len(items) < len(found))
 
     async def _related(self, request: QueryRequest, pinned: Sequence[PinnedSpace]) -> Evidence:
         self._calls.require("related")
@@ -482,6 +532,9 @@ class SpacesSource:
         ):
             raise _conflict()
         replayed = not stored.created
+        if stored.created and self._semantic.active:
+            # durable and found by keyword already; its vectors follow (or a catch-up does)
+            await self._semantic.embed_soon(space.parent, (memory,))
         return self._receipt(
             request,
             pinned,

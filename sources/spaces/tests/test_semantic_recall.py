@@ -1,0 +1,270 @@
+"""Recall by meaning: with an embedder installed, memories get vectors and recall fuses both.
+
+The embedder here is a toy with a fixed vocabulary of concepts (tea and chai mean the same,
+so do cat and feline), so what "meaning" finds is known exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from spaces_kit import ADA, BOB, open_spaces, recall, remember, scope_turn, texts
+
+from mnemon import (
+    EmbedQueryRequest,
+    PluginContext,
+    QueryVector,
+    Segment,
+    SegmentAnswer,
+    SegmentRequest,
+    SourceError,
+    define_embedder,
+    install_memory,
+)
+from mnemon_testing import MemoryCompositionRunner
+
+CONCEPTS = {
+    "tea": 0,
+    "chai": 0,
+    "drink": 0,
+    "cat": 1,
+    "feline": 1,
+    "pet": 1,
+    "berlin": 2,
+    "city": 2,
+    "lives": 2,
+    "deadline": 3,
+    "friday": 3,
+}
+SPACE_ID = "test.concepts"
+
+
+def concept_vector(text: str) -> tuple[float, ...]:
+    vector = [0.0] * 5
+    for word in text.lower().replace(".", " ").replace("?", " ").split():
+        vector[CONCEPTS.get(word, 4)] += 1.0 if word in CONCEPTS else 0.05
+    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+    return tuple(x / norm for x in vector)
+
+
+class Concepts:
+    """The toy embedder; `down` makes every call fail as an unreachable service would."""
+
+    def __init__(self) -> None:
+        self.down = False
+        self.calls = 0
+
+    async def segment_and_embed(self, request: SegmentRequest) -> SegmentAnswer:
+        self.calls += 1
+        if self.down:
+            raise SourceError("unavailable", "the embedding service is down")
+        return SegmentAnswer(
+            segments=tuple(
+                Segment(
+                    part_key=part.key,
+                    start=0,
+                    end=len(part.text),
+                    vectors={space: concept_vector(part.text) for space in request.spaces},
+                )
+                for part in request.parts
+                if part.text
+            )
+        )
+
+    async def embed_query(self, request: EmbedQueryRequest) -> QueryVector:
+        if self.down:
+            raise SourceError("unavailable", "the embedding service is down")
+        return QueryVector(vector=concept_vector(request.text))
+
+
+class ConceptsPlugin:
+    def __init__(self, runtime: Concepts, dimensions: int = 5) -> None:
+        self.runtime = runtime
+        self.definition = define_embedder(
+            {
+                "type_id": "concepts",
+                "package_name": "mnemon-test-concepts",
+                "spaces": [
+                    {
+                        "id": SPACE_ID,
+                        "version": "1",
+                        "model": "concepts",
+                        "dimensions": dimensions,
+                        "metric": "cosine",
+                    }
+                ],
+            },
+            lambda configuration: runtime,
+        )
+
+    def apply(self, ctx: PluginContext) -> None:
+        install_memory(ctx, embedders=[self.definition])
+
+
+async def open_with_meaning(
+    directory: Path, runtime: Concepts | None = None, **extra: Any
+) -> tuple[MemoryCompositionRunner, Concepts]:
+    runtime = runtime or Concepts()
+    runner = MemoryCompositionRunner()
+    await runner.mount(ConceptsPlugin(runtime), instance_id="concepts")
+    return await open_spaces(directory, runner=runner, **extra), runtime
+
+
+MEMORIES = [
+    "Ada's first cup every morning is chai.",
+    "The quarterly report is due on Friday.",
+    "Ada adopted a feline named Turing.",
+    "Ada lives in Berlin since 2019.",
+]
+
+
+async def test_recall_finds_a_memory_by_its_meaning_and_says_why(tmp_path: Path) -> None:
+    runner, _ = await open_with_meaning(tmp_path)
+    async with runner:
+        turn = await scope_turn(runner, ADA)
+        for text in MEMORIES:
+            await remember(turn, text)
+        found = await recall(turn, "What does she drink? tea", limit=2)
+        await turn.release()
+    assert texts(found)[0] == "Ada's first cup every morning is chai."
+    why = found.items[0].provenance["explain"]
+    assert why["meaning"] == 1  # no keyword of the question is in it: meaning found it
+    assert why["keywords"] is None
+    assert why["similarity"] > 0.9
+    assert found.items[0].provenance["tier"] == "strong"
+
+
+async def test_without_an_embedder_recall_is_by_keywords_as_before(tmp_path: Path) -> None:
+    async with await open_spaces(tmp_path) as runner:
+        turn = await scope_turn(runner, ADA)
+        for text in MEMORIES:
+            await remember(turn, text)
+        found = await recall(turn, "What does Ada drink? tea", limit=2)
+        await turn.release()
+    assert "Ada's first cup every morning is chai." not in texts(found)
+    assert all("explain" not in item.provenance for item in found.items)
+
+
+async def test_recall_by_meaning_can_be_switched_off(tmp_path: Path) -> None:
+    runner, runtime = await open_with_meaning(tmp_path, vectors="off")
+    async with runner:
+        turn = await scope_turn(runner, ADA)
+        await remember(turn, MEMORIES[0])
+        found = await recall(turn, "tea", limit=2)
+        await turn.release()
+    assert texts(found) == []
+    assert runtime.calls == 0
+
+
+async def test_a_keyword_match_and_a_meaning_match_are_fused_into_one_ranking(
+    tmp_path: Path,
+) -> None:
+    runner, _ = await open_with_meaning(tmp_path)
+    async with runner:
+        turn = await scope_turn(runner, ADA)
+        for text in MEMORIES:
+            await remember(turn, text)
+        found = await recall(turn, "report deadline", limit=4)
+        await turn.release()
+    top = found.items[0]
+    assert top.text == "The quarterly report is due on Friday."
+    # found both ways: by the word "report" and by its meaning (a deadline on Friday)
+    assert top.provenance["explain"]["keywords"] == 1
+    assert top.provenance["explain"]["meaning"] == 1
+
+
+async def test_memories_written_while_the_embedder_is_down_are_caught_up(tmp_path: Path) -> None:
+    """Nothing is lost: stored and found by keyword at once, their vectors follow later."""
+    runner, runtime = await open_with_meaning(tmp_path)
+    async with runner:
+        runtime.down = True
+        turn = await scope_turn(runner, ADA)
+        receipt = await remember(turn, MEMORIES[2])
+        assert receipt.completion == "committed"  # the memory is durable at once
+        assert texts(await recall(turn, "Turing", limit=3)) == [MEMORIES[2]]  # by keyword
+        assert texts(await recall(turn, "pet cat", limit=3)) == []  # no vector yet
+        runtime.down = False
+        assert texts(await recall(turn, "pet cat", limit=3)) == [MEMORIES[2]]  # caught up
+        await turn.release()
+
+
+async def test_imported_memories_get_their_vectors(tmp_path: Path) -> None:
+    runner, _ = await open_with_meaning(tmp_path)
+    async with runner:
+        client = runner.management_client("source:spaces", ADA)
+        await client.mutate(
+            "import",
+            {"space": "memories", "memories": [{"text": text} for text in MEMORIES]},
+            confirmed=True,
+            expected_revision=await client.revision(),
+        )
+        turn = await scope_turn(runner, ADA)
+        found = await recall(turn, "which city", limit=1)
+        await turn.release()
+    assert texts(found) == ["Ada lives in Berlin since 2019."]
+    assert found.items[0].provenance["explain"]["meaning"] == 1
+
+
+async def test_meaning_never_crosses_scopes(tmp_path: Path) -> None:
+    runner, _ = await open_with_meaning(tmp_path)
+    async with runner:
+        turn = await scope_turn(runner, ADA)
+        await remember(turn, MEMORIES[0])
+        await turn.release()
+        turn = await scope_turn(runner, BOB)
+        found = await recall(turn, "tea drink chai", limit=5)
+        await turn.release()
+    assert texts(found) == []
+
+
+async def test_a_store_whose_space_changed_keeps_recall_by_keywords(tmp_path: Path) -> None:
+    """The same space identity with other dimensions is refused: vectors are never mixed."""
+    runner, _ = await open_with_meaning(tmp_path)
+    async with runner:
+        turn = await scope_turn(runner, ADA)
+        await remember(turn, MEMORIES[0])
+        await turn.release()
+    runner = MemoryCompositionRunner()
+    await runner.mount(ConceptsPlugin(Concepts(), dimensions=6), instance_id="concepts")
+    async with await open_spaces(tmp_path, runner=runner) as runner:
+        turn = await scope_turn(runner, ADA)
+        by_keyword = await recall(turn, "chai", limit=3)
+        by_meaning = await recall(turn, "tea", limit=3)
+        await turn.release()
+    assert texts(by_keyword) == [MEMORIES[0]]
+    assert texts(by_meaning) == []
+
+
+async def test_a_hanging_embedder_delays_a_write_by_a_bounded_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("mnemon_source_spaces._semantic.INLINE_SECONDS", 0.05)
+
+    class Hanging(Concepts):
+        async def segment_and_embed(self, request: SegmentRequest) -> SegmentAnswer:
+            await anyio.sleep_forever()
+            raise AssertionError
+
+    runner, _ = await open_with_meaning(tmp_path, Hanging())
+    async with runner:
+        turn = await scope_turn(runner, ADA)
+        with anyio.fail_after(5):
+            receipt = await remember(turn, MEMORIES[1])
+        await turn.release()
+    assert receipt.completion == "committed"
+
+
+async def test_a_vectors_setting_naming_no_installed_space_refuses_the_mount(
+    tmp_path: Path,
+) -> None:
+    runner = MemoryCompositionRunner()
+    await runner.mount(ConceptsPlugin(Concepts()), instance_id="concepts")
+    with pytest.raises(Exception, match=r"configuration\.vectors"):
+        await open_spaces(tmp_path, runner=runner, vectors="other.space")
+    await runner.dispose()
+    with pytest.raises(Exception, match=r"configuration\.vectors"):
+        await open_spaces(tmp_path, vectors="Not A Space")
