@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -21,7 +22,7 @@ import orjson
 from mnemon import Embedding, EmbeddingError, SourceError, VectorSpace
 
 from ._calls import ProviderCalls, check_parents
-from ._evidence import RELATED_SCORE, tier
+from ._evidence import tier
 from ._provider import (
     Memory,
     MemoryVectors,
@@ -47,10 +48,10 @@ INLINE_SECONDS = 2.0
 CATCH_UP_SECONDS = 1.0
 #: memories embedded per catch-up step (and at most per embedder call)
 CATCH_UP_BATCH = 64
-#: the reciprocal rank fusion constant: ranks past the first few differ little
-FUSION_K = 60
-#: a keyword hit below this Provider score (`related`) is noise to fusion (see `fuse`)
-KEYWORD_FLOOR = RELATED_SCORE
+#: how long a parent found with nothing waiting for vectors is not looked at again
+RECHECK_SECONDS = 30.0
+#: how much of a fused score is meaning (the rest is keywords): equal, see `fuse`
+MEANING_WEIGHT = 0.5
 #: cosine similarity (for the relevance tier of a hit found by meaning only)
 STRONG_COSINE = 0.55
 RELATED_COSINE = 0.35
@@ -103,38 +104,52 @@ def _tier_of(keyword: SearchHit | None, similarity: float | None) -> str:
     return max(tiers, key=order.index)
 
 
-def fuse(keyword: Sequence[SearchHit], meaning: Sequence[SearchHit], limit: int) -> list[FusedHit]:
-    """One ranking of both: reciprocal rank fusion, keyword hits below the floor left out.
+def _spread(values: dict[tuple[str, str], float]) -> dict[tuple[str, str], float]:
+    """Each value placed between the list's lowest (0) and highest (1)."""
+    if not values:
+        return {}
+    low, high = min(values.values()), max(values.values())
+    if high <= low:
+        return dict.fromkeys(values, 1.0)
+    return {key: (value - low) / (high - low) for key, value in values.items()}
 
-    A keyword ranking's tail is mostly a shared word by chance; with it, fusion would pull
-    noise above what the vectors found. So only keyword hits scoring at least
-    `KEYWORD_FLOOR` take part, and every vector hit does. Each result keeps both ranks.
+
+def fuse(keyword: Sequence[SearchHit], meaning: Sequence[SearchHit], limit: int) -> list[FusedHit]:
+    """One ranking of both by relative score, meaning and keywords weighed equally.
+
+    Each list's scores are spread over [0, 1] (its best 1, its worst 0) and a memory's fused
+    score is `MEANING_WEIGHT` of its meaning score plus the rest of its keyword score (0 where
+    a list did not find it). Ranks alone would not do: in a small partition every memory is
+    among the vector candidates, so a keyword hit sharing one rare word by chance would gain
+    a meaning rank too and outrank what the question means. Scores keep how far apart the
+    candidates are.
     """
-    confident = [hit for hit in keyword if hit.score >= KEYWORD_FLOOR]
-    scores: dict[tuple[str, str], float] = {}
     found: dict[tuple[str, str], Memory] = {}
     keyword_rank: dict[tuple[str, str], int] = {}
     meaning_rank: dict[tuple[str, str], int] = {}
     by_keyword: dict[tuple[str, str], SearchHit] = {}
     similarity: dict[tuple[str, str], float] = {}
-    for rank, hit in enumerate(confident, 1):
+    for rank, hit in enumerate(keyword, 1):
         key = (hit.memory.parent, hit.memory.id)
-        scores[key] = scores.get(key, 0.0) + 1.0 / (FUSION_K + rank)
         found[key] = hit.memory
         keyword_rank[key] = rank
         by_keyword[key] = hit
     for rank, hit in enumerate(meaning, 1):
         key = (hit.memory.parent, hit.memory.id)
-        scores[key] = scores.get(key, 0.0) + 1.0 / (FUSION_K + rank)
         found.setdefault(key, hit.memory)
         meaning_rank[key] = rank
         similarity[key] = 2.0 * hit.score - 1.0  # the Provider's (1 + cosine) / 2, undone
-    best = 2.0 / (FUSION_K + 1)  # first in both rankings
+    lexical = _spread({key: hit.score for key, hit in by_keyword.items()})
+    semantic = _spread(similarity)
+    scores = {
+        key: MEANING_WEIGHT * semantic.get(key, 0.0) + (1 - MEANING_WEIGHT) * lexical.get(key, 0.0)
+        for key in found
+    }
     ranked = sorted(scores, key=lambda key: (-scores[key], key))
     return [
         FusedHit(
             memory=found[key],
-            score=min(1.0, scores[key] / best),
+            score=min(1.0, max(0.0, scores[key])),
             tier=_tier_of(by_keyword.get(key), similarity.get(key)),
             keyword_rank=keyword_rank.get(key),
             meaning_rank=meaning_rank.get(key),
@@ -161,6 +176,10 @@ class Semantic:
         self._registered = False
         self._refused = False
         self._lock = anyio.Lock()
+        # parents this process found with no memory waiting for vectors, and when: a recall
+        # looks again after `RECHECK_SECONDS` (another process may have written without an
+        # embedder), and at once after a write here whose vectors did not follow
+        self._complete: dict[str, float] = {}
 
     @property
     def active(self) -> bool:
@@ -251,8 +270,11 @@ class Semantic:
 
     async def embed_soon(self, parent: str, memories: Sequence[Memory]) -> None:
         """Embed right after a write, within `INLINE_SECONDS`; what is left waits for catch-up."""
+        done = 0
         with anyio.move_on_after(INLINE_SECONDS):
-            await self.embed(parent, memories)
+            done = await self.embed(parent, memories)
+        if done < len(memories):
+            self._complete.pop(parent, None)
 
     async def catch_up(self, parents: Sequence[str]) -> None:
         """Embed memories still without vectors, for at most `CATCH_UP_SECONDS`."""
@@ -262,6 +284,9 @@ class Semantic:
         assert space is not None
         with anyio.move_on_after(CATCH_UP_SECONDS):
             for parent in parents:
+                checked = self._complete.get(parent)
+                if checked is not None and time.monotonic() - checked < RECHECK_SECONDS:
+                    continue
                 while True:
                     try:
                         missing = await self._calls.call(
@@ -275,6 +300,7 @@ class Semantic:
                         return
                     check_parents(missing.memories, (parent,))
                     if not missing.memories:
+                        self._complete[parent] = time.monotonic()
                         break
                     done = await self.embed(parent, missing.memories)
                     if done < len(missing.memories):

@@ -8,9 +8,12 @@ how a Provider is called, `_grants` for namespaces and handles).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
+
+import anyio
 
 from mnemon import (
     Evidence,
@@ -81,6 +84,10 @@ WRITES = (
 )
 
 
+_A = TypeVar("_A")
+_B = TypeVar("_B")
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
@@ -100,6 +107,28 @@ def _explained(hit: FusedHit) -> dict[str, Any]:
     if hit.similarity is not None:
         why["similarity"] = round(hit.similarity, 4)
     return {"tier": hit.tier, "score": round(hit.score, 4), "explain": why}
+
+
+async def _together(
+    first: Callable[[], Awaitable[_A]], second: Callable[[], Awaitable[_B]]
+) -> tuple[_A, _B]:
+    """Both awaited at once; the first to fail cancels the other and is raised as it is."""
+    results: dict[int, Any] = {}
+    failures: list[Exception] = []
+
+    async def run(index: int, call: Callable[[], Awaitable[Any]]) -> None:
+        try:
+            results[index] = await call()
+        except Exception as exc:
+            failures.append(exc)
+            group.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run, 0, first)
+        group.start_soon(run, 1, second)
+    if failures:
+        raise failures[0]
+    return results[0], results[1]
 
 
 def _keep(kept: OrderedDict[Any, Any], key: Any, value: Any) -> None:
@@ -325,11 +354,16 @@ class SpacesSource:
         """Recall by keywords and by meaning, fused into one ranking that says why each ranked."""
         await self._semantic.catch_up(parents)
         candidates = min(MAX_CANDIDATES, max(4 * limit, 32))
-        keyword = await self._calls.call(
-            "search", SearchRequest(parents=parents, query=query, limit=candidates), SearchResult
+        keyword_search = partial(
+            self._calls.call,
+            "search",
+            SearchRequest(parents=parents, query=query, limit=candidates),
+            SearchResult,
         )
+        meaning_search = partial(self._semantic.search, parents, query, candidates)
+        # the query's encoding (the embedder's thread) overlaps the keyword search (the store's)
+        keyword, meaning = await _together(keyword_search, meaning_search)
         check_parents((hit.memory for hit in keyword.hits), parents)
-        meaning = await self._semantic.search(parents, query, candidates)
         fused = fuse(keyword.hits, meaning, limit)
         return self._recalled(
             request, spaces, query, [(hit.memory, _explained(hit)) for hit in fused]

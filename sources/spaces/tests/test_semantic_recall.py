@@ -12,12 +12,22 @@ from typing import Any
 
 import anyio
 import pytest
+from mnemon_source_spaces import (
+    SQLITE_PROVIDER,
+    ProviderError,
+    ProviderInit,
+    SearchRequest,
+    SearchResult,
+    define_space_provider,
+)
 from spaces_kit import ADA, BOB, open_spaces, recall, remember, scope_turn, texts
+from test_spaces import WithProviders
 
 from mnemon import (
     EmbedQueryRequest,
     PluginContext,
     QueryVector,
+    RouteError,
     Segment,
     SegmentAnswer,
     SegmentRequest,
@@ -268,3 +278,33 @@ async def test_a_vectors_setting_naming_no_installed_space_refuses_the_mount(
     await runner.dispose()
     with pytest.raises(Exception, match=r"configuration\.vectors"):
         await open_spaces(tmp_path, vectors="Not A Space")
+
+
+def keyword_search_broken(init: ProviderInit) -> Any:
+    """The SQLite Provider whose keyword search fails, as a damaged index would."""
+    adapter = SQLITE_PROVIDER.create(init)
+
+    async def search(request: SearchRequest) -> SearchResult:
+        raise ProviderError("unavailable", "the full-text index is damaged")
+
+    adapter.search = search  # type: ignore[method-assign]
+    return adapter
+
+
+async def test_a_failed_keyword_search_fails_the_recall_as_itself(tmp_path: Path) -> None:
+    broken = define_space_provider(
+        {**SQLITE_PROVIDER.manifest.model_dump(), "type_id": "broken"},
+        keyword_search_broken,
+    )
+    runner, _ = await open_with_meaning(
+        tmp_path, plugin=WithProviders(broken), provider={"type": "broken"}
+    )
+    async with runner:
+        turn = await scope_turn(runner, ADA)
+        await remember(turn, MEMORIES[0])
+        # the meaning half runs beside the keyword half; its failure is reported as the
+        # Provider's, not as a group of concurrent errors
+        with pytest.raises(RouteError) as failed:
+            await recall(turn, "tea")
+        assert failed.value.code == "unavailable"
+        await turn.release()
