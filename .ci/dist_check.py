@@ -146,10 +146,10 @@ def main() -> None:
         built = sorted(wheels.glob("*.whl"))
         if len(built) != len(DISTRIBUTIONS):
             _fail(f"{len(DISTRIBUTIONS)} distributions gave {len(built)} wheels")
-        # 3. the wheels (no editable install, no source path), with the core's extras
-        _run(
-            *pip, "install", "--find-links", wheels, *built, "mnemon-runtime[cli,storage]", env=env
-        )
+        # 3. the wheels (no editable install, no source path), with the core's extras; the
+        # `standard` extra must resolve to these wheels (what `mnemon init` writes)
+        extras = "mnemon-runtime[cli,storage,standard]"
+        _run(*pip, "install", "--find-links", wheels, *built, extras, env=env)
         consumer.mkdir()
         where = _run(
             python, "-c", "import mnemon; print(mnemon.__file__)",

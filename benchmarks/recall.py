@@ -17,7 +17,7 @@ question in its user's scope, one turn per question, on the asyncio backend:
 - **lexical @10** (the baseline): the `source:spaces/recall` route with `limit` 10, read
   through a second host on the same store whose Strategy routes it without a policy;
 - **model view**: the same route read as the model reads it in the starter profile, the first
-  recall of a turn under the layered Strategy's policy (at most 4 results, 3,600 characters);
+  recall of a turn under the layered Strategy's policy (at most 8 results, 3,600 characters);
 - **product hybrid @10**: the same route read once `mnemon_embedder_minilm` is installed
   beside the Source, so recall fuses the Provider's keyword search with its vector search
   (the figure the Source's own recall by meaning gives); the memories were imported before
@@ -86,7 +86,7 @@ QUICK_USERS = ("ada", "bruno")
 METHODS = ("lexical", "model", "product", "product-model", "dense", "hybrid")
 LABELS = {
     "lexical": "lexical @10 (baseline)",
-    "model": "model view (first recall, <= 4)",
+    "model": "model view (first recall)",
     "product": "product hybrid @10 (MiniLM installed)",
     "product-model": "model view, MiniLM installed",
     "dense": "reference dense (MiniLM, cosine)",
@@ -647,6 +647,40 @@ def print_table(rows: Sequence[Sequence[str]]) -> None:
         print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(cells)))
 
 
+#: the ranked methods whose recall is shown by the number of results read
+CURVE_METHODS = ("lexical", "product")
+CURVE_COUNTS = (1, 2, 3, 4, 5, 6, 8, 10)
+
+
+def print_curve(run: Run, dataset: Dataset, methods: Sequence[str]) -> None:
+    """Recall@k of the answerable questions for k results, and the characters those k take.
+
+    What a model view of k results would find (its ranking is the route's at 10, cut), to
+    choose a turn policy's result count by measurement.
+    """
+    answerable = [q for q in dataset.questions if q.kind in ANSWERABLE]
+    length = {memory.id: len(memory.text) for memory in dataset.memories}
+    shown = [m for m in CURVE_METHODS if m in methods]
+    if not shown:
+        return
+    print()
+    print("Recall of the answerable questions by the number of results read, percent:")
+    print("  " + " " * 38 + "".join(f"{'k=' + str(k):>8}" for k in CURVE_COUNTS))
+    for method in shown:
+        rankings = run.rankings[method]
+        cells = [
+            100 * statistics.fmean(recall_at(rankings[q.id], q.answers, k) for q in answerable)
+            for k in CURVE_COUNTS
+        ]
+        print(f"  {LABELS[method]:<38}" + "".join(f"{cell:8.1f}" for cell in cells))
+    product = run.rankings[shown[-1]]
+    characters = [
+        statistics.median(sum(length[i] for i in product[q.id][:k]) for q in answerable)
+        for k in CURVE_COUNTS
+    ]
+    print(f"  {'characters of those k, median':<38}" + "".join(f"{c:8.0f}" for c in characters))
+
+
 def print_negatives(runs: Sequence[Run], dataset: Dataset, methods: Sequence[str]) -> None:
     negatives = [q for q in dataset.questions if q.kind == "negative"]
     if not negatives:
@@ -733,11 +767,12 @@ async def measure(dataset: Dataset, runs: int, misses: bool) -> None:
         "References: query encoding + search (hybrid: + the lexical top-50 search)"
     )
     print_table(table(done, dataset, methods))
+    print_curve(done[0], dataset, methods)
     print_negatives(done, dataset, methods)
     print()
     print(
         "The model view is what the starter profile's layered Strategy gives the model on "
-        "its first recall of a turn: at most 4 results, so its R@10 is its R@4."
+        "its first recall of a turn, within that policy's result and character ceilings."
     )
     if references is None:
         print(f"Methods with MiniLM skipped: {unavailable}.")

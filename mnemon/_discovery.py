@@ -28,6 +28,7 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, Strict, StringConstraints, ValidationError
 from pydantic import field_validator as _field_validator
 
+from ._definitions import PluginRole
 from ._errors import DefinitionError, InstallError
 from ._helpers import mnemon_home
 from ._json import MAX_JSON_DEPTH, freeze_json
@@ -129,6 +130,8 @@ class ContributedEntry(_Model):
     name: _Id
     plugin: _Target
     config_schema: Any = Field(default_factory=lambda: freeze_json({"type": "object"}))
+    installs: tuple[PluginRole, ...] = ()
+    """What mounting it installs, declared so tools can choose without importing it."""
     unsupported: _Flag = False
 
     _schema = _field_validator("config_schema", mode="before")(_checked_schema)
@@ -218,6 +221,7 @@ class PluginManifest:
                     "name": entry.name,
                     "plugin": entry.plugin,
                     "config_schema": _thawed(entry.config_schema),
+                    "installs": list(entry.installs),
                     "supported": not entry.unsupported,
                 }
                 for entry in self.entries

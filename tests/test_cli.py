@@ -52,7 +52,7 @@ def start(cwd: Path, *arguments: str, **extra: str) -> subprocess.Popen[str]:
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("project")
-    result = mnemon(folder, "init")
+    result = mnemon(folder, "init", "--embedder", "none")
     assert result.returncode == 0, result.stderr
     return folder
 

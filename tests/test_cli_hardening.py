@@ -104,7 +104,7 @@ def with_plugins(
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("hardening")
-    assert mnemon(folder, "init").returncode == 0
+    assert mnemon(folder, "init", "--embedder", "none").returncode == 0
     return folder
 
 
@@ -347,7 +347,7 @@ def test_inspect_never_shows_a_data_dir_outside_the_profile_folder(tmp_path: Pat
     secret = tmp_path / "srv" / "tok_SECRET123" / "data"
     project = tmp_path / "project"
     project.mkdir()
-    assert mnemon(project, "init").returncode == 0
+    assert mnemon(project, "init", "--embedder", "none").returncode == 0
     profile = project / "mnemon.toml"
     text = profile.read_text(encoding="utf-8")
     profile.write_text(text.replace('data_dir = ".mnemon"', f'data_dir = "{secret}"'), "utf-8")

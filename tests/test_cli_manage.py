@@ -40,7 +40,7 @@ def memory_export(path: Path, user: str, texts: Iterable[str]) -> Path:
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("manage")
-    assert mnemon(folder, "init").returncode == 0
+    assert mnemon(folder, "init", "--embedder", "none").returncode == 0
     for text in ("Ada prefers green tea.", "Ada's invoices are due on the 5th."):
         assert mnemon(folder, "remember", text, *ADA, "--yes").returncode == 0
     assert (
@@ -272,7 +272,7 @@ def test_export_and_import_round_trip_without_loss_or_duplicates(
     # into a fresh profile, for another user: everything arrives once
     fresh = tmp_path / "fresh"
     fresh.mkdir()
-    assert mnemon(fresh, "init").returncode == 0
+    assert mnemon(fresh, "init", "--embedder", "none").returncode == 0
     target = ("--user", "ida", "--workspace", "billing")
     imported = mnemon(fresh, "import", str(out), *target, "--yes", "--json")
     assert imported.stderr == ""  # piped: no progress bar
@@ -517,7 +517,7 @@ def test_an_interrupted_import_says_how_far_it_got() -> None:
 def test_ctrl_c_during_an_import_says_how_far_it_got(tmp_path: Path) -> None:
     folder = tmp_path / "interrupted"
     folder.mkdir()
-    assert mnemon(folder, "init").returncode == 0
+    assert mnemon(folder, "init", "--embedder", "none").returncode == 0
     export = memory_export(tmp_path / "many.jsonl", "ctrl", (f"note {i}" for i in range(20_000)))
     process = start(folder, "import", str(export), "--yes")
     # polls for a state, not for time: once the store is open, the import is under way
@@ -538,7 +538,7 @@ def test_ctrl_c_during_an_import_says_how_far_it_got(tmp_path: Path) -> None:
 def test_an_export_interrupted_part_way_leaves_no_file(tmp_path: Path) -> None:
     folder = tmp_path / "exporting"
     folder.mkdir()
-    assert mnemon(folder, "init").returncode == 0
+    assert mnemon(folder, "init", "--embedder", "none").returncode == 0
     source = memory_export(tmp_path / "many.jsonl", "big", (f"note {i}" for i in range(20_000)))
     assert mnemon(folder, "import", str(source), "--yes").returncode == 0
     out = tmp_path / "out.jsonl"
@@ -577,7 +577,7 @@ def test_an_import_batch_past_the_deadline_is_finished_by_running_it_again(
 ) -> None:
     folder = tmp_path / "late"
     folder.mkdir()
-    assert mnemon(folder, "init").returncode == 0
+    assert mnemon(folder, "init", "--embedder", "none").returncode == 0
     profile = folder / "mnemon.toml"
     text = profile.read_text(encoding="utf-8")
     assert "source_timeout = 10.0" in text

@@ -44,7 +44,7 @@ failing = _FailingPlugin()
 
 def third_party(folder: Path) -> Path:
     """The starter profile in `folder`, plus the to-do and the failing Source."""
-    assert mnemon(folder, "init").returncode == 0
+    assert mnemon(folder, "init", "--embedder", "none").returncode == 0
     (folder / "cli_manager_plugins.py").write_text(PLUGINS, encoding="utf-8")
     profile = folder / "mnemon.toml"
     profile.write_text(
@@ -70,7 +70,7 @@ def run(
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("manager")
-    assert mnemon(folder, "init").returncode == 0
+    assert mnemon(folder, "init", "--embedder", "none").returncode == 0
     for index in range(12):
         stored = mnemon(folder, "remember", f"Tea note number {index}.", "--user", "ada", "--yes")
         assert stored.returncode == 0, stored.stderr

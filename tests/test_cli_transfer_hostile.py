@@ -58,7 +58,7 @@ def texts(folder: Path, *flags: str) -> list[str]:
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("hostile")
-    assert mnemon(folder, "init").returncode == 0
+    assert mnemon(folder, "init", "--embedder", "none").returncode == 0
     assert (
         mnemon(folder, "remember", "Eve keeps a secret 3319.", "--user", "eve", "--yes").returncode
         == 0

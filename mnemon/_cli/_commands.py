@@ -15,6 +15,7 @@ import click
 from click.core import ParameterSource
 
 from .. import __version__
+from .._discovery import discover_plugins
 from .._errors import ActionError, MnemonError
 from .._host import MemoryHost, MemoryTurn
 from .._models import ActionOffer, Evidence, MutationReceipt, Scope, View, ViewRoute
@@ -45,7 +46,7 @@ from ._plugins import register as register_plugins
 from ._render import Printer, receipt_summary
 from ._scaffold import new
 from ._session import diagnostic_lines, open_memory, operator_turn
-from ._starter import STARTER_PROFILE
+from ._starter import installed_embedder, starter_profile
 from ._transfer import register as register_transfer
 
 
@@ -138,24 +139,47 @@ def cli(ctx: click.Context, profile: Path | None, no_color: bool) -> None:
 
 @cli.command()
 @click.option("--force", is_flag=True, help="Overwrite an existing profile.")
+@click.option(
+    "--embedder",
+    "embedder_id",
+    metavar="ID|none",
+    help="The embedder plugin to mount (default: the first installed one that needs no "
+    "configuration); none for recall by words only.",
+)
 @json_option
 @click.pass_context
-def init(ctx: click.Context, force: bool, as_json: bool) -> None:
+def init(ctx: click.Context, force: bool, embedder_id: str | None, as_json: bool) -> None:
     """Write a starter profile: runtime, documents and spaces on SQLite, layered.
 
-    It is written to -p PROFILE, else to ./mnemon.toml (never to a parent folder's).
+    With an embedder installed (one that needs no configuration), the profile mounts it and
+    recall finds memories by meaning as well as words. It is written to -p PROFILE, else to
+    ./mnemon.toml (never to a parent folder's).
     """
     path: Path = ctx.obj["profile"] or working_folder() / PROFILE_FILE
     shown = shown_path(path, name_if_outside=True)
     if path.exists() and not force:
         raise CommandError(f"{shown} exists; use --force to overwrite it", code="exists")
+    # discovery reads manifests only: no plugin code runs here
+    embedder = None
+    if embedder_id != "none":
+        embedder = installed_embedder(discover_plugins(project_dir=path.parent), embedder_id)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(STARTER_PROFILE, encoding="utf-8")
+    path.write_text(starter_profile(embedder=embedder), encoding="utf-8")
     if as_json:
-        echo_json({"wrote": shown})
+        echo_json({"wrote": shown, "embedder": embedder.plugin_id if embedder else None})
         return
-    printer_of(ctx).ok(f"wrote {shown}")
-    printer_of(ctx).line(f"next: {hint(ctx, 'view --user you --workspace project')}")
+    printer = printer_of(ctx)
+    printer.ok(f"wrote {shown}")
+    if embedder is not None:
+        printer.line(f"recall by meaning and words: the {embedder.plugin_id} embedder is mounted")
+    elif embedder_id == "none":
+        printer.line("recall by words only, as --embedder none asked")
+    else:
+        printer.line(
+            "recall by words only: no embedder is installed (pip install "
+            f"'mnemon-runtime[standard]' adds an offline one, then {hint(ctx, 'init --force')})"
+        )
+    printer.line(f"next: {hint(ctx, 'view --user you --workspace project')}")
 
 
 # ---------------------------------------------------------------------- view

@@ -86,11 +86,15 @@ def directory_item(directory: dict[str, Any], budget: int) -> EvidenceItem | Non
 
 
 async def read_directory(
-    calls: ProviderCalls, settings: SpacesSettings, pinned: Sequence[PinnedSpace]
+    calls: ProviderCalls,
+    settings: SpacesSettings,
+    pinned: Sequence[PinnedSpace],
+    by_meaning: bool,
 ) -> dict[str, Any]:
     """The directory of the visible spaces and the Provider's health, as plain JSON.
 
-    It names spaces, never their parents. A failing `status()` shows as health, not as an
+    It names spaces, never their parents, and says how recall matches a query: by its words
+    and, when `by_meaning`, by its meaning. A failing `status()` shows as health, not as an
     error.
 
     Raises:
@@ -126,4 +130,5 @@ async def read_directory(
     }
     if status.reason:
         health["reason"] = status.reason
-    return {"health": health, "spaces": spaces}
+    recall = ["words", "meaning"] if by_meaning else ["words"]
+    return {"health": health, "recall": recall, "spaces": spaces}

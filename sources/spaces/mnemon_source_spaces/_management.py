@@ -69,7 +69,7 @@ class SpacesManagement:
         operation = request.operation.id
         payload = request.input
         if operation == "inspect":
-            output: Any = await read_directory(self._calls, self._settings, pinned)
+            output: Any = await self._inspect(pinned)
         elif operation == "list":
             output = await self._list(pinned, payload)
         else:
@@ -90,6 +90,15 @@ class SpacesManagement:
         if space is None:
             raise SourceError("invalid_payload", "no configured space has that name")
         return space
+
+    async def _inspect(self, pinned: Sequence[PinnedSpace]) -> dict[str, Any]:
+        """The directory, and per space how many memories still wait for their vectors."""
+        semantic = self._semantic
+        directory = await read_directory(self._calls, self._settings, pinned, semantic.active)
+        if semantic.active:
+            for space, entry in zip(pinned, directory["spaces"], strict=True):
+                entry["waiting_for_vectors"] = await semantic.pending((space.parent,))
+        return directory
 
     async def _list(self, pinned: Sequence[PinnedSpace], payload: Mapping[str, Any]) -> Any:
         self._calls.require("list")

@@ -79,8 +79,10 @@ MANIFEST: dict[str, Any] = {
         {
             "id": "recall",
             "description": (
-                "Search long-term memory by query. Each result has a relevance tier (strong, "
-                "related, weak), its space, tags and an id usable with related, link, forget."
+                "Search long-term memory by query, best first. It matches the query's words, "
+                "and its meaning when inspect lists meaning under recall. Each result has a "
+                "relevance tier (strong, related, weak), its space, tags and an id usable "
+                "with related, link, forget."
             ),
             "capability": "recall",
             "input_schema": _object(

@@ -266,7 +266,9 @@ class SpacesSource:
         pinned = self._namespaces.granted(request.view.scope, request.grant)
         route = request.route.route_id
         if route == "inspect":
-            directory = await read_directory(self._calls, self._settings, pinned)
+            directory = await read_directory(
+                self._calls, self._settings, pinned, self._semantic.active
+            )
             item = directory_item(directory, request.route.max_characters)
             return self._evidence(request, [item] if item else [], item is None)
         if route == "recall":

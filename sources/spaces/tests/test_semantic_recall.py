@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import orjson
 import pytest
 from mnemon_source_spaces import (
     SQLITE_PROVIDER,
@@ -20,7 +21,7 @@ from mnemon_source_spaces import (
     SearchResult,
     define_space_provider,
 )
-from spaces_kit import ADA, BOB, open_spaces, recall, remember, scope_turn, texts
+from spaces_kit import ADA, BOB, INSPECT, open_spaces, recall, remember, scope_turn, texts
 from test_spaces import WithProviders
 
 from mnemon import (
@@ -115,6 +116,11 @@ class ConceptsPlugin:
         install_memory(ctx, embedders=[self.definition])
 
 
+async def inspect(turn: Any) -> Any:
+    [item] = (await turn.execute_route(INSPECT, {})).items
+    return orjson.loads(item.text)
+
+
 async def open_with_meaning(
     directory: Path, runtime: Concepts | None = None, **extra: Any
 ) -> tuple[MemoryCompositionRunner, Concepts]:
@@ -154,9 +160,24 @@ async def test_without_an_embedder_recall_is_by_keywords_as_before(tmp_path: Pat
         for text in MEMORIES:
             await remember(turn, text)
         found = await recall(turn, "What does Ada drink? tea", limit=2)
+        directory = await inspect(turn)
         await turn.release()
+        managed = await runner.management_client("source:spaces", ADA).read("inspect", {})
     assert "Ada's first cup every morning is chai." not in texts(found)
     assert all("explain" not in item.provenance for item in found.items)
+    assert directory["recall"] == ["words"]  # the model is told recall matches words only
+    assert "waiting_for_vectors" not in managed["spaces"][0]
+
+
+async def test_the_model_is_told_that_recall_matches_meaning(tmp_path: Path) -> None:
+    runner, _ = await open_with_meaning(tmp_path)
+    async with runner:
+        turn = await scope_turn(runner, ADA)
+        directory = await inspect(turn)
+        await turn.release()
+    assert directory["recall"] == ["words", "meaning"]
+    route = next(r for r in turn.view.routes if r.id == "source:spaces/recall")
+    assert "meaning when inspect lists meaning" in route.description
 
 
 async def test_recall_by_meaning_can_be_switched_off(tmp_path: Path) -> None:
@@ -197,9 +218,14 @@ async def test_memories_written_while_the_embedder_is_down_are_caught_up(tmp_pat
         assert receipt.completion == "committed"  # the memory is durable at once
         assert texts(await recall(turn, "Turing", limit=3)) == [MEMORIES[2]]  # by keyword
         assert texts(await recall(turn, "pet cat", limit=3)) == []  # no vector yet
+        client = runner.management_client("source:spaces", ADA)
+        [space] = (await client.read("inspect", {}))["spaces"]
+        assert space["waiting_for_vectors"] == 1  # an operator sees what is behind
         runtime.down = False
         assert texts(await recall(turn, "pet cat", limit=3)) == [MEMORIES[2]]  # caught up
         await turn.release()
+        [space] = (await client.read("inspect", {}))["spaces"]
+        assert space["waiting_for_vectors"] == 0
 
 
 async def test_imported_memories_get_their_vectors(tmp_path: Path) -> None:

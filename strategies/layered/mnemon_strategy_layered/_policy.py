@@ -13,8 +13,11 @@ from mnemon import Evidence, EvidenceItem, PolicyRequest, RouteReader, View
 
 SEARCH = {"max_results": 4, "max_characters": 6_000}
 RECALL_ATTEMPTS = 2
-RECALL_FIRST = {"max_results": 4, "max_characters": 3_600}
-RECALL_RESULTS = 6
+# the first recall reads up to 8 results: the result count is a ceiling against noise, the
+# characters are the budget (recall@k flattens by k = 6 to 8 where measured, and 8 of a
+# typical memory's ~100 characters take under a quarter of the 3,600)
+RECALL_FIRST = {"max_results": 8, "max_characters": 3_600}
+RECALL_RESULTS = 12
 RECALL_ITEM_CHARACTERS = 1_200
 RECALL_CHARACTERS = 4_800
 _PUNCTUATION = re.compile(r"[\W_]+")

@@ -264,7 +264,7 @@ async def test_one_documents_search_per_turn() -> None:
 
 async def test_the_recall_envelope() -> None:
     spaces = StubSource(
-        "durable-evidence", routes=["recall", "related"], items=numbered("m", 8, size=700)
+        "durable-evidence", routes=["recall", "related"], items=numbered("m", 10, size=700)
     )
     runner, turn = await policy_turn(spaces=spaces)
     first = await turn.execute_route("source:spaces/recall", {"query": "Deadline?"})
@@ -274,14 +274,26 @@ async def test_the_recall_envelope() -> None:
     await runner.dispose()
     assert len(spaces.queries) == 2
     limits = [(q.route.max_results, q.route.max_characters) for q in spaces.queries]
-    assert limits[0] == (4, 3_600)
-    assert limits[1] == (6 - len(first.items), 4_800 - sum(len(i.text) for i in first.items))
-    assert len(first.items) == 4  # 4 x 700 = 2,800 characters
+    assert limits[0] == (8, 3_600)
+    assert limits[1] == (12 - len(first.items), 4_800 - sum(len(i.text) for i in first.items))
+    assert len(first.items) == 5  # 5 x 700 = 3,500 characters: the characters bind, not 8
     assert replay.items == first.items
     assert replay.output == {"status": "replayed"}
-    assert len(second.items) == 2  # 6 results at most across the envelope
+    assert len(second.items) == 1  # 1,300 characters were left of the envelope's 4,800
     assert sum(len(i.text) for i in first.items + second.items) <= 4_800
     assert third.output == {"status": "not-run", "reason": "recall allows 2 attempts per turn"}
+
+
+async def test_short_memories_fill_the_first_recall_up_to_eight() -> None:
+    spaces = StubSource("durable-evidence", routes=["recall"], items=numbered("m", 20, size=100))
+    runner, turn = await policy_turn(spaces=spaces)
+    first = await turn.execute_route("source:spaces/recall", {"query": "deadline"})
+    second = await turn.execute_route("source:spaces/recall", {"query": "billing"})
+    routing = turn.view.guidance.routing if turn.view.guidance else ""
+    await runner.dispose()
+    assert len(first.items) == 8  # the count binds: 800 of 3,600 characters
+    assert len(second.items) == 4  # 12 results at most across the envelope
+    assert "the first returns up to 8 memories" in (routing or "")
 
 
 async def test_recall_dedupes_by_content_and_drops_long_items() -> None:

@@ -1,0 +1,128 @@
+"""`mnemon init` mounts an installed embedder, and recall then finds memories by meaning.
+
+The embedder is a drop-in plugin of the project (found by discovery, as a user's own would
+be), with a toy vocabulary so what "meaning" finds is known exactly: tea, chai and drink
+mean one thing; report, deadline and Friday another.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+from tests.test_cli import mnemon
+
+MANIFEST = """\
+[plugin]
+id = "aaa-toy"
+version = "1.0.0"
+display_name = "Toy embedder"
+description = "Three concepts, for tests."
+mnemon = ">=0.1.0 <9.0.0"
+
+[[plugin.contributes.entries]]
+name = "aaa-toy"
+plugin = "toy_embedder"
+installs = ["embedder"]
+"""
+
+CODE = textwrap.dedent(
+    """
+    import math
+
+    from mnemon import QueryVector, Segment, SegmentAnswer, define_embedder, install_memory
+
+    WORDS = {"tea": 0, "chai": 0, "drink": 0, "report": 1, "deadline": 1, "friday": 1}
+
+
+    def vector(text):
+        values = [0.0, 0.0, 0.1]
+        for word in text.lower().replace(".", " ").replace("?", " ").split():
+            if word in WORDS:
+                values[WORDS[word]] += 1.0
+        norm = math.sqrt(sum(value * value for value in values))
+        return tuple(value / norm for value in values)
+
+
+    class Toy:
+        async def segment_and_embed(self, request):
+            return SegmentAnswer(
+                segments=tuple(
+                    Segment(
+                        part_key=part.key,
+                        start=0,
+                        end=len(part.text),
+                        vectors={space: vector(part.text) for space in request.spaces},
+                    )
+                    for part in request.parts
+                    if part.text
+                )
+            )
+
+        async def embed_query(self, request):
+            return QueryVector(vector=vector(request.text))
+
+
+    DEFINITION = define_embedder(
+        {
+            "type_id": "toy",
+            "package_name": "toy-embedder",
+            "spaces": [
+                {"id": "toy.words", "version": "1", "model": "toy", "dimensions": 3,
+                 "metric": "cosine"}
+            ],
+        },
+        lambda configuration: Toy(),
+    )
+
+
+    def apply(ctx):
+        install_memory(ctx, embedders=[DEFINITION])
+    """
+)
+
+
+def with_toy_embedder(folder: Path) -> Path:
+    plugin = folder / ".mnemon" / "plugins" / "toy"
+    plugin.mkdir(parents=True)
+    (plugin / "mnemon-plugin.toml").write_text(MANIFEST, encoding="utf-8")
+    (plugin / "toy_embedder.py").write_text(CODE, encoding="utf-8")
+    return folder
+
+
+def test_init_mounts_the_installed_embedder_and_recall_finds_meaning(tmp_path: Path) -> None:
+    project = with_toy_embedder(tmp_path)
+    wrote = mnemon(project, "init")
+    assert wrote.returncode == 0, wrote.stderr
+    assert "recall by meaning and words: the aaa-toy embedder is mounted" in wrote.stdout
+    profile = (project / "mnemon.toml").read_text(encoding="utf-8")
+    assert 'id = "embedder"\nplugin = "aaa-toy"' in profile
+    for text in ("Ada's first cup every morning is chai.", "The quarterly report is due."):
+        stored = mnemon(project, "remember", text, "--user", "ada", "--yes")
+        assert stored.returncode == 0, stored.stderr
+    found = json.loads(mnemon(project, "recall", "what to drink", "--user", "ada", "--json").stdout)
+    # no word of the question is in the memory: its meaning found it
+    assert found["items"][0]["text"] == "Ada's first cup every morning is chai."
+    assert found["items"][0]["provenance"]["explain"]["keywords"] is None
+
+
+def test_init_can_leave_recall_to_words(tmp_path: Path) -> None:
+    project = with_toy_embedder(tmp_path)
+    wrote = mnemon(project, "init", "--embedder", "none")
+    assert wrote.returncode == 0, wrote.stderr
+    assert "recall by words only, as --embedder none asked" in wrote.stdout
+    assert 'id = "embedder"' not in (project / "mnemon.toml").read_text(encoding="utf-8")
+    as_json = json.loads(mnemon(project, "init", "--force", "--embedder", "none", "--json").stdout)
+    assert as_json["embedder"] is None
+
+
+def test_init_refuses_an_embedder_it_cannot_mount(tmp_path: Path) -> None:
+    project = with_toy_embedder(tmp_path)
+    unknown = mnemon(project, "init", "--embedder", "nowhere")
+    assert unknown.returncode == 2
+    assert "--embedder: no plugin 'nowhere' was found" in unknown.stderr
+    not_one = mnemon(project, "init", "--embedder", "layered")
+    assert not_one.returncode == 2
+    assert "'layered' is not an embedder that mounts without configuration" in not_one.stderr
+    assert not (project / "mnemon.toml").exists()  # nothing written on a refusal
