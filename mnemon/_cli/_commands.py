@@ -43,6 +43,7 @@ from ._options import (
 )
 from ._paths import shown_path
 from ._plugins import register as register_plugins
+from ._reindex import register as register_reindex
 from ._render import Printer, receipt_summary
 from ._scaffold import new
 from ._session import diagnostic_lines, open_memory, operator_turn
@@ -658,6 +659,7 @@ def plugin(ctx: click.Context, args: tuple[str, ...]) -> None:
 register_management(cli)
 register_transfer(cli)
 register_plugins(cli)
+register_reindex(cli)
 cli.add_command(new)  # `mnemon new source|strategy NAME`
 
 __all__ = ["cli", "main"]

@@ -69,6 +69,7 @@ from ._records import (
     runtime_records,
     space_names,
 )
+from ._reindex import Reindexed, fill_vectors, reindexable
 from ._session import missing_flags, open_memory, operator_turn
 
 __all__ = ["FORMAT", "VERSION", "ImportTally", "export", "import_"]
@@ -618,6 +619,8 @@ class ImportTally:
     #: records of the write under way: they may or may not be stored when it is cut short
     in_flight: int = 0
     refusals: list[dict[str, Any]] = field(default_factory=list)
+    #: the vectors the written memories still lacked, given after the writes
+    vectors: list[Reindexed] = field(default_factory=list)
 
     def refuse(self, number: int, code: str, message: str) -> None:
         """Count record `number` as refused, with a code and a message naming no content."""
@@ -725,6 +728,17 @@ async def _import(path: Path, scope: Scope, records: ExportRecords, tally: Impor
                     for memory in batch:
                         await _import_memory(turn, key, space, memory, known[key], tally)
                 advance(len(batch))
+        # what the writes left without vectors gets them now, so recall finds it by meaning
+        for entry in reindexable(host):
+            if entry.source_key in targets:
+                vectors = Reindexed(entry.source_key)
+                try:
+                    if await fill_vectors(host, entry.source_key, scope, vectors):
+                        tally.vectors.append(vectors)
+                except (ManagementError, CommandError) as exc:
+                    # the records are stored: vectors that cannot be given now follow later
+                    vectors.failed = exc.code
+                    tally.vectors.append(vectors)
 
 
 async def _memory_keys(client: ManagementClient, key: str) -> tuple[set[str], list[str]]:
@@ -1055,6 +1069,7 @@ def import_(ctx: click.Context, /, file: Path, yes: bool, as_json: bool, **optio
         "unchanged": tally.unchanged,
         "refused": tally.refused,
         "refusals": refusals,
+        "vectors": [vectors.as_json() for vectors in tally.vectors],
         "scope": scope.model_dump(exclude_none=True),
     }
     if as_json:
@@ -1066,6 +1081,18 @@ def import_(ctx: click.Context, /, file: Path, yes: bool, as_json: bool, **optio
             f"imported {tally.written} of {len(records)} record(s); "
             f"{tally.unchanged} already there{refused}"
         )
+        for vectors in tally.vectors:
+            if vectors.failed:
+                printer_of(ctx).warn(
+                    f"{vectors.source}: the vectors could not be given now ({vectors.failed}); "
+                    "the memories are found by keyword, and by meaning once they follow"
+                )
+            elif vectors.remaining:
+                printer_of(ctx).warn(
+                    f"{vectors.source}: {vectors.remaining} memory(ies) still wait for their "
+                    "vectors (found by keyword now, by meaning once they follow; "
+                    "`mnemon reindex` finishes them)"
+                )
         for refusal in refusals[:_SHOWN_REFUSALS]:
             printer_of(ctx).warn(
                 f"record {refusal['record']} refused ({refusal['code']}): {refusal['message']}"

@@ -25,10 +25,11 @@ from ._provider import (
     ForgetResult,
     ListRequest,
     ListResult,
+    Memory,
     RememberRequest,
     RememberResult,
 )
-from ._semantic import Semantic
+from ._semantic import Semantic, bulk_seconds
 from ._wire import built
 
 __all__ = ["SpacesManagement"]
@@ -72,7 +73,10 @@ class SpacesManagement:
             output: Any = await self._inspect(pinned)
         elif operation == "list":
             output = await self._list(pinned, payload)
+        elif operation == "reindex":
+            output = await self._reindex(pinned)
         else:
+            fresh: list[tuple[str, list[Memory]]] = []  # stored memories awaiting vectors
             async with self._lock:
                 current = self._namespaces.revision(self._namespaces.required(request.scope))
                 if current != request.expected_revision:
@@ -80,7 +84,11 @@ class SpacesManagement:
                         f"revision conflict: the spaces are at {current}, "
                         f"not {request.expected_revision}"
                     )
-                output = await self._write(operation, pinned, payload)
+                output = await self._write(operation, pinned, payload, fresh)
+            # the memories are durable and found by keyword; their vectors follow within what
+            # is left of this call's deadline, outside the lock (a catch-up does the rest)
+            for parent, memories in fresh:
+                await self._semantic.embed_soon(parent, memories, bulk_seconds())
         return ManagementResult(
             source_key=self._key, operation=operation, output=output, revision=revision
         )
@@ -99,6 +107,15 @@ class SpacesManagement:
             for space, entry in zip(pinned, directory["spaces"], strict=True):
                 entry["waiting_for_vectors"] = await semantic.pending((space.parent,))
         return directory
+
+    async def _reindex(self, pinned: Sequence[PinnedSpace]) -> dict[str, Any]:
+        """Give this scope's memories the vectors they lack, within this call's deadline."""
+        done, remaining = await self._semantic.fill(
+            [space.parent for space in pinned], bulk_seconds()
+        )
+        space = self._semantic.space
+        assert space is not None  # fill() refuses when recall by meaning is off
+        return {"space": space.key, "done": done, "remaining": remaining}
 
     async def _list(self, pinned: Sequence[PinnedSpace], payload: Mapping[str, Any]) -> Any:
         self._calls.require("list")
@@ -129,11 +146,16 @@ class SpacesManagement:
         }
 
     async def _write(
-        self, operation: str, pinned: Sequence[PinnedSpace], payload: Mapping[str, Any]
+        self,
+        operation: str,
+        pinned: Sequence[PinnedSpace],
+        payload: Mapping[str, Any],
+        fresh: list[tuple[str, list[Memory]]],
     ) -> Any:
+        """One mutation; the memories it newly stores go into `fresh`, for their vectors."""
         space = self._named(pinned, payload["space"])
         if operation == "import":
-            return await self._import(space, pinned, payload["memories"])
+            return await self._import(space, pinned, payload["memories"], fresh)
         if operation == "remember":
             self._calls.require("remember")
             stored = await self._calls.call(
@@ -147,6 +169,8 @@ class SpacesManagement:
                 RememberResult,
             )
             check_parents((stored.memory,), (space.parent,))
+            if stored.created and self._semantic.active:
+                fresh.append((space.parent, [stored.memory]))
             return {
                 "space": space.name,
                 "id": stored.memory.id,
@@ -168,7 +192,11 @@ class SpacesManagement:
         }
 
     async def _import(
-        self, space: PinnedSpace, pinned: Sequence[PinnedSpace], items: Sequence[Any]
+        self,
+        space: PinnedSpace,
+        pinned: Sequence[PinnedSpace],
+        items: Sequence[Any],
+        fresh: list[tuple[str, list[Memory]]],
     ) -> Any:
         """Store many memories in one Provider batch; one result per item, in order.
 
@@ -209,9 +237,7 @@ class SpacesManagement:
             stored = await self._calls.remember_many(requests)
             check_parents((result.memory for result in stored), (space.parent,))
             if self._semantic.active:
-                # their vectors follow within a short budget; what is left, a catch-up does
-                fresh = [result.memory for result in stored if result.created]
-                await self._semantic.embed_soon(space.parent, fresh)
+                fresh.append((space.parent, [r.memory for r in stored if r.created]))
             for index, content, result in zip(positions, checked, stored, strict=True):
                 memory = result.memory
                 if not result.created and (memory.text, memory.tags, memory.entities) != content:

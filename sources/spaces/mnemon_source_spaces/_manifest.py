@@ -219,6 +219,15 @@ MANIFEST: dict[str, Any] = {
                 ),
             },
             {
+                "id": "reindex",
+                "kind": "mutate",
+                "description": (
+                    "Give this scope's memories the vectors recall by meaning needs and they "
+                    "still lack, as many as fit one call; call it again until remaining is 0."
+                ),
+                "input_schema": _object({}),
+            },
+            {
                 "id": "forget",
                 "kind": "mutate",
                 "description": "Delete one memory of a space by its id.",

@@ -38,7 +38,7 @@ from ._provider import (
     VectorSearchRequest,
 )
 
-__all__ = ["FusedHit", "Semantic", "choose_space", "fuse"]
+__all__ = ["FusedHit", "Semantic", "bulk_seconds", "choose_space", "fuse"]
 
 _log = logging.getLogger("mnemon.spaces")
 
@@ -50,6 +50,11 @@ CATCH_UP_SECONDS = 1.0
 CATCH_UP_BATCH = 64
 #: how long a parent found with nothing waiting for vectors is not looked at again
 RECHECK_SECONDS = 30.0
+#: what a bulk step (an import's vectors, a reindex call) leaves of its caller's deadline,
+#: so the result still goes out in time
+DEADLINE_MARGIN = 1.0
+#: the longest one bulk step embeds when its caller set no deadline
+STEP_SECONDS = 30.0
 #: how much of a fused score is meaning (the rest is keywords): equal, see `fuse`
 MEANING_WEIGHT = 0.5
 #: cosine similarity (for the relevance tier of a hit found by meaning only)
@@ -159,6 +164,12 @@ def fuse(keyword: Sequence[SearchHit], meaning: Sequence[SearchHit], limit: int)
     ]
 
 
+def bulk_seconds() -> float:
+    """How long a bulk step may embed: its caller's deadline less a margin, at most a cap."""
+    left = anyio.current_effective_deadline() - anyio.current_time() - DEADLINE_MARGIN
+    return max(0.0, min(STEP_SECONDS, left))
+
+
 def _batches(memories: Sequence[Memory], size: int) -> Iterable[Sequence[Memory]]:
     for start in range(0, len(memories), size):
         yield memories[start : start + size]
@@ -218,18 +229,25 @@ class Semantic:
                         _log.debug("spaces: registering the vector space failed (%s)", exc.code)
         return self._registered
 
-    async def embed(self, parent: str, memories: Sequence[Memory]) -> int:
+    async def embed(
+        self, parent: str, memories: Sequence[Memory], until: float | None = None
+    ) -> int:
         """Embed memories of one parent and keep their vectors; how many got them.
 
-        Anything the embedder or the Provider cannot do now is left for a later catch-up:
-        the memories are stored and found by keyword meanwhile.
+        With `until` (an `anyio.current_time()` instant), no batch starts that the last one's
+        duration says would end past it. Anything the embedder or the Provider cannot do now
+        is left for a later catch-up: the memories are stored and found by keyword meanwhile.
         """
         if not memories or not await self._ready():
             return 0
         embedding, space = self._parts()
         size = max(1, min(embedding.max_batch(space.id), CATCH_UP_BATCH))
         stored = 0
+        took = 0.0
         for batch in _batches(memories, size):
+            started = anyio.current_time()
+            if until is not None and started + took > until:
+                break
             digest = hashlib.sha256(orjson.dumps([[m.id, m.text] for m in batch])).hexdigest()
             try:
                 answer = await embedding.segment_and_embed(
@@ -266,15 +284,52 @@ class Semantic:
                 _log.debug("spaces: keeping vectors failed (%s); left for catch-up", exc.code)
                 return stored
             stored += result.stored
+            took = anyio.current_time() - started
         return stored
 
-    async def embed_soon(self, parent: str, memories: Sequence[Memory]) -> None:
-        """Embed right after a write, within `INLINE_SECONDS`; what is left waits for catch-up."""
+    async def embed_soon(
+        self, parent: str, memories: Sequence[Memory], seconds: float = INLINE_SECONDS
+    ) -> None:
+        """Embed right after a write, within `seconds`; what is left waits for catch-up."""
         done = 0
-        with anyio.move_on_after(INLINE_SECONDS):
-            done = await self.embed(parent, memories)
+        with anyio.move_on_after(seconds) as scope:
+            done = await self.embed(parent, memories, until=scope.deadline)
         if done < len(memories):
             self._complete.pop(parent, None)
+
+    async def fill(self, parents: Sequence[str], seconds: float) -> tuple[int, int | None]:
+        """Embed memories of `parents` still without vectors, oldest first, for `seconds`.
+
+        Returns how many got vectors, and how many still wait (None when the Provider does
+        not count them). Stops early when the embedder or the store cannot keep up.
+
+        Raises:
+            SourceError: `unsupported` when recall by meaning is off here.
+        """
+        if not await self._ready():
+            raise SourceError("unsupported", "recall by meaning is off: nothing to reindex")
+        space = self.space
+        assert space is not None
+        done = 0
+        with anyio.move_on_after(seconds) as scope:
+            for parent in parents:
+                while True:
+                    missing = await self._calls.call(
+                        "missing_vectors",
+                        MissingVectorsRequest(parent=parent, space=space.key, limit=1_000),
+                        MissingVectorsResult,
+                    )
+                    check_parents(missing.memories, (parent,))
+                    if not missing.memories:
+                        self._complete[parent] = time.monotonic()
+                        break
+                    embedded = await self.embed(parent, missing.memories, until=scope.deadline)
+                    done += embedded
+                    if embedded < len(missing.memories):
+                        break  # out of time, or the embedder or the store cannot keep up
+                if scope.deadline <= anyio.current_time():
+                    break
+        return done, await self.pending(parents)
 
     async def catch_up(self, parents: Sequence[str]) -> None:
         """Embed memories still without vectors, for at most `CATCH_UP_SECONDS`."""

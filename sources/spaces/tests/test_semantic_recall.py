@@ -26,6 +26,7 @@ from test_spaces import WithProviders
 
 from mnemon import (
     EmbedQueryRequest,
+    ManagementError,
     PluginContext,
     QueryVector,
     RouteError,
@@ -334,3 +335,63 @@ async def test_a_failed_keyword_search_fails_the_recall_as_itself(tmp_path: Path
             await recall(turn, "tea")
         assert failed.value.code == "unavailable"
         await turn.release()
+
+
+async def waiting(runner: MemoryCompositionRunner) -> int:
+    client = runner.management_client("source:spaces", ADA)
+    return sum(space["waiting_for_vectors"] for space in (await client.read("inspect"))["spaces"])
+
+
+async def reindex(runner: MemoryCompositionRunner) -> Any:
+    client = runner.management_client("source:spaces", ADA)
+    result = await client.mutate(
+        "reindex", {}, confirmed=True, expected_revision=await client.revision()
+    )
+    return result.output
+
+
+async def test_management_writes_give_their_memories_vectors_before_answering(
+    tmp_path: Path,
+) -> None:
+    runner, _ = await open_with_meaning(tmp_path)
+    async with runner:
+        client = runner.management_client("source:spaces", ADA)
+        await client.mutate(
+            "import",
+            {"space": "memories", "memories": [{"text": text} for text in MEMORIES[:3]]},
+            confirmed=True,
+            expected_revision=await client.revision(),
+        )
+        await client.mutate(
+            "remember",
+            {"space": "memories", "text": MEMORIES[3]},
+            confirmed=True,
+            expected_revision=await client.revision(),
+        )
+        assert await waiting(runner) == 0  # no recall ran: the writes embedded them
+
+
+async def test_reindex_embeds_what_an_outage_left_without_any_recall(tmp_path: Path) -> None:
+    runner, runtime = await open_with_meaning(tmp_path)
+    async with runner:
+        runtime.down = True
+        turn = await scope_turn(runner, ADA)
+        for text in MEMORIES:
+            await remember(turn, text)
+        await turn.release()
+        assert await reindex(runner) == {
+            "space": f"{SPACE_ID}@1",
+            "done": 0,
+            "remaining": 4,
+        }  # still down: nothing done, nothing lost
+        runtime.down = False
+        assert await reindex(runner) == {"space": f"{SPACE_ID}@1", "done": 4, "remaining": 0}
+        assert await waiting(runner) == 0
+        assert await reindex(runner) == {"space": f"{SPACE_ID}@1", "done": 0, "remaining": 0}
+
+
+async def test_reindex_without_an_embedder_says_there_is_nothing_to_do(tmp_path: Path) -> None:
+    async with await open_spaces(tmp_path) as runner:
+        with pytest.raises(ManagementError) as refused:
+            await reindex(runner)
+    assert refused.value.code == "unsupported"
