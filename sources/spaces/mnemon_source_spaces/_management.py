@@ -100,12 +100,18 @@ class SpacesManagement:
         return space
 
     async def _inspect(self, pinned: Sequence[PinnedSpace]) -> dict[str, Any]:
-        """The directory, and per space how many memories still wait for their vectors."""
+        """The directory, with per space what recall by meaning stands on.
+
+        How many memories still wait for vectors, and in which vector space recall searches
+        them now (a previous one while the configured one is being filled).
+        """
         semantic = self._semantic
         directory = await read_directory(self._calls, self._settings, pinned, semantic.active)
         if semantic.active:
             for space, entry in zip(pinned, directory["spaces"], strict=True):
                 entry["waiting_for_vectors"] = await semantic.pending((space.parent,))
+                serving = await semantic.serving((space.parent,))
+                entry["meaning_space"] = None if serving is None else serving.key
         return directory
 
     async def _reindex(self, pinned: Sequence[PinnedSpace]) -> dict[str, Any]:

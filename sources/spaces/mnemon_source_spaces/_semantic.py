@@ -187,10 +187,14 @@ class Semantic:
         self._registered = False
         self._refused = False
         self._lock = anyio.Lock()
-        # parents this process found with no memory waiting for vectors, and when: a recall
-        # looks again after `RECHECK_SECONDS` (another process may have written without an
-        # embedder), and at once after a write here whose vectors did not follow
-        self._complete: dict[str, float] = {}
+        # (space key, parent) this process found with no memory waiting for vectors in that
+        # space, and when: looked at again after `RECHECK_SECONDS` (another process may have
+        # written without an embedder), and at once after a write here whose vectors did not
+        # follow
+        self._complete: dict[tuple[str, str], float] = {}
+        # the other installed spaces, by key: whether the store already holds their vectors
+        # (they serve recall while the configured space is being filled), and since when known
+        self._previous: dict[str, tuple[bool, float]] = {}
 
     @property
     def active(self) -> bool:
@@ -202,6 +206,74 @@ class Semantic:
         if self._embedding is None or self.space is None:
             raise SourceError("unsupported", "recall by meaning is off")
         return self._embedding, self.space
+
+    def _covered(self, space: VectorSpace, parent: str) -> bool:
+        checked = self._complete.get((space.key, parent))
+        return checked is not None and time.monotonic() - checked < RECHECK_SECONDS
+
+    async def _missing(self, space: VectorSpace, parent: str, limit: int) -> MissingVectorsResult:
+        missing = await self._calls.call(
+            "missing_vectors",
+            MissingVectorsRequest(parent=parent, space=space.key, limit=limit),
+            MissingVectorsResult,
+        )
+        check_parents(missing.memories, (parent,))
+        if not missing.memories:
+            self._complete[space.key, parent] = time.monotonic()
+        return missing
+
+    async def _held(self, space: VectorSpace, parent: str) -> bool:
+        """Whether the store holds vectors of this other installed space, the same model's.
+
+        Asked without registering it: a space the store never kept is not made to look kept.
+        """
+        known = self._previous.get(space.key)
+        if known is not None and time.monotonic() - known[1] < RECHECK_SECONDS:
+            return known[0]
+        held = False
+        try:
+            await self._missing(space, parent, 1)  # refused while the space is not registered
+            answer = await self._calls.call(
+                "register_space", RegisterSpaceRequest(space=space), RegisterSpaceResult
+            )
+            held = not answer.registered
+        except SourceError as exc:
+            _log.debug("spaces: %s is not a previous space here (%s)", space.key, exc.code)
+        self._previous[space.key] = (held, time.monotonic())
+        return held
+
+    async def previous_spaces(self, parents: Sequence[str]) -> list[VectorSpace]:
+        """The other installed spaces whose vectors the store holds, in installed order."""
+        if self._embedding is None or self.space is None or not parents:
+            return []
+        others = [space for space in self._embedding.spaces if space.id != self.space.id]
+        return [space for space in others if await self._held(space, parents[0])]
+
+    async def serving(self, parents: Sequence[str]) -> VectorSpace | None:
+        """The space recall searches for `parents`: the configured one once it covers them all.
+
+        While it is being filled (a new model or space version was installed), a previous
+        space whose vectors cover every memory of `parents` keeps serving, as long as its
+        embedder is still installed; failing one, the configured space serves what it has.
+        """
+        if not await self._ready():
+            return None
+        target = self.space
+        assert target is not None
+        if all(self._covered(target, parent) for parent in parents):
+            return target
+        for space in await self.previous_spaces(parents):
+            covered = True
+            for parent in parents:
+                if (
+                    not self._covered(space, parent)
+                    and (await self._missing(space, parent, 1)).memories
+                ):
+                    covered = False
+                    break
+            if covered:
+                return space
+        return target
 
     async def _ready(self) -> bool:
         """Register the space with the Provider once; False when it cannot be used."""
@@ -230,17 +302,23 @@ class Semantic:
         return self._registered
 
     async def embed(
-        self, parent: str, memories: Sequence[Memory], until: float | None = None
+        self,
+        parent: str,
+        memories: Sequence[Memory],
+        until: float | None = None,
+        space: VectorSpace | None = None,
     ) -> int:
         """Embed memories of one parent and keep their vectors; how many got them.
 
-        With `until` (an `anyio.current_time()` instant), no batch starts that the last one's
-        duration says would end past it. Anything the embedder or the Provider cannot do now
-        is left for a later catch-up: the memories are stored and found by keyword meanwhile.
+        In the configured space unless `space` names another installed one. With `until` (an
+        `anyio.current_time()` instant), no batch starts that the last one's duration says
+        would end past it. Anything the embedder or the Provider cannot do now is left for a
+        later catch-up: the memories are stored and found by keyword meanwhile.
         """
         if not memories or not await self._ready():
             return 0
-        embedding, space = self._parts()
+        embedding, target = self._parts()
+        space = space or target
         size = max(1, min(embedding.max_batch(space.id), CATCH_UP_BATCH))
         stored = 0
         took = 0.0
@@ -290,102 +368,100 @@ class Semantic:
     async def embed_soon(
         self, parent: str, memories: Sequence[Memory], seconds: float = INLINE_SECONDS
     ) -> None:
-        """Embed right after a write, within `seconds`; what is left waits for catch-up."""
-        done = 0
+        """Embed right after a write, within `seconds`; what is left waits for catch-up.
+
+        A previous space that still serves recall gets the memories too, so it stays whole
+        until the configured space takes over.
+        """
+        if not await self._ready():
+            return
+        assert self.space is not None
+        spaces = [self.space, *await self.previous_spaces((parent,))]
+        done = dict.fromkeys((space.key for space in spaces), 0)
         with anyio.move_on_after(seconds) as scope:
-            done = await self.embed(parent, memories, until=scope.deadline)
-        if done < len(memories):
-            self._complete.pop(parent, None)
+            for space in spaces:
+                done[space.key] = await self.embed(parent, memories, scope.deadline, space)
+        for space in spaces:
+            if done[space.key] < len(memories):
+                self._complete.pop((space.key, parent), None)
+
+    async def _fill_parent(self, parent: str, batch: int, until: float) -> tuple[int, bool]:
+        """Embed `parent`'s memories without vectors, `batch` at a time, oldest first.
+
+        Returns how many got vectors, and whether none are left (False: out of time, or the
+        embedder or the store cannot keep up now).
+        """
+        assert self.space is not None
+        done = 0
+        while True:
+            missing = await self._missing(self.space, parent, batch)
+            if not missing.memories:
+                return done, True
+            embedded = await self.embed(parent, missing.memories, until)
+            done += embedded
+            if embedded < len(missing.memories):
+                return done, False
 
     async def fill(self, parents: Sequence[str], seconds: float) -> tuple[int, int | None]:
         """Embed memories of `parents` still without vectors, oldest first, for `seconds`.
 
         Returns how many got vectors, and how many still wait (None when the Provider does
-        not count them). Stops early when the embedder or the store cannot keep up.
+        not count them). No batch starts that would end past `seconds`, so the count is
+        exact; it stops early when the embedder or the store cannot keep up.
 
         Raises:
             SourceError: `unsupported` when recall by meaning is off here.
         """
         if not await self._ready():
             raise SourceError("unsupported", "recall by meaning is off: nothing to reindex")
-        space = self.space
-        assert space is not None
+        until = anyio.current_time() + seconds
         done = 0
-        with anyio.move_on_after(seconds) as scope:
-            for parent in parents:
-                while True:
-                    missing = await self._calls.call(
-                        "missing_vectors",
-                        MissingVectorsRequest(parent=parent, space=space.key, limit=1_000),
-                        MissingVectorsResult,
-                    )
-                    check_parents(missing.memories, (parent,))
-                    if not missing.memories:
-                        self._complete[parent] = time.monotonic()
-                        break
-                    embedded = await self.embed(parent, missing.memories, until=scope.deadline)
-                    done += embedded
-                    if embedded < len(missing.memories):
-                        break  # out of time, or the embedder or the store cannot keep up
-                if scope.deadline <= anyio.current_time():
-                    break
+        for parent in parents:
+            embedded, whole = await self._fill_parent(parent, 1_000, until)
+            done += embedded
+            if not whole:
+                break
         return done, await self.pending(parents)
 
     async def catch_up(self, parents: Sequence[str]) -> None:
         """Embed memories still without vectors, for at most `CATCH_UP_SECONDS`."""
         if not await self._ready():
             return
-        space = self.space
-        assert space is not None
-        with anyio.move_on_after(CATCH_UP_SECONDS):
+        assert self.space is not None
+        with anyio.move_on_after(CATCH_UP_SECONDS) as scope:
             for parent in parents:
-                checked = self._complete.get(parent)
-                if checked is not None and time.monotonic() - checked < RECHECK_SECONDS:
+                if self._covered(self.space, parent):
                     continue
-                while True:
-                    try:
-                        missing = await self._calls.call(
-                            "missing_vectors",
-                            MissingVectorsRequest(
-                                parent=parent, space=space.key, limit=CATCH_UP_BATCH
-                            ),
-                            MissingVectorsResult,
-                        )
-                    except SourceError:
-                        return
-                    check_parents(missing.memories, (parent,))
-                    if not missing.memories:
-                        self._complete[parent] = time.monotonic()
-                        break
-                    done = await self.embed(parent, missing.memories)
-                    if done < len(missing.memories):
-                        return  # the embedder or the store cannot keep up now: next time
+                try:
+                    _, whole = await self._fill_parent(parent, CATCH_UP_BATCH, scope.deadline)
+                except SourceError:
+                    return
+                if not whole:
+                    return  # the embedder or the store cannot keep up now: next time
 
     async def pending(self, parents: Sequence[str]) -> int | None:
         """How many memories of `parents` still wait for vectors, when the Provider says."""
         if not await self._ready():
             return None
-        space = self.space
-        assert space is not None
+        assert self.space is not None
         total = 0
         for parent in parents:
-            missing = await self._calls.call(
-                "missing_vectors",
-                MissingVectorsRequest(parent=parent, space=space.key, limit=1),
-                MissingVectorsResult,
-            )
+            missing = await self._missing(self.space, parent, 1)
             if missing.remaining is None:
                 return None
             total += missing.remaining
         return total
 
     async def search(self, parents: Sequence[str], query: str, limit: int) -> list[SearchHit]:
-        """The memories nearest the query's meaning; empty when the embedder cannot answer."""
-        if not await self._ready():
+        """The memories nearest the query's meaning; empty when the embedder cannot answer.
+
+        Searched in the space that serves `parents` (see `serving`).
+        """
+        space = await self.serving(parents)
+        if space is None or self._embedding is None:
             return []
-        embedding, space = self._parts()
         try:
-            vector = await embedding.embed_query(space.id, query)
+            vector = await self._embedding.embed_query(space.id, query)
         except EmbeddingError as exc:
             _log.debug("spaces: the query could not be embedded (%s)", exc.code)
             return []

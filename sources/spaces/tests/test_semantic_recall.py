@@ -69,6 +69,7 @@ class Concepts:
     def __init__(self) -> None:
         self.down = False
         self.calls = 0
+        self.queries = 0
 
     async def segment_and_embed(self, request: SegmentRequest) -> SegmentAnswer:
         self.calls += 1
@@ -88,21 +89,24 @@ class Concepts:
         )
 
     async def embed_query(self, request: EmbedQueryRequest) -> QueryVector:
+        self.queries += 1
         if self.down:
             raise SourceError("unavailable", "the embedding service is down")
         return QueryVector(vector=concept_vector(request.text))
 
 
 class ConceptsPlugin:
-    def __init__(self, runtime: Concepts, dimensions: int = 5) -> None:
+    def __init__(
+        self, runtime: Concepts, dimensions: int = 5, space_id: str = SPACE_ID, name: str = ""
+    ) -> None:
         self.runtime = runtime
         self.definition = define_embedder(
             {
-                "type_id": "concepts",
-                "package_name": "mnemon-test-concepts",
+                "type_id": f"concepts{name}",
+                "package_name": f"mnemon-test-concepts{name}",
                 "spaces": [
                     {
-                        "id": SPACE_ID,
+                        "id": space_id,
                         "version": "1",
                         "model": "concepts",
                         "dimensions": dimensions,
@@ -395,3 +399,72 @@ async def test_reindex_without_an_embedder_says_there_is_nothing_to_do(tmp_path:
         with pytest.raises(ManagementError) as refused:
             await reindex(runner)
     assert refused.value.code == "unsupported"
+
+
+NEXT_ID = "test.concepts-next"
+
+
+async def test_a_previous_space_serves_recall_until_the_new_one_is_complete(
+    tmp_path: Path,
+) -> None:
+    runner, old = await open_with_meaning(tmp_path)
+    async with runner:
+        turn = await scope_turn(runner, ADA)
+        for text in MEMORIES:
+            await remember(turn, text)
+        await turn.release()
+    # a new model is installed beside the old one, and the Source is told to use it
+    new = Concepts()
+    new.down = True  # it cannot embed yet: the new space stays empty
+    runner = MemoryCompositionRunner()
+    await runner.mount(ConceptsPlugin(old), instance_id="concepts")
+    await runner.mount(ConceptsPlugin(new, space_id=NEXT_ID, name="-next"), instance_id="next")
+    await open_spaces(tmp_path, runner=runner, vectors=NEXT_ID)
+    async with runner:
+        turn = await scope_turn(runner, ADA)
+        found = await recall(turn, "What does she drink? tea", limit=2)
+        assert texts(found)[0] == "Ada's first cup every morning is chai."  # by meaning
+        assert found.items[0].provenance["explain"]["keywords"] is None
+        assert (old.queries, new.queries) == (1, 0)  # the old space served
+        # a memory written meanwhile goes into the old space too, which stays whole
+        await remember(turn, "Ada's feline sleeps all day.")
+        await turn.release()
+        directory = await runner.management_client("source:spaces", ADA).read("inspect")
+        [entry] = directory["spaces"]
+        assert (entry["meaning_space"], entry["waiting_for_vectors"]) == (f"{SPACE_ID}@1", 5)
+        turn = await scope_turn(runner, ADA)
+        pets = await recall(turn, "pet", limit=2)
+        await turn.release()
+        assert set(texts(pets)) == {
+            "Ada's feline sleeps all day.",
+            "Ada adopted a feline named Turing.",
+        }
+
+        new.down = False
+        assert await reindex(runner) == {"space": f"{NEXT_ID}@1", "done": 5, "remaining": 0}
+        directory = await runner.management_client("source:spaces", ADA).read("inspect")
+        assert directory["spaces"][0]["meaning_space"] == f"{NEXT_ID}@1"
+        turn = await scope_turn(runner, ADA)
+        found = await recall(turn, "What does she drink? tea", limit=2)
+        await turn.release()
+        assert texts(found)[0] == "Ada's first cup every morning is chai."
+        assert (old.queries, new.queries) == (2, 1)  # the new space serves now
+
+
+async def test_a_space_the_store_never_held_does_not_serve(tmp_path: Path) -> None:
+    old, new = Concepts(), Concepts()
+    new.down = True
+    runner = MemoryCompositionRunner()
+    await runner.mount(ConceptsPlugin(old), instance_id="concepts")
+    await runner.mount(ConceptsPlugin(new, space_id=NEXT_ID, name="-next"), instance_id="next")
+    await open_spaces(tmp_path, runner=runner, vectors=NEXT_ID)
+    async with runner:
+        turn = await scope_turn(runner, ADA)
+        await remember(turn, MEMORIES[0])
+        await recall(turn, "What does she drink? tea", limit=2)
+        await turn.release()
+        directory = await runner.management_client("source:spaces", ADA).read("inspect")
+    # the old embedder is installed, but the store never kept its vectors: it is not used,
+    # not embedded into, and not registered by asking
+    assert (old.calls, old.queries) == (0, 0)
+    assert directory["spaces"][0]["meaning_space"] == f"{NEXT_ID}@1"
