@@ -68,10 +68,14 @@ from ._sqlite_rows import (
 from ._sqlite_search import search_store
 from ._sqlite_store import StoreConnections, store_error, store_reason
 from ._sqlite_vectors import (
-    VectorCache,
+    APPROXIMATE_ABOVE,
+    Indexing,
     missing_vectors,
     register_space,
+    release_cache,
     search_vectors,
+    shared_cache,
+    space_slot,
     store_vectors,
 )
 from ._wire import built
@@ -82,7 +86,8 @@ _T = TypeVar("_T")
 DEFAULT_FILE = "spaces.sqlite3"
 DEFAULT_BUSY_TIMEOUT_MS = 5_000
 MAX_BUSY_TIMEOUT_MS = 600_000
-CONFIGURATION_KEYS = ("path", "busy_timeout_ms", "synchronous", "token")
+MAX_APPROXIMATE_ABOVE = 1 << 40
+CONFIGURATION_KEYS = ("path", "busy_timeout_ms", "synchronous", "approximate_above", "token")
 
 MANIFEST = {
     "type_id": "sqlite",
@@ -109,7 +114,7 @@ MANIFEST = {
 class SqliteSettings:
     """The SQLite Provider's validated configuration."""
 
-    __slots__ = ("busy_timeout_ms", "own_folder", "path", "synchronous")
+    __slots__ = ("approximate_above", "busy_timeout_ms", "own_folder", "path", "synchronous")
 
     def __init__(
         self,
@@ -118,10 +123,12 @@ class SqliteSettings:
         synchronous: Literal["full", "normal"],
         *,
         own_folder: bool = False,
+        approximate_above: int = APPROXIMATE_ABOVE,
     ) -> None:
         self.path = path
         self.busy_timeout_ms = busy_timeout_ms
         self.synchronous = synchronous
+        self.approximate_above = approximate_above
         # the Source's own data folder (the default path) is narrowed; an operator's is not
         self.own_folder = own_folder
 
@@ -153,10 +160,17 @@ class SqliteSettings:
         synchronous = config.get("synchronous", "full")
         if synchronous not in ("full", "normal"):
             raise DefinitionError('synchronous: must be "full" or "normal"')
+        approximate = config.get("approximate_above", APPROXIMATE_ABOVE)
+        if type(approximate) is not int or not 0 <= approximate <= MAX_APPROXIMATE_ABOVE:
+            raise DefinitionError(
+                f"approximate_above: must be an integer from 0 (never) to {MAX_APPROXIMATE_ABOVE}"
+            )
         token = config.get("token")
         if token is not None and not isinstance(token, str):
             raise DefinitionError("token: must be a string (SQLite does not use it)")
-        return cls(path, busy, synchronous, own_folder=raw_path is None)
+        return cls(
+            path, busy, synchronous, own_folder=raw_path is None, approximate_above=approximate
+        )
 
 
 def _now() -> str:
@@ -265,8 +279,12 @@ class SqliteProvider:
         )
         # bumped by every failure of the store: a cached "ready" never outlives one
         self._failures = 0
-        self._vectors = VectorCache()
+        # shared with the other Providers open on the same file in this process: a new
+        # generation finds the indexes the last one built
+        self._vectors = shared_cache(str(settings.path.resolve()))
+        self._indexing = Indexing(self._store.connection, settings.approximate_above)
         self._ready: tuple[int, float] | None = None
+        self._disposed = False
 
     def __repr__(self) -> str:
         return "SqliteProvider()"
@@ -644,6 +662,7 @@ class SqliteProvider:
             lambda connection: search_vectors(
                 connection,
                 self._vectors,
+                self._indexing,
                 request.parents,
                 request.space,
                 request.vector,
@@ -653,6 +672,21 @@ class SqliteProvider:
         return SearchResult(
             hits=tuple(SearchHit(memory=memory, score=score) for memory, score in found)
         )
+
+    async def vector_search_kind(self, parent: str, space: str) -> str:
+        """How `parent`'s vectors in `space` are searched now (SQLite only, for people).
+
+        `exact` (every vector read), `indexing` (exact while an HNSW index is built on a
+        thread of its own) or `approximate` (the index, and exactly what changed since).
+        """
+
+        def kind(connection: sqlite3.Connection) -> str:
+            slot = namespace_slot(connection, parent, create=False)
+            return (
+                "exact" if slot is None else self._vectors.kind(space_slot(connection, space), slot)
+            )
+
+        return await self._run(kind)
 
     async def missing_vectors(self, request: MissingVectorsRequest) -> MissingVectorsResult:
         """Memories without vectors in a space yet, oldest first, and how many in all."""
@@ -666,7 +700,9 @@ class SqliteProvider:
     async def dispose(self) -> None:
         """Close every connection (lent ones close when they come back)."""
         self._ready = None
-        self._vectors.clear()
+        if not self._disposed:
+            self._disposed = True
+            release_cache(str(self._settings.path.resolve()), self._vectors)
         self._store.close()
 
 

@@ -1,11 +1,17 @@
 """The SQLite store's schema, versioned with `PRAGMA user_version`, and its migrations.
 
-Version 9 (current) keeps vectors: `vector_spaces` registers each space the store keeps
+Version 10 (current) stamps each vector row with the store's vector clock at its write
+(`vector_clock`, moved by every write of vectors; `vectors_stamp` indexes the stamps), so a
+search that read a partition's vectors reads only the rows written since, not the partition.
+Opening a version 9 store stamps its rows 0 (read before any search) and adds the clock;
+opening a version 8 store adds the vector tables as they are now, empty.
+
+Version 9 keeps vectors: `vector_spaces` registers each space the store keeps
 vectors of (its `id@version` with the model, dimensions and metric, which never change under
 one identity), `vectors` holds each memory's segment vectors (float16, keyed by the memory's
 rowid, so one parent's vectors are one rowid range) and `vector_versions` counts each
 parent's vector changes, so a cached search matrix knows when it is stale. Deleting a memory
-deletes its vectors (a trigger). Opening a version 8 store adds the three tables, empty.
+deletes its vectors (a trigger).
 
 Version 8 makes a memory row smaller: no parent's name (the slot in its rowid
 names the parent in `namespaces`), the creation time as microseconds (an integer, see
@@ -76,7 +82,7 @@ from ._text import STOPWORDS  # one writer of rows for new and migrated data
 
 __all__ = ["CURRENT_VERSION", "SchemaMismatch", "ensure_schema"]
 
-CURRENT_VERSION = 9
+CURRENT_VERSION = 10
 MIGRATION_BATCH = 2_000
 
 SCHEMA = """
@@ -155,12 +161,16 @@ CREATE TABLE vectors (
     start INTEGER NOT NULL,
     end INTEGER NOT NULL,
     vector BLOB NOT NULL,
+    stamp INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (seq, space, segment)
 ) WITHOUT ROWID;
+CREATE INDEX vectors_stamp ON vectors (stamp);
 CREATE TABLE vector_versions (
     slot INTEGER PRIMARY KEY,
     version INTEGER NOT NULL
 );
+CREATE TABLE vector_clock (stamp INTEGER NOT NULL);
+INSERT INTO vector_clock (stamp) VALUES (0);
 CREATE TRIGGER vectors_ad AFTER DELETE ON memories BEGIN
     DELETE FROM vectors WHERE seq = old.seq;
     UPDATE vector_versions SET version = version + 1 WHERE slot = old.seq >> 40;
@@ -429,10 +439,20 @@ def _labels(raw: object) -> list[str]:
 _UPDATE_TRIGGER = SCHEMA[SCHEMA.index("CREATE TRIGGER memories_au") :].split("END;")[0] + "END;\n"
 
 
-def _migrate_8_to_9(connection: sqlite3.Connection) -> int:
-    """Version 8 -> 9: the vector tables, empty (no memory row changes)."""
+def _migrate_8_to_10(connection: sqlite3.Connection) -> int:
+    """Version 8 -> 10: the vector tables as they are now, empty (no memory row changes)."""
     _run_script(connection, SCHEMA[SCHEMA.index("CREATE TABLE vector_spaces") :])
-    return 9
+    return 10
+
+
+def _migrate_9_to_10(connection: sqlite3.Connection) -> int:
+    """Version 9 -> 10: each vector row's write stamp, and the store's vector clock."""
+    connection.execute("ALTER TABLE vectors ADD COLUMN stamp INTEGER NOT NULL DEFAULT 0")
+    start = SCHEMA.index("CREATE INDEX vectors_stamp")
+    _run_script(connection, SCHEMA[start : SCHEMA.index("CREATE TABLE vector_versions")])
+    start = SCHEMA.index("CREATE TABLE vector_clock")
+    _run_script(connection, SCHEMA[start : SCHEMA.index("CREATE TRIGGER vectors_ad")])
+    return 10
 
 
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], int]] = {
@@ -443,5 +463,6 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], int]] = {
     5: _migrate_5_to_6,
     6: _migrate_6_to_7,
     7: _migrate_7_to_8,
-    8: _migrate_8_to_9,
+    8: _migrate_8_to_10,
+    9: _migrate_9_to_10,
 }

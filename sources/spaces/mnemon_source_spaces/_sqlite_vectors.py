@@ -9,12 +9,14 @@ moves. numpy is imported only here, when vectors are used.
 
 from __future__ import annotations
 
+import logging
 import math
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mnemon import VectorSpace, space_registration_conflict
@@ -25,13 +27,30 @@ from ._provider import (
     RegisterSpaceRequest,
     RegisterSpaceResult,
 )
+from ._sqlite_ann import HNSW_CONNECTIONS, build_index, exact_search, faiss, search_index
 from ._sqlite_layout import IN_SLOT, slot_range
 from ._sqlite_rows import MEMORY_COLUMNS, memory_from_row, namespace_slot
 
-__all__ = ["VectorCache", "register_space", "space_slot", "store_vectors"]
+__all__ = [
+    "Indexing",
+    "VectorCache",
+    "register_space",
+    "release_cache",
+    "search_vectors",
+    "shared_cache",
+    "space_slot",
+    "store_vectors",
+]
+
+_log = logging.getLogger("mnemon.spaces")
 
 #: the most float32 matrix bytes kept cached across parents, least recently used dropped
-CACHE_BYTES = 256 * 1024 * 1024
+CACHE_BYTES = 512 * 1024 * 1024
+#: a partition with more segment vectors than this gets an approximate index (faiss HNSW):
+#: exact search of this many 384-dimensional vectors takes about 2 ms on one core
+APPROXIMATE_ABOVE = 20_000
+#: the share of a partition that may change before its base is read again
+REBASE_SHARE = 0.1
 
 
 def numpy() -> Any:
@@ -142,7 +161,9 @@ def store_vectors(
     slot = namespace_slot(connection, parent, create=False)
     if slot is None:
         return 0
-    rows: list[tuple[int, int, int, int, int, bytes]] = []
+    connection.execute("UPDATE vector_clock SET stamp = stamp + 1")
+    stamp = _clock(connection)
+    rows: list[tuple[int, int, int, int, int, bytes, int]] = []
     stored = 0
     for memory in memories:
         found = connection.execute(
@@ -153,12 +174,21 @@ def store_vectors(
         seq = found[0]
         connection.execute("DELETE FROM vectors WHERE seq = ? AND space = ?", (seq, space.slot))
         rows.extend(
-            (seq, space.slot, number, segment.start, segment.end, _encoded(space, segment.vector))
+            (
+                seq,
+                space.slot,
+                number,
+                segment.start,
+                segment.end,
+                _encoded(space, segment.vector),
+                stamp,
+            )
             for number, segment in enumerate(memory.segments)
         )
         stored += 1
     connection.executemany(
-        "INSERT INTO vectors (seq, space, segment, start, end, vector) VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO vectors (seq, space, segment, start, end, vector, stamp) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
     if stored:
@@ -167,83 +197,310 @@ def store_vectors(
 
 
 @dataclass(frozen=True, slots=True)
-class _Matrix:
-    version: int
-    seqs: Any  # int64 [rows]: the memory of each row, ascending
-    starts: Any  # int64 [memories]: where each memory's rows begin
-    matrix: Any  # float32 [rows, dimensions]
+class _Rows:
+    """Segment vectors of one partition in one space, ordered by memory (`seqs` ascending)."""
+
+    seqs: Any  # int64 [rows]: the memory of each row
+    matrix: Any  # float32 [rows, dimensions]; no rows once an index holds them
+    indexed_bytes: int = 0  # what the index holding them takes
 
     @property
     def size(self) -> int:
-        return int(self.matrix.nbytes)
+        return int(self.matrix.nbytes) + int(self.seqs.nbytes) + self.indexed_bytes
 
 
-class VectorCache:
-    """The float32 matrices of (space, parent), least recently used first out, thread-safe."""
+@dataclass(slots=True)
+class _Partition:
+    """What a search reads of one partition: a base, maybe its index, and what changed since.
 
-    def __init__(self, budget: int = CACHE_BYTES) -> None:
-        self._budget = budget
-        self._matrices: OrderedDict[tuple[int, int], _Matrix] = OrderedDict()
-        self._lock = threading.Lock()
+    The base holds every vector as of clock `stamp`; `changed` holds the rows written after
+    it (a memory there has all its current vectors there, superseding the base's). Forgotten
+    memories leave rows in the base until it is read again; the search drops them when it
+    reads the memories. `version` is the partition's vector version `changed` reflects.
+    """
 
-    def matrix(self, connection: sqlite3.Connection, space: SpaceRow, slot: int) -> _Matrix:
-        """The current matrix of one parent's vectors in one space (reloaded when stale)."""
-        row = connection.execute(
-            "SELECT version FROM vector_versions WHERE slot = ?", (slot,)
-        ).fetchone()
-        version = 0 if row is None else int(row[0])
-        key = (space.slot, slot)
-        with self._lock:
-            cached = self._matrices.get(key)
-            if cached is not None and cached.version == version:
-                self._matrices.move_to_end(key)
-                return cached
-        loaded = self._load(connection, space, slot, version)
-        with self._lock:
-            self._matrices[key] = loaded
-            self._matrices.move_to_end(key)
-            total = sum(m.size for m in self._matrices.values())
-            while total > self._budget and len(self._matrices) > 1:
-                _, dropped = self._matrices.popitem(last=False)
-                total -= dropped.size
-        return loaded
+    version: int
+    stamp: int
+    base_version: int
+    base: _Rows
+    changed: _Rows
+    index: Any = None  # an HNSW index of `base` (row i has label i), once built
+    building: bool = False
 
-    @staticmethod
-    def _load(connection: sqlite3.Connection, space: SpaceRow, slot: int, version: int) -> _Matrix:
-        np = numpy()
-        low, high = slot_range(slot)
+    @property
+    def size(self) -> int:
+        return self.base.size + self.changed.size
+
+    def index_bytes(self) -> int:
+        """About what an index of the base takes: its vectors and its graph's links."""
+        rows, dimensions = self.base.matrix.shape
+        return int(rows * (4 * dimensions + 8 * HNSW_CONNECTIONS))
+
+    def stale(self, version: int) -> bool:
+        """Whether enough changed since the base was read to read it again."""
+        rows = max(1, len(self.base.seqs))
+        return (
+            len(self.changed.seqs) > REBASE_SHARE * rows
+            or version - self.base_version > REBASE_SHARE * rows
+        )
+
+
+def _read_rows(
+    connection: sqlite3.Connection, space: SpaceRow, slot: int, after: int | None = None
+) -> _Rows:
+    """The partition's rows in `space` (only those written after clock `after`, if given)."""
+    np = numpy()
+    low, high = slot_range(slot)
+    if after is None:
         rows = connection.execute(
             "SELECT seq, vector FROM vectors WHERE seq BETWEEN ? AND ? AND space = ? "
             "ORDER BY seq, segment",
             (low, high, space.slot),
         ).fetchall()
-        seqs = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        blob = b"".join(r[1] for r in rows)
-        matrix = np.frombuffer(blob, dtype="<f2").astype(np.float32)
-        matrix = matrix.reshape(len(rows), space.dimensions)
-        starts = np.flatnonzero(np.r_[True, seqs[1:] != seqs[:-1]]) if len(rows) else seqs
-        return _Matrix(version, seqs, starts, matrix)
+    else:
+        rows = connection.execute(
+            "SELECT seq, vector FROM vectors WHERE stamp > ? AND seq BETWEEN ? AND ? "
+            "AND space = ? ORDER BY seq, segment",
+            (after, low, high, space.slot),
+        ).fetchall()
+    seqs = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f2").astype(np.float32)
+    return _Rows(seqs, matrix.reshape(len(rows), space.dimensions))
+
+
+def _clock(connection: sqlite3.Connection) -> int:
+    return int(connection.execute("SELECT stamp FROM vector_clock").fetchone()[0])
+
+
+def _version(connection: sqlite3.Connection, slot: int) -> int:
+    row = connection.execute(
+        "SELECT version FROM vector_versions WHERE slot = ?", (slot,)
+    ).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+Lend = Callable[[], AbstractContextManager[sqlite3.Connection]]
+
+
+@dataclass(frozen=True, slots=True)
+class Indexing:
+    """How one Provider indexes: where a build borrows a connection, and from what size."""
+
+    lend: Lend
+    approximate_above: int = APPROXIMATE_ABOVE
+
+    def large(self, partition: _Partition) -> bool:
+        rows = len(partition.base.seqs)
+        return rows > self.approximate_above > 0 and faiss() is not None
+
+
+class VectorCache:
+    """The partitions' vectors as searches read them, least recently used first out.
+
+    One per database file in a process (see `shared_cache`), so the Providers of a new
+    generation find the indexes of the last one. Thread-safe. A partition is read whole
+    once; after that, a search whose partition moved reads only the rows written since (the
+    `stamp` column, a store-wide clock), so a write costs the next search a few rows, not the
+    partition. When a tenth of it changed, the base is read again. A partition of more than
+    `approximate_above` vectors gets an HNSW index (see `_sqlite_ann`), built on a thread of
+    its own; turns never wait for it: until it is ready the search stays exact.
+    """
+
+    def __init__(self, budget: int = CACHE_BYTES) -> None:
+        self._budget = budget
+        self._partitions: OrderedDict[tuple[int, int], _Partition] = OrderedDict()
+        self._lock = threading.Lock()
+        self._closed = False
+        self.users = 0  # the Providers open on it (see `shared_cache`)
+
+    def partition(
+        self, connection: sqlite3.Connection, space: SpaceRow, slot: int, indexing: Indexing
+    ) -> _Partition:
+        """The partition's current vectors (its base, index and changes) in `space`."""
+        version = _version(connection, slot)
+        key = (space.slot, slot)
+        with self._lock:
+            cached = self._partitions.get(key)
+            if cached is not None:
+                self._partitions.move_to_end(key)
+        if cached is not None and cached.version == version:
+            return cached
+        if cached is not None and (cached.index is not None or not cached.stale(version)):
+            # what changed since the base; a large base is read again off the request path
+            changed = _read_rows(connection, space, slot, cached.stamp)
+            fresh = replace(cached, version=version, changed=changed)
+        else:
+            fresh = self._read(connection, space, slot, version)
+        with self._lock:
+            if self._partitions.get(key) is cached:  # not replaced by a build meanwhile
+                self._partitions[key] = fresh
+                self._trim()
+        if indexing.large(fresh) and (fresh.index is None or fresh.stale(version)):
+            self._rebuild(space, slot, fresh, indexing)
+        return fresh
+
+    def _read(
+        self, connection: sqlite3.Connection, space: SpaceRow, slot: int, version: int
+    ) -> _Partition:
+        stamp = _clock(connection)
+        base = _read_rows(connection, space, slot)
+        empty = _read_rows(connection, space, slot, stamp)
+        return _Partition(version, stamp, version, base, empty)
+
+    def _rebuild(
+        self, space: SpaceRow, slot: int, partition: _Partition, indexing: Indexing
+    ) -> None:
+        """Read the partition again and index it, on a thread of its own."""
+        with self._lock:
+            if partition.building or self._closed:
+                return
+            partition.building = True
+        worker = threading.Thread(
+            target=self._build,
+            args=(space, slot, indexing),
+            name="mnemon-spaces-index",
+            daemon=True,
+        )
+        worker.start()
+
+    def _build(self, space: SpaceRow, slot: int, indexing: Indexing) -> None:
+        key = (space.slot, slot)
+        try:
+            with indexing.lend() as connection:
+                version = _version(connection, slot)
+                built = self._read(connection, space, slot, version)
+            if indexing.large(built):
+                built.index = build_index(built.base.matrix, space.metric)
+                # the index keeps the vectors: the base keeps only which memory each row is
+                built.base = _Rows(built.base.seqs, built.base.matrix[:0], built.index_bytes())
+        except Exception as exc:  # a failed build leaves the search exact: never a turn's error
+            _log.debug("spaces: indexing a partition failed (%s)", type(exc).__name__)
+            with self._lock:
+                current = self._partitions.get(key)
+                if current is not None:
+                    current.building = False
+            return
+        with self._lock:
+            if not self._closed:
+                # written meanwhile: the next search reads what changed since the new base
+                self._partitions[key] = built
+                self._trim()
+
+    def _trim(self) -> None:
+        total = sum(partition.size for partition in self._partitions.values())
+        while total > self._budget and len(self._partitions) > 1:
+            _, dropped = self._partitions.popitem(last=False)
+            total -= dropped.size
+
+    def kind(self, space: SpaceRow, slot: int) -> str:
+        """How the partition is searched now: `exact`, `indexing` or `approximate`.
+
+        `indexing`: exact, while its index is being built.
+        """
+        with self._lock:
+            partition = self._partitions.get((space.slot, slot))
+        if partition is None or (partition.index is None and not partition.building):
+            return "exact"
+        return "approximate" if partition.index is not None else "indexing"
 
     def clear(self) -> None:
-        """Forget every matrix."""
+        """Forget every partition; a build under way is dropped when it ends."""
         with self._lock:
-            self._matrices.clear()
+            self._closed = True
+            self._partitions.clear()
 
 
-def _scores(space: SpaceRow, matrix: Any, query: Any) -> Any:
-    """A score in [0, 1] per row (1 is nearest) for the space's metric."""
+_caches: dict[str, VectorCache] = {}
+_caches_lock = threading.Lock()
+
+
+def shared_cache(path: str) -> VectorCache:
+    """The cache of the database file at `path`, shared by the Providers open on it."""
+    with _caches_lock:
+        cache = _caches.get(path)
+        if cache is None:
+            cache = _caches[path] = VectorCache()
+        cache.users += 1
+        return cache
+
+
+def release_cache(path: str, cache: VectorCache) -> None:
+    """A Provider is done with the cache: the last one out clears it."""
+    with _caches_lock:
+        cache.users -= 1
+        if cache.users <= 0 and _caches.get(path) is cache:
+            del _caches[path]
+            cache.clear()
+
+
+def _raw(space: SpaceRow, matrix: Any, query: Any) -> Any:
+    """The similarity of each row to the query, higher is nearer (see `_score`)."""
     np = numpy()
     if space.metric == "l2":
-        return 1.0 / (1.0 + np.linalg.norm(matrix - query, axis=1))
-    product = matrix @ query
+        return -np.linalg.norm(matrix - query, axis=1)
+    return matrix @ query
+
+
+def _score(space: SpaceRow, raw: float) -> float:
+    """A similarity as a score in [0, 1], 1 nearest."""
+    if space.metric == "l2":
+        return 1.0 / (1.0 - raw)
     if space.metric == "cosine":
-        return np.clip((1.0 + product) / 2.0, 0.0, 1.0)
-    return 1.0 / (1.0 + np.exp(-product))  # dot: a logistic of the raw product
+        return min(1.0, max(0.0, (1.0 + raw) / 2.0))
+    return 1.0 / (1.0 + math.exp(-raw)) if raw > -700 else 0.0  # dot: a logistic
+
+
+def _best_rows(space: SpaceRow, rows: _Rows, query: Any, count: int) -> dict[int, float]:
+    """The `count` nearest memories of `rows` by their best segment: seq -> similarity."""
+    np = numpy()
+    total = len(rows.seqs)
+    depth = 2 * count + 32
+    if faiss() is not None and total > depth:
+        while True:  # the nearest rows; deeper when a few memories' segments filled them
+            labels, raw = exact_search(rows.matrix, query, depth, space.metric)
+            found = _by_memory(rows.seqs[labels].tolist(), raw.tolist())
+            if len(found) >= count or depth >= total:
+                return dict(sorted(found.items(), key=lambda item: -item[1])[:count])
+            depth = min(total, depth * 4)
+    if not total:
+        return {}
+    raw = _raw(space, rows.matrix, query)
+    starts = np.flatnonzero(np.r_[True, rows.seqs[1:] != rows.seqs[:-1]])
+    per_memory = np.maximum.reduceat(raw, starts) if len(starts) < len(raw) else raw
+    seqs = rows.seqs[starts]
+    top = min(count, len(per_memory))
+    chosen = np.argpartition(-per_memory, top - 1)[:top]
+    return {int(seqs[i]): float(per_memory[i]) for i in chosen}
+
+
+def _by_memory(seqs: Sequence[int], similarities: Sequence[float]) -> dict[int, float]:
+    """Each memory's best similarity among rows of its segments."""
+    best: dict[int, float] = {}
+    for seq, similarity in zip(seqs, similarities, strict=True):
+        if similarity > best.get(seq, -math.inf):
+            best[seq] = similarity
+    return best
+
+
+def _nearest(space: SpaceRow, partition: _Partition, query: Any, count: int) -> dict[int, float]:
+    """The partition's `count` nearest memories: seq -> similarity."""
+    changed = _best_rows(space, partition.changed, query, count)
+    superseded = set(partition.changed.seqs.tolist()) if len(partition.changed.seqs) else set()
+    if partition.index is not None:
+        # rows of forgotten or re-embedded memories are still in the graph: ask for more
+        depth = min(2 * count + 32, len(partition.base.seqs))
+        labels, raw = search_index(partition.index, query, depth, space.metric)
+        found = _by_memory(partition.base.seqs[labels].tolist(), raw.tolist())
+    else:
+        found = _best_rows(space, partition.base, query, count + len(superseded))
+    base = {seq: similarity for seq, similarity in found.items() if seq not in superseded}
+    return base | changed
 
 
 def search_vectors(
     connection: sqlite3.Connection,
     cache: VectorCache,
+    indexing: Indexing,
     parents: Sequence[str],
     key: str,
     vector: Sequence[float],
@@ -251,7 +508,8 @@ def search_vectors(
 ) -> list[tuple[Any, float]]:
     """The memories of `parents` nearest to `vector` in space `key`: (memory, score), best first.
 
-    A memory is scored by its best segment.
+    A memory is scored by its best segment. Exact, or approximate in a partition that has its
+    index (see `VectorCache`).
 
     Raises:
         ProviderError: `invalid_payload` for an unregistered space or a query of another size.
@@ -269,31 +527,31 @@ def search_vectors(
         slot = namespace_slot(connection, parent, create=False)
         if slot is None:
             continue
-        loaded = cache.matrix(connection, space, slot)
-        if not len(loaded.seqs):
-            continue
-        per_memory = np.maximum.reduceat(_scores(space, loaded.matrix, query), loaded.starts)
-        seqs = loaded.seqs[loaded.starts]
-        top = min(limit, len(per_memory))
-        chosen = np.argpartition(-per_memory, top - 1)[:top]
-        best.extend((float(per_memory[i]), int(seqs[i])) for i in chosen)
+        partition = cache.partition(connection, space, slot, indexing)
+        # a few more than asked: some may be memories forgotten since the base was read
+        found = _nearest(space, partition, query, limit + 8)
+        best.extend((similarity, seq) for seq, similarity in found.items())
     best.sort(key=lambda item: (-item[0], -item[1]))
-    best = best[:limit]
-    if not best:
-        return []
-    placeholders = ",".join("?" * len(best))
-    found = {
-        row[0]: memory_from_row(row)
-        for row in connection.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.seq IN ({placeholders})",
-            [seq for _, seq in best],
+    kept: list[tuple[Any, float]] = []
+    # read `limit` at a time: a memory forgotten since its partition was read is skipped
+    position = 0
+    while len(kept) < limit and position < len(best):
+        wanted = best[position : position + limit - len(kept)]
+        position += len(wanted)
+        placeholders = ",".join("?" * len(wanted))
+        memories = {
+            row[0]: memory_from_row(row)
+            for row in connection.execute(
+                f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.seq IN ({placeholders})",
+                [seq for _, seq in wanted],
+            )
+        }
+        kept.extend(
+            (memories[seq], _score(space, similarity))
+            for similarity, seq in wanted
+            if memories.get(seq) is not None
         )
-    }
-    return [
-        (found[seq], score if math.isfinite(score) else 0.0)
-        for score, seq in best
-        if found.get(seq) is not None
-    ]
+    return kept
 
 
 def missing_vectors(

@@ -131,10 +131,11 @@ def rewrite_as_version_7(path: Path) -> None:
         ).fetchall()
         connection.execute("BEGIN")
         for statement in (
-            # version 7 kept no vectors (version 9 added them)
+            # version 7 kept no vectors (version 9 added them, version 10 their clock)
             "DROP TABLE vectors",
             "DROP TABLE vector_spaces",
             "DROP TABLE vector_versions",
+            "DROP TABLE vector_clock",
             "DROP TABLE memories",
             "DROP TABLE entities",
             "DELETE FROM terms WHERE documents = 0",
@@ -188,7 +189,7 @@ async def test_the_store_uses_wal_and_records_its_schema_version(
     await store.remember(RememberRequest(parent=PARENT, text="hello"))
     path = tmp_path / "store.sqlite3"
     assert query(path, "PRAGMA journal_mode") == [("wal",)]
-    assert query(path, "PRAGMA user_version") == [(9,)]
+    assert query(path, "PRAGMA user_version") == [(10,)]
 
 
 async def test_a_version_1_store_is_migrated_in_place_keeping_its_data(tmp_path: Path) -> None:
@@ -238,7 +239,7 @@ async def test_a_version_1_store_is_migrated_in_place_keeping_its_data(tmp_path:
         assert again.memory.id == "old-1"
     finally:
         await adapter.dispose()
-    assert query(path, "PRAGMA user_version") == [(9,)]
+    assert query(path, "PRAGMA user_version") == [(10,)]
     assert query(path, "PRAGMA integrity_check") == [("ok",)]
     assert not query(path, "SELECT name FROM sqlite_master WHERE name = 'memories_v1'")
 
@@ -545,7 +546,7 @@ async def test_a_version_2_store_is_renumbered_and_counted_keeping_everything(
         assert [m.id for m in page.memories] == [newer.memory.id]
     finally:
         await adapter.dispose()
-    assert query(path, "PRAGMA user_version") == [(9,)]
+    assert query(path, "PRAGMA user_version") == [(10,)]
     assert query(path, "SELECT id, seq - ? FROM memories ORDER BY seq", span) == [
         ("old-1", 0),
         ("old-2", 1),
@@ -624,7 +625,7 @@ async def test_a_version_3_store_gets_the_compact_index_keeping_everything(
         assert forgotten.forgotten
     finally:
         await adapter.dispose()
-    assert query(path, "PRAGMA user_version") == [(9,)]
+    assert query(path, "PRAGMA user_version") == [(10,)]
     after = [
         (*row[:5], created_at_text(row[5]), *row[6:])
         for row in query(path, f"SELECT {columns} FROM memories ORDER BY seq")
@@ -662,7 +663,7 @@ async def test_a_version_4_store_keeps_its_idempotency_keys_in_16_bytes(tmp_path
         await adapter.dispose()
     assert not again.created
     assert again.memory.id == first.memory.id
-    assert query(path, "PRAGMA user_version") == [(9,)]
+    assert query(path, "PRAGMA user_version") == [(10,)]
     assert query(path, "SELECT idempotency_key FROM memories") == [(bytes.fromhex(whole)[:16],)]
 
 
@@ -702,7 +703,7 @@ async def test_a_version_5_store_gets_its_indexes_keyed_by_slot_keeping_everythi
     assert again.memory.id == first.memory.id
     assert found.memory == other.memory
     assert crossed.memory is None
-    assert query(path, "PRAGMA user_version") == [(9,)]
+    assert query(path, "PRAGMA user_version") == [(10,)]
     indexes = dict(query(path, "SELECT name, sql FROM sqlite_master WHERE type = 'index'"))
     assert "seq >> 40" in indexes["memories_id"]
     assert "seq >> 40" in indexes["memories_idempotency"]
@@ -748,7 +749,7 @@ async def test_a_version_6_store_gets_entity_rows_keyed_by_slot_keeping_every_on
     assert [(e.name, e.memories) for e in after.entities] == [("Ada", 2), ("Bob", 1)]
     assert after == before
     assert [(e.name, e.memories) for e in elsewhere.entities] == [("Ada", 1)]
-    assert query(path, "PRAGMA user_version") == [(9,)]
+    assert query(path, "PRAGMA user_version") == [(10,)]
     assert query(path, "SELECT slot, name FROM entities") == [(2, "Ada")]
 
 
@@ -804,7 +805,7 @@ async def test_a_version_7_store_gets_compact_rows_keeping_every_memory(tmp_path
     assert forgotten.forgotten
     assert gone == before[5]
     assert [(e.name, e.memories) for e in after[5].entities] == [("Ada", 2), ("Bob", 1)]
-    assert query(path, "PRAGMA user_version") == [(9,)]
+    assert query(path, "PRAGMA user_version") == [(10,)]
     columns = [row[1] for row in query(path, "PRAGMA table_info(memories)")]
     assert "parent" not in columns
     assert query(path, "SELECT DISTINCT typeof(created_at), typeof(terms) FROM memories") == [
