@@ -792,6 +792,20 @@ class ProviderConformance:
                 ("related", RelatedRequest(parent=PARENT_A, id="missing")),
                 ("link", LinkRequest(parent=PARENT_A, source_id="m-1", target_id="missing")),
                 ("forget", ForgetRequest(parent=PARENT_A, id="missing")),
+                ("register_space", RegisterSpaceRequest(space=SPACE)),
+                (
+                    "store_vectors",
+                    StoreVectorsRequest(
+                        parent=PARENT_A, space=SPACE.key, memories=(_segments("m-1", (1.0, 0.0)),)
+                    ),
+                ),
+                (
+                    "vector_search",
+                    VectorSearchRequest(
+                        parents=(PARENT_A,), space="unknown.space@1", vector=(1.0,)
+                    ),
+                ),
+                ("missing_vectors", MissingVectorsRequest(parent=PARENT_A, space=SPACE.key)),
             ):
                 method = getattr(adapter, name, None)
                 if method is not None:
