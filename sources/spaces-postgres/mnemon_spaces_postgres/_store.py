@@ -23,7 +23,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout, TooManyRequests
 
 from mnemon.postgres import classify_database_error, open_async_connection_pool
 
-from ._schema import SchemaMismatch, ensure_schema
+from ._schema import SchemaMismatch, VectorColumn, ensure_schema, vector_column
 from ._settings import PostgresSettings
 
 __all__ = ["SchemaPool", "status_reason", "store_error"]
@@ -91,6 +91,8 @@ class SchemaPool:
         self._closed = False
         #: whether a committed write survives a crash: fsync and synchronous_commit are on
         self.durable = True
+        #: what the store keeps vectors in (read at the first connection)
+        self.vector_column = VectorColumn(None)
 
     def __repr__(self) -> str:
         return f"SchemaPool(schema={self._settings.schema!r}, closed={self._closed})"
@@ -132,6 +134,8 @@ class SchemaPool:
             raise _UnknownTextSearch()
         self.durable = row[1] == "on" and row[2] in ("on", "remote_apply", "remote_write")
         await ensure_schema(connection, self._settings.schema)
+        self.vector_column = await vector_column(connection, self._settings.schema)
+        _log.info("spaces-postgres vectors: %s", self.vector_column.describe())
         self._migrated = True
 
     @asynccontextmanager

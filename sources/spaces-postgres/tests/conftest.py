@@ -1,7 +1,7 @@
 """Private PostgreSQL servers for the whole test session, and a fresh schema per test.
 
-`postgres_server` is the machine's PostgreSQL; `pgvector_server` is the one the pgserver wheel
-ships, with pgvector.
+`postgres_server` is the machine's PostgreSQL (without pgvector: vectors take the fallback);
+`pgvector_server` is the one the pgserver wheel ships, with pgvector.
 """
 
 from __future__ import annotations
