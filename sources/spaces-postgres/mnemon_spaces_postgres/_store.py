@@ -121,20 +121,25 @@ class SchemaPool:
         if self._migrated:
             return
         namespace, _, name = self._settings.text_search_config.rpartition(".")
-        # looked up, not cast: a cast of an unknown name would be an error in the transaction
-        cursor = await connection.execute(
-            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_ts_config c "
-            "JOIN pg_catalog.pg_namespace n ON n.oid = c.cfgnamespace WHERE c.cfgname = %s "
-            "AND (n.nspname = %s OR (%s = '' AND pg_catalog.pg_ts_config_is_visible(c.oid)))), "
-            "current_setting('fsync'), current_setting('synchronous_commit')",
-            (name, namespace, namespace),
-        )
-        row = await cursor.fetchone()
-        if row is None or not row[0]:
-            raise _UnknownTextSearch()
-        self.durable = row[1] == "on" and row[2] in ("on", "remote_apply", "remote_write")
-        await ensure_schema(connection, self._settings.schema)
-        self.vector_column = await vector_column(connection, self._settings.schema)
+        async with connection.transaction():
+            # `statement_timeout` bounds each call, not this one-time step: migrating may wait
+            # for another host's migration, and takes longer on a loaded server. A caller that
+            # gives up still cancels it (psycopg cancels the statement), and it rolls back.
+            await connection.execute("SET LOCAL statement_timeout = 0")
+            # looked up, not cast: a cast of an unknown name would be an error in the transaction
+            cursor = await connection.execute(
+                "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_ts_config c "
+                "JOIN pg_catalog.pg_namespace n ON n.oid = c.cfgnamespace WHERE c.cfgname = %s "
+                "AND (n.nspname = %s OR (%s = '' AND pg_catalog.pg_ts_config_is_visible(c.oid)))), "
+                "current_setting('fsync'), current_setting('synchronous_commit')",
+                (name, namespace, namespace),
+            )
+            row = await cursor.fetchone()
+            if row is None or not row[0]:
+                raise _UnknownTextSearch()
+            self.durable = row[1] == "on" and row[2] in ("on", "remote_apply", "remote_write")
+            await ensure_schema(connection, self._settings.schema)
+            self.vector_column = await vector_column(connection, self._settings.schema)
         _log.info("spaces-postgres vectors: %s", self.vector_column.describe())
         self._migrated = True
 
