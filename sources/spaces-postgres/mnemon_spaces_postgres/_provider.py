@@ -27,18 +27,26 @@ from mnemon_source_spaces import (
     ListRequest,
     ListResult,
     Memory,
+    MissingVectorsRequest,
+    MissingVectorsResult,
     NamespaceStatus,
     ProviderError,
     ProviderInit,
     ProviderStatus,
+    RegisterSpaceRequest,
+    RegisterSpaceResult,
     RelatedMemory,
     RelatedRequest,
     RelatedResult,
     RememberRequest,
     RememberResult,
+    SearchHit,
     SearchRequest,
     SearchResult,
     StatusRequest,
+    StoreVectorsRequest,
+    StoreVectorsResult,
+    VectorSearchRequest,
     define_space_provider,
 )
 from psycopg import AsyncConnection, sql
@@ -48,6 +56,8 @@ from ._rows import MEMORY_COLUMNS, entity_key, idempotency_digest, memory_from_r
 from ._search import RecallStatements, WordFrequencies, search_memories
 from ._settings import PostgresSettings
 from ._store import STATUS_WAIT, SchemaPool, status_reason
+from ._vector_matrix import numpy
+from ._vectors import VectorStore
 
 __all__ = ["POSTGRES_PROVIDER", "PostgresProvider"]
 
@@ -82,7 +92,8 @@ MANIFEST = {
     "label": "PostgreSQL",
     "description": (
         "One PostgreSQL schema shared by many hosts: full-text search with tsvector, GIN and "
-        "ts_rank_cd, one transaction per write, migrations under an advisory lock."
+        "ts_rank_cd, vectors in pgvector (or float16 searched exactly without it), one "
+        "transaction per write, migrations under an advisory lock."
     ),
     "capabilities": [
         "search",
@@ -93,6 +104,7 @@ MANIFEST = {
         "link",
         "related",
         "entity_index",
+        "vectors",
     ],
 }
 
@@ -109,6 +121,7 @@ class PostgresProvider:
         self._entities = sql.SQL("{}.entities").format(schema)
         self._links = sql.SQL("{}.links").format(schema)
         self._recall = RecallStatements(self._memories)
+        self._vectors = VectorStore(settings.schema)
 
     def __repr__(self) -> str:
         return f"PostgresProvider(schema={self._settings.schema!r})"
@@ -353,8 +366,58 @@ class PostgresProvider:
             created = await cursor.fetchone() is not None
         return LinkResult(created=created, durable=self._store.durable)
 
+    # ------------------------------------------------------------------ vectors
+
+    async def register_space(self, request: RegisterSpaceRequest) -> RegisterSpaceResult:
+        """Keep vectors of the space; refused (`space_changed`) if its identity changed.
+
+        Raises:
+            ProviderError: `unsupported` when the server has no pgvector and numpy is not
+                installed (the `vectors` extra); `space_changed`.
+        """
+        async with self._store.connection() as connection:
+            if not self._store.vector_column.pgvector:
+                numpy()  # the fallback searches with numpy: refuse now, not at the first search
+            return await self._vectors.register(connection, request)
+
+    async def store_vectors(self, request: StoreVectorsRequest) -> StoreVectorsResult:
+        """Replace the vectors of some memories of one partition, in one transaction."""
+        async with self._store.connection() as connection:
+            stored = await self._vectors.store(
+                connection,
+                self._store.vector_column,
+                request.parent,
+                request.space,
+                request.memories,
+            )
+        return StoreVectorsResult(stored=stored, durable=self._store.durable)
+
+    async def vector_search(self, request: VectorSearchRequest) -> SearchResult:
+        """The memories nearest to a vector, by their best segment, best first."""
+        async with self._store.connection() as connection:
+            found = await self._vectors.search(
+                connection,
+                self._store.vector_column,
+                request.parents,
+                request.space,
+                request.vector,
+                request.limit,
+            )
+        return SearchResult(
+            hits=tuple(SearchHit(memory=memory, score=score) for memory, score in found)
+        )
+
+    async def missing_vectors(self, request: MissingVectorsRequest) -> MissingVectorsResult:
+        """Memories without vectors in a space yet, oldest first, and how many in all."""
+        async with self._store.connection() as connection:
+            memories, remaining = await self._vectors.missing(
+                connection, request.parent, request.space, request.limit
+            )
+        return MissingVectorsResult(memories=tuple(memories), remaining=remaining)
+
     async def dispose(self) -> None:
-        """Close the pool."""
+        """Close the pool and drop the cached vectors."""
+        self._vectors.matrices.clear()
         await self._store.aclose()
 
 

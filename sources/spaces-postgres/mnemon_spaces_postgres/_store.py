@@ -23,7 +23,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout, TooManyRequests
 
 from mnemon.postgres import classify_database_error, open_async_connection_pool
 
-from ._schema import SchemaMismatch, ensure_schema
+from ._schema import SchemaMismatch, VectorColumn, ensure_schema, vector_column
 from ._settings import PostgresSettings
 
 __all__ = ["SchemaPool", "status_reason", "store_error"]
@@ -91,6 +91,8 @@ class SchemaPool:
         self._closed = False
         #: whether a committed write survives a crash: fsync and synchronous_commit are on
         self.durable = True
+        #: what the store keeps vectors in (read at the first connection)
+        self.vector_column = VectorColumn(None)
 
     def __repr__(self) -> str:
         return f"SchemaPool(schema={self._settings.schema!r}, closed={self._closed})"
@@ -119,19 +121,26 @@ class SchemaPool:
         if self._migrated:
             return
         namespace, _, name = self._settings.text_search_config.rpartition(".")
-        # looked up, not cast: a cast of an unknown name would be an error in the transaction
-        cursor = await connection.execute(
-            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_ts_config c "
-            "JOIN pg_catalog.pg_namespace n ON n.oid = c.cfgnamespace WHERE c.cfgname = %s "
-            "AND (n.nspname = %s OR (%s = '' AND pg_catalog.pg_ts_config_is_visible(c.oid)))), "
-            "current_setting('fsync'), current_setting('synchronous_commit')",
-            (name, namespace, namespace),
-        )
-        row = await cursor.fetchone()
-        if row is None or not row[0]:
-            raise _UnknownTextSearch()
-        self.durable = row[1] == "on" and row[2] in ("on", "remote_apply", "remote_write")
-        await ensure_schema(connection, self._settings.schema)
+        async with connection.transaction():
+            # `statement_timeout` bounds each call, not this one-time step: migrating may wait
+            # for another host's migration, and takes longer on a loaded server. A caller that
+            # gives up still cancels it (psycopg cancels the statement), and it rolls back.
+            await connection.execute("SET LOCAL statement_timeout = 0")
+            # looked up, not cast: a cast of an unknown name would be an error in the transaction
+            cursor = await connection.execute(
+                "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_ts_config c "
+                "JOIN pg_catalog.pg_namespace n ON n.oid = c.cfgnamespace WHERE c.cfgname = %s "
+                "AND (n.nspname = %s OR (%s = '' AND pg_catalog.pg_ts_config_is_visible(c.oid)))), "
+                "current_setting('fsync'), current_setting('synchronous_commit')",
+                (name, namespace, namespace),
+            )
+            row = await cursor.fetchone()
+            if row is None or not row[0]:
+                raise _UnknownTextSearch()
+            self.durable = row[1] == "on" and row[2] in ("on", "remote_apply", "remote_write")
+            await ensure_schema(connection, self._settings.schema)
+            self.vector_column = await vector_column(connection, self._settings.schema)
+        _log.info("spaces-postgres vectors: %s", self.vector_column.describe())
         self._migrated = True
 
     @asynccontextmanager

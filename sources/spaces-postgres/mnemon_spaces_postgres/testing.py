@@ -7,23 +7,34 @@ and starts it listening only on a Unix socket in that folder (no TCP port), with
 runs as an unprivileged user (`mnemon-postgres`, created when missing), because PostgreSQL
 refuses to run as root. `stop()` stops it and removes the folder.
 
-The `postgres_server` pytest fixture in this distribution's tests starts one server per test
-session; when the binaries are missing it skips, except under `CI=true`, where it fails.
+`pgvector_bindir()` finds a server with the pgvector extension: the one the `pgserver`
+wheel ships (PostgreSQL 16 with pgvector, a test extra of this distribution), so the tests
+prove both ways of keeping vectors on any machine. The `postgres_server` and
+`pgvector_server` pytest fixtures in this distribution's tests start one server each per test
+session; when the binaries are missing they skip, except under `CI=true`, where they fail.
 """
 
 from __future__ import annotations
 
 import glob
+import importlib.util
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PostgresServer", "PostgresUnavailable", "find_bindir", "start_test_server"]
+__all__ = [
+    "PostgresServer",
+    "PostgresUnavailable",
+    "find_bindir",
+    "pgvector_bindir",
+    "start_test_server",
+]
 
 SERVER_USER = "mnemon-postgres"
 SUPERUSER = "postgres"
@@ -54,6 +65,52 @@ def find_bindir() -> Path:
         if (Path(candidate) / "initdb").exists():
             return Path(candidate)
     raise PostgresUnavailable("initdb and pg_ctl were not found (install PostgreSQL)")
+
+
+def pgvector_bindir() -> Path:
+    """The bin folder of the PostgreSQL with pgvector that the `pgserver` wheel ships.
+
+    Only its binaries are used (this module's server runs them), not its Python API, so
+    nothing of it is imported.
+
+    Raises:
+        PostgresUnavailable: `pgserver` is not installed, or holds no server.
+    """
+    spec = importlib.util.find_spec("pgserver")
+    if spec is None or not spec.submodule_search_locations:
+        raise PostgresUnavailable(
+            "pgserver is not installed (pip install 'mnemon-spaces-postgres[test]')"
+        )
+    bindir = Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+    if not (bindir / "initdb").exists():
+        raise PostgresUnavailable(f"pgserver holds no initdb in {bindir}")
+    return bindir
+
+
+def _reachable_by_anyone(path: Path) -> bool:
+    """Whether a user other than the owner may reach `path` (every folder above it included)."""
+    return all(
+        folder.stat().st_mode & stat.S_IXOTH for folder in (path, *path.parents) if folder.exists()
+    )
+
+
+def _copy_installation(bindir: Path, into: Path) -> Path:
+    """Copy the installation `bindir` belongs to under `into`; the copy's bin folder.
+
+    The binaries of a wheel find their shared libraries relative to themselves, in the
+    `<package>.libs` folder beside the package (auditwheel's layout: `pgserver.libs` for
+    `pgserver/pginstall/bin`), so the copy keeps the layout two folders up, with that folder.
+    """
+    installation = bindir.parent
+    top = installation.parent.parent
+    target = into / installation.relative_to(top)
+    shutil.copytree(
+        installation, target, symlinks=True, ignore=shutil.ignore_patterns("include", "*.a")
+    )
+    libraries = top / f"{installation.parent.name}.libs"
+    if libraries.is_dir():
+        shutil.copytree(libraries, into / libraries.name, symlinks=True)
+    return target / bindir.name
 
 
 def _server_account() -> tuple[int, int] | None:
@@ -160,6 +217,10 @@ class PostgresServer:
         self.folder = Path(tempfile.mkdtemp(prefix="mnemon-pg-"))
         if self._account is not None:
             os.chown(self.folder, *self._account)
+            if not _reachable_by_anyone(self._bindir):
+                # the server's user cannot reach binaries under a private folder (a virtual
+                # environment in a 0700 temporary folder): it runs a copy in its own folder
+                self._bindir = _copy_installation(self._bindir, self.folder / "installation")
         self.folder.chmod(0o700)
         self._run(
             "initdb",
@@ -229,19 +290,24 @@ class PostgresServer:
         self.folder = None
 
 
-def start_test_server(server: PostgresServer | None = None) -> PostgresServer:
+def start_test_server(
+    server: PostgresServer | None = None, *, pgvector: bool = False
+) -> PostgresServer:
     """Start `server` (a new one by default) for a test session, or skip, or fail in CI.
 
-    Without PostgreSQL the tests that need it are skipped with the reason, except when
-    `CI=true`: a CI run must prove the PostgreSQL code, so there it is a failure.
+    With `pgvector=True` the new server is the `pgserver` wheel's PostgreSQL, which has the
+    pgvector extension. Without PostgreSQL (or pgserver) the tests that need it are skipped
+    with the reason, except when `CI=true`: a CI run must prove the PostgreSQL code, so there
+    it is a failure.
     """
     import pytest  # only here: importing this module does not import pytest
 
-    server = server or PostgresServer()
     try:
+        server = server or PostgresServer(pgvector_bindir() if pgvector else None)
         return server.start()
     except PostgresUnavailable as exc:
-        server.stop()
+        if server is not None:
+            server.stop()
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"PostgreSQL could not start in CI: {exc}", pytrace=False)
         pytest.skip(f"PostgreSQL is not available here: {exc}")

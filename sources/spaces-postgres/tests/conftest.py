@@ -1,4 +1,8 @@
-"""One private PostgreSQL server for the whole test session, and a fresh schema per test."""
+"""Private PostgreSQL servers for the whole test session, and a fresh schema per test.
+
+`postgres_server` is the machine's PostgreSQL (without pgvector: vectors take the fallback);
+`pgvector_server` is the one the pgserver wheel ships, with pgvector.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +22,16 @@ sys.path.insert(0, str(Path(__file__).parent))
 def postgres_server() -> Iterator[PostgresServer]:
     # CI installs PostgreSQL (.ci/run): a missing server there fails, never skips
     server = start_test_server()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def pgvector_server() -> Iterator[PostgresServer]:
+    # the pgserver wheel's PostgreSQL 16 with pgvector (the `test` extra): in CI it must run
+    server = start_test_server(pgvector=True)
     try:
         yield server
     finally:

@@ -1,4 +1,9 @@
-"""The PostgreSQL Provider passes the Provider suite, and the spaces Source on it the Source suite."""
+"""The PostgreSQL Provider passes the Provider suite, and the spaces Source on it the Source suite.
+
+The Provider suite runs twice: on the machine's PostgreSQL, which has no pgvector (vectors
+are float16 searched in this process), and on the pgserver wheel's, which has it (vectors
+are pgvector's, searched by the server). Each run first proves which of the two it checks.
+"""
 
 from __future__ import annotations
 
@@ -18,8 +23,12 @@ from mnemon_testing.conformance import SourceConformance
 
 
 class TestPostgresProvider(ProviderConformance):
+    """On a server without pgvector: the fallback keeps vectors."""
+
     provider = POSTGRES_PROVIDER
     stall_timeout = 3.0
+    #: the type the store's vectors must be kept in on this server
+    vector_type = "bytea"
 
     @pytest.fixture(autouse=True)
     def _server(self, postgres_server: PostgresServer, schema: str) -> None:
@@ -27,6 +36,21 @@ class TestPostgresProvider(ProviderConformance):
         self.schema = schema
         # the dsn is this Provider's secret: the suite checks it never shows
         self.secrets = {"dsn": postgres_server.dsn()}
+
+    async def test_vectors_are_kept_as_this_server_allows(self, tmp_path: Path) -> None:
+        async with self._opened(tmp_path) as adapter:
+            await self._register(adapter)
+        with psycopg.connect(self.server.dsn(), autocommit=True) as connection:
+            row = connection.execute(
+                "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                "WHERE attrelid = %s::regclass AND attname = 'embedding'",
+                (f"{self.schema}.vectors",),
+            ).fetchone()
+        assert row is not None
+        assert row[0].rsplit(".", 1)[-1] == self.vector_type, (
+            f"on this server vectors must be kept as {self.vector_type}, not {row[0]} "
+            "(the machine's PostgreSQL must lack pgvector for the fallback to be tested)"
+        )
 
     def configure(self, directory: Path) -> Mapping[str, Any]:
         return {"schema": self.schema, "statement_timeout": 1.0, "pool_max": 30}
@@ -65,6 +89,18 @@ class TestPostgresProvider(ProviderConformance):
             connection.execute(f"LOCK TABLE {self.schema}.memories IN EXCLUSIVE MODE")
             yield
             connection.rollback()
+
+
+class TestPostgresProviderOnPgvector(TestPostgresProvider):
+    """On a server with pgvector: the extension is created and keeps the vectors."""
+
+    vector_type = "vector"
+
+    @pytest.fixture(autouse=True)
+    def _server(self, pgvector_server: PostgresServer, schema: str) -> None:
+        self.server = pgvector_server
+        self.schema = schema
+        self.secrets = {"dsn": pgvector_server.dsn()}
 
 
 class TestSpacesSourceOnPostgres(SourceConformance):

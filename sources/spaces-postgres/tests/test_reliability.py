@@ -12,7 +12,7 @@ import anyio.to_thread
 import orjson
 import psycopg
 import pytest
-from mnemon_source_spaces import ProviderError, RememberRequest
+from mnemon_source_spaces import ListRequest, ProviderError, RememberRequest
 from mnemon_spaces_postgres.testing import PostgresServer
 from pg_kit import REMEMBER, allow, open_provider, open_source, source_config
 
@@ -160,6 +160,47 @@ async def test_a_statement_timeout_and_an_exhausted_pool_are_timeouts(
         }
         after = await adapter.remember(RememberRequest(parent="p", text="after"))
         assert after.created
+
+
+async def test_the_first_call_migrates_past_its_statement_timeout(
+    postgres_server: PostgresServer, schema: str
+) -> None:
+    """Migrating is not a call: it may wait for another host's migration, or a loaded server.
+
+    Another host holds the migration lock five times as long as the per-call timeout; the
+    first call waits for it, migrates and answers. Later calls, on the same connection, are
+    still bound by the timeout.
+    """
+    dsn = postgres_server.dsn()
+    with psycopg.connect(dsn) as other_host:
+        other_host.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            (f"mnemon-spaces-postgres:{schema}",),
+        )
+        async with open_provider(dsn, schema, statement_timeout=0.2, pool_max=1) as adapter:
+
+            async def other_host_finishes() -> None:
+                await anyio.sleep(1.0)
+                await anyio.to_thread.run_sync(other_host.rollback)
+
+            with anyio.fail_after(30):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(other_host_finishes)
+                    page = await adapter.list(ListRequest(parent="p"))
+            assert page.memories == ()
+            with psycopg.connect(dsn) as connection:
+                versions = connection.execute(
+                    f"SELECT version FROM {schema}.schema_version ORDER BY version"
+                ).fetchall()
+            assert versions == [(1,), (2,)]
+
+            other_host.execute(f"LOCK TABLE {schema}.memories IN EXCLUSIVE MODE")
+            started = anyio.current_time()
+            with pytest.raises(ProviderError) as caught:
+                await adapter.remember(RememberRequest(parent="p", text="stalled"))
+            assert caught.value.code == "timeout"
+            assert anyio.current_time() - started < 2.0
+            other_host.rollback()
 
 
 async def test_a_stalled_write_through_the_source_ends_within_the_deadline(

@@ -57,3 +57,15 @@ def test_extra_settings_reach_the_server_and_unsafe_ones_are_refused() -> None:
     finally:
         server.stop()
     assert row == ("5MB",)
+
+
+def test_the_pgserver_wheels_server_offers_pgvector(pgvector_server: PostgresServer) -> None:
+    with psycopg.connect(pgvector_server.dsn()) as connection:
+        settings = connection.execute(
+            "SELECT current_setting('fsync'), current_setting('listen_addresses')"
+        ).fetchone()
+        extension = connection.execute(
+            "SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'"
+        ).fetchone()
+    assert settings == ("on", "")
+    assert extension == (1,)

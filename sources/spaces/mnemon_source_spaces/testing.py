@@ -15,11 +15,13 @@ as anyio's pytest plugin in auto mode)::
 Checks for a capability the manifest does not declare are skipped, except the one proving
 that undeclared methods refuse (`unsupported`) instead of answering with stand-ins. Each
 check fails with a message naming the rule the Provider broke. Importing this module does
-not import pytest.
+not import pytest. The `vectors` checks use small spaces (three dimensions) and allow for
+vectors kept at half precision (scores within `vector_tolerance` of the rule's value).
 """
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, asynccontextmanager
@@ -31,7 +33,7 @@ from typing import Any, ClassVar, NoReturn, TypeVar
 import anyio
 from pydantic import BaseModel
 
-from mnemon import DefinitionError
+from mnemon import DefinitionError, VectorSpace
 
 from ._provider import (
     OPTIONAL_METHODS,
@@ -46,18 +48,27 @@ from ._provider import (
     ListRequest,
     ListResult,
     Memory,
+    MemoryVectors,
+    MissingVectorsRequest,
+    MissingVectorsResult,
     ProviderError,
     ProviderInit,
     ProviderStatus,
+    RegisterSpaceRequest,
+    RegisterSpaceResult,
     RelatedRequest,
     RelatedResult,
     RememberRequest,
     RememberResult,
     SearchRequest,
     SearchResult,
+    SegmentVector,
     SpaceProvider,
     SpaceProviderDefinition,
     StatusRequest,
+    StoreVectorsRequest,
+    StoreVectorsResult,
+    VectorSearchRequest,
     get_many,
 )
 
@@ -75,6 +86,43 @@ HOSTILE_QUERIES = (
     "{col}: (x AND",
     "🙂 emoji only 🙂",
 )
+#: the space the `vectors` checks keep their vectors in
+SPACE = VectorSpace(
+    id="conformance.toy", version="1", model="toy-3d", dimensions=3, metric="cosine"
+)
+Vector3 = tuple[float, ...]
+
+
+def _cosine_score(a: Vector3, b: Vector3) -> float:
+    """The rule's score for `cosine`: (1 + similarity) / 2."""
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    return (1.0 + dot / (math.hypot(*a) * math.hypot(*b))) / 2.0
+
+
+def _dot_score(a: Vector3, b: Vector3) -> float:
+    """The rule's score for `dot`: the logistic of the product."""
+    return 1.0 / (1.0 + math.exp(-sum(x * y for x, y in zip(a, b, strict=True))))
+
+
+def _l2_score(a: Vector3, b: Vector3) -> float:
+    """The rule's score for `l2`: 1 / (1 + distance)."""
+    return 1.0 / (1.0 + math.dist(a, b))
+
+
+def _segments(memory_id: str, *vectors: Vector3) -> MemoryVectors:
+    return MemoryVectors(
+        id=memory_id,
+        segments=tuple(
+            SegmentVector(start=0, end=number + 1, vector=vector)
+            for number, vector in enumerate(vectors)
+        ),
+    )
+
+
+def _unchecked(memory_id: str, vector: Vector3) -> MemoryVectors:
+    """Vectors built without validation: the models refuse non-finite numbers, a Provider too."""
+    segment = SegmentVector.model_construct(start=0, end=1, vector=vector)
+    return MemoryVectors.model_construct(id=memory_id, segments=(segment,))
 
 
 def _skip(reason: str) -> NoReturn:
@@ -109,6 +157,8 @@ class ProviderConformance:
     call_timeout: ClassVar[float] = 20.0
     #: how many writes run at once in the concurrency check
     concurrent_writers: ClassVar[int] = 24
+    #: how far a vector search score may be from the rule's (half-precision storage)
+    vector_tolerance: ClassVar[float] = 0.003
 
     # ------------------------------------------------------------------ hooks
 
@@ -189,6 +239,12 @@ class ProviderConformance:
             return exc
         return None
 
+    async def _refused_as(self, call: Awaitable[Any], code: str, what: str) -> None:
+        """Assert `call` raised a ProviderError with `code`."""
+        refusal = await self._refusal(call)
+        outcome = "accepted" if refusal is None else repr(refusal.code)
+        assert outcome == repr(code), f"{what} must be refused as {code!r}, not {outcome}"
+
     async def _answer(self, call: Awaitable[Any], model: type[_M], what: str) -> _M:
         value = await self._guard(call)
         assert isinstance(value, model), (
@@ -205,6 +261,74 @@ class ProviderConformance:
     def _needs(self, capability: str) -> None:
         if not self._declares(capability):
             _skip(f"the Provider does not declare {capability!r}: nothing of it to check")
+
+    async def _register(self, adapter: Any, space: VectorSpace = SPACE) -> RegisterSpaceResult:
+        return await self._answer(
+            adapter.register_space(RegisterSpaceRequest(space=space)),
+            RegisterSpaceResult,
+            "register_space()",
+        )
+
+    async def _store_vectors(
+        self, adapter: Any, parent: str, *memories: MemoryVectors, space: str = SPACE.key
+    ) -> int:
+        request = StoreVectorsRequest(parent=parent, space=space, memories=memories)
+        result = await self._answer(
+            adapter.store_vectors(request), StoreVectorsResult, "store_vectors()"
+        )
+        return result.stored
+
+    async def _nearest(
+        self,
+        adapter: Any,
+        vector: Vector3,
+        *parents: str,
+        space: str = SPACE.key,
+        limit: int = 8,
+    ) -> list[tuple[str, str, float]]:
+        """(parent, id, score) of each hit, best first, checked against the search rules."""
+        asked = parents or (PARENT_A,)
+        request = VectorSearchRequest(parents=asked, space=space, vector=vector, limit=limit)
+        result = await self._answer(adapter.vector_search(request), SearchResult, "vector_search()")
+        hits = [(hit.memory.parent, hit.memory.id, hit.score) for hit in result.hits]
+        assert len(hits) <= limit, "vector_search() returned more hits than the limit"
+        assert all(parent in asked for parent, _, _ in hits), (
+            "vector_search() returned a memory of a parent that was not asked for"
+        )
+        scores = [score for _, _, score in hits]
+        assert scores == sorted(scores, reverse=True), "vector_search() hits must be best first"
+        assert len({(parent, memory) for parent, memory, _ in hits}) == len(hits), (
+            "vector_search() returned one memory twice: a memory is scored by its best segment"
+        )
+        return hits
+
+    async def _missing(
+        self, adapter: Any, parent: str, *, space: str = SPACE.key, limit: int = 100
+    ) -> tuple[list[str], int | None]:
+        request = MissingVectorsRequest(parent=parent, space=space, limit=limit)
+        result = await self._answer(
+            adapter.missing_vectors(request), MissingVectorsResult, "missing_vectors()"
+        )
+        assert all(memory.parent == parent for memory in result.memories), (
+            "missing_vectors() listed a memory of another parent"
+        )
+        return [memory.id for memory in result.memories], result.remaining
+
+    def _scored(
+        self,
+        hits: Sequence[tuple[str, str, float]],
+        expected: Sequence[tuple[str, float]],
+        rule: str,
+    ) -> None:
+        """Assert the hits are `expected` (id, score), in order, each score as the rule says."""
+        got = [memory for _, memory, _ in hits]
+        assert got == [memory for memory, _ in expected], (
+            f"{rule}: vector_search() must rank {[m for m, _ in expected]}, got {got}"
+        )
+        for (_, memory, score), (_, wanted) in zip(hits, expected, strict=True):
+            assert abs(score - wanted) <= self.vector_tolerance, (
+                f"{rule}: {memory} must score {wanted:.3f}, got {score:.3f}"
+            )
 
     # ------------------------------------------------------------------ checks
 
@@ -668,6 +792,20 @@ class ProviderConformance:
                 ("related", RelatedRequest(parent=PARENT_A, id="missing")),
                 ("link", LinkRequest(parent=PARENT_A, source_id="m-1", target_id="missing")),
                 ("forget", ForgetRequest(parent=PARENT_A, id="missing")),
+                ("register_space", RegisterSpaceRequest(space=SPACE)),
+                (
+                    "store_vectors",
+                    StoreVectorsRequest(
+                        parent=PARENT_A, space=SPACE.key, memories=(_segments("m-1", (1.0, 0.0)),)
+                    ),
+                ),
+                (
+                    "vector_search",
+                    VectorSearchRequest(
+                        parents=(PARENT_A,), space="unknown.space@1", vector=(1.0,)
+                    ),
+                ),
+                ("missing_vectors", MissingVectorsRequest(parent=PARENT_A, space=SPACE.key)),
             ):
                 method = getattr(adapter, name, None)
                 if method is not None:
@@ -835,3 +973,304 @@ class ProviderConformance:
                 "entity_index(prefix)",
             )
             assert [entity.name for entity in prefixed.entities] == ["Charles Babbage"]
+
+    # ------------------------------------------------------------------ vectors
+
+    async def test_a_vector_space_is_registered_once_and_never_changes(
+        self, tmp_path: Path
+    ) -> None:
+        """Registering a space again changes nothing; its identity never takes another model."""
+        self._needs("vectors")
+        async with self._opened(tmp_path) as adapter:
+            assert (await self._register(adapter)).registered, (
+                "register_space() of a new space must say registered=True"
+            )
+            assert not (await self._register(adapter)).registered, (
+                "registering the same space again must change nothing (registered=False)"
+            )
+            for field, value in (("model", "another-model"), ("dimensions", 4), ("metric", "dot")):
+                changed = SPACE.model_copy(update={field: value})
+                await self._refused_as(
+                    adapter.register_space(RegisterSpaceRequest(space=changed)),  # type: ignore[attr-defined]
+                    "space_changed",
+                    f"the identity {SPACE.key} registered again with another {field}",
+                )
+            bumped = SPACE.model_copy(update={"version": "2", "model": "another-model"})
+            assert (await self._register(adapter, bumped)).registered, (
+                "a new version of a space is a new space: it must register"
+            )
+            # the refused registrations changed nothing: the space keeps three dimensions
+            await self._seed(adapter, tmp_path, PARENT_A, [SeedMemory("m-1", "kept")])
+            stored = await self._store_vectors(adapter, PARENT_A, _segments("m-1", (1.0, 0.0, 0.0)))
+            assert stored == 1, "a refused registration must leave the space as it was"
+
+    async def test_vector_search_ranks_memories_by_their_best_segment(self, tmp_path: Path) -> None:
+        """Nearest first, each memory once, scored by its best segment as `(1 + cos) / 2`."""
+        self._needs("vectors")
+        async with self._opened(tmp_path) as adapter:
+            await self._register(adapter)
+            await self._seed(
+                adapter,
+                tmp_path,
+                PARENT_A,
+                [SeedMemory(f"m-{name}", f"points {name}") for name in ("east", "north", "both")]
+                + [SeedMemory("m-none", "has no vectors at all")],
+            )
+            east, north = (1.0, 0.0, 0.0), (0.0, 2.0, 0.0)
+            both = ((0.0, 0.0, 1.0), (0.6, 0.8, 0.0), (-1.0, 0.0, 0.0))
+            stored = await self._store_vectors(
+                adapter,
+                PARENT_A,
+                _segments("m-east", east),
+                _segments("m-north", north),
+                _segments("m-both", *both),
+            )
+            assert stored == 3, f"store_vectors() of 3 memories must say stored=3, not {stored}"
+            query = (1.0, 0.25, 0.0)
+            hits = await self._nearest(adapter, query)
+            self._scored(
+                hits,
+                [
+                    ("m-east", _cosine_score(east, query)),
+                    ("m-both", max(_cosine_score(v, query) for v in both)),
+                    ("m-north", _cosine_score(north, query)),
+                ],
+                "cosine, best segment, memories without vectors not searched",
+            )
+            top = await self._nearest(adapter, (0.0, 0.0, 3.0), limit=1)
+            self._scored(top, [("m-both", 1.0)], "the limit, and a segment found exactly")
+
+    async def test_vector_scores_follow_the_space_metric(self, tmp_path: Path) -> None:
+        """`dot` scores the logistic of the product, `l2` 1 / (1 + distance); both in [0, 1]."""
+        self._needs("vectors")
+        vectors = {
+            "m-short": (1.0, 0.0, 0.0),
+            "m-long": (2.5, 0.0, 0.0),
+            "m-back": (-1.0, 0.0, 0.0),
+        }
+        query = (1.0, 0.0, 0.0)
+        async with self._opened(tmp_path) as adapter:
+            await self._seed(
+                adapter, tmp_path, PARENT_A, [SeedMemory(m, f"vector {m}") for m in vectors]
+            )
+            for metric, score in (("dot", _dot_score), ("l2", _l2_score)):
+                space = SPACE.model_copy(update={"id": f"conformance.{metric}", "metric": metric})
+                await self._register(adapter, space)
+                await self._store_vectors(
+                    adapter,
+                    PARENT_A,
+                    *(_segments(m, v) for m, v in vectors.items()),
+                    space=space.key,
+                )
+                expected = sorted(
+                    ((m, score(v, query)) for m, v in vectors.items()), key=lambda e: -e[1]
+                )
+                hits = await self._nearest(adapter, query, space=space.key)
+                self._scored(hits, expected, f"metric {metric}")
+
+    async def test_a_parent_never_sees_another_parents_vectors(self, tmp_path: Path) -> None:
+        """Vectors are searched and stored within the parents named, even under shared ids."""
+        self._needs("vectors")
+        async with self._opened(tmp_path) as adapter:
+            await self._register(adapter)
+            await self._seed(adapter, tmp_path, PARENT_A, [SeedMemory("m-1", "alpha")])
+            await self._seed(
+                adapter,
+                tmp_path,
+                PARENT_B,
+                [SeedMemory("m-1", "bravo"), SeedMemory("m-b", "bravo only")],
+            )
+            await self._store_vectors(adapter, PARENT_A, _segments("m-1", (1.0, 0.0, 0.0)))
+            await self._store_vectors(adapter, PARENT_B, _segments("m-1", (0.0, 1.0, 0.0)))
+            mine = await self._nearest(adapter, (0.0, 1.0, 0.0), PARENT_A)
+            self._scored(mine, [("m-1", 0.5)], "parent A searched alone sees only its own m-1")
+            both = await self._nearest(adapter, (0.0, 1.0, 0.0), PARENT_A, PARENT_B)
+            assert [(p, m) for p, m, _ in both] == [(PARENT_B, "m-1"), (PARENT_A, "m-1")], (
+                "a search of two parents must score each m-1 by its own parent's vectors"
+            )
+            stored = await self._store_vectors(adapter, PARENT_A, _segments("m-b", (1.0, 0.0, 0.0)))
+            assert stored == 0, (
+                "store_vectors() in parent A kept vectors for a memory only parent B holds"
+            )
+            theirs = await self._nearest(adapter, (1.0, 0.0, 0.0), PARENT_B)
+            self._scored(theirs, [("m-1", 0.5)], "parent B gained vectors stored in parent A")
+
+    async def test_forgetting_a_memory_forgets_its_vectors(self, tmp_path: Path) -> None:
+        """A forgotten memory leaves the search; remembered again under its id, it has none."""
+        self._needs("vectors")
+        self._needs("forget")
+        async with self._opened(tmp_path) as adapter:
+            await self._register(adapter)
+            await self._seed(
+                adapter, tmp_path, PARENT_A, [SeedMemory("m-1", "kept"), SeedMemory("m-2", "gone")]
+            )
+            await self._store_vectors(
+                adapter,
+                PARENT_A,
+                _segments("m-1", (1.0, 0.0, 0.0)),
+                _segments("m-2", (0.0, 1.0, 0.0)),
+            )
+            await self._guard(adapter.forget(ForgetRequest(parent=PARENT_A, id="m-2")))  # type: ignore[attr-defined]
+            hits = await self._nearest(adapter, (0.0, 1.0, 0.0))
+            assert [m for _, m, _ in hits] == ["m-1"], "vector_search() still finds a forgotten m-2"
+            await self._seed(adapter, tmp_path, PARENT_A, [SeedMemory("m-2", "new text")])
+            missing, _ = await self._missing(adapter, PARENT_A)
+            assert missing == ["m-2"], (
+                "a memory remembered again under a forgotten id must start without vectors: "
+                f"the forgotten memory's vectors were kept (missing_vectors() says {missing})"
+            )
+            hits = await self._nearest(adapter, (0.0, 1.0, 0.0))
+            assert [m for _, m, _ in hits] == ["m-1"], (
+                "the forgotten m-2's vectors were found again under its new memory"
+            )
+
+    async def test_missing_vectors_lists_the_oldest_first_with_a_true_count(
+        self, tmp_path: Path
+    ) -> None:
+        """Memories without vectors in the space, oldest first; a stored one leaves the list."""
+        self._needs("vectors")
+        other = SPACE.model_copy(update={"id": "conformance.other"})
+        async with self._opened(tmp_path) as adapter:
+            await self._register(adapter)
+            await self._register(adapter, other)
+            for number in range(1, 6):  # one at a time: each is older than the next
+                await self._seed(
+                    adapter, tmp_path, PARENT_A, [SeedMemory(f"m-{number}", f"memory {number}")]
+                )
+            await self._store_vectors(adapter, PARENT_A, _segments("m-2", (1.0, 0.0, 0.0)))
+            # vectors of another space are not vectors of this one
+            await self._store_vectors(
+                adapter, PARENT_A, _segments("m-3", (1.0, 0.0, 0.0)), space=other.key
+            )
+            first, remaining = await self._missing(adapter, PARENT_A, limit=2)
+            assert first == ["m-1", "m-3"], (
+                "missing_vectors() must list the oldest memories without vectors first, "
+                f"got {first}"
+            )
+            assert remaining in (None, 4), f"4 memories lack vectors, remaining says {remaining}"
+            await self._store_vectors(adapter, PARENT_A, _segments("m-1", (0.0, 1.0, 0.0)))
+            after, remaining = await self._missing(adapter, PARENT_A)
+            assert after == ["m-3", "m-4", "m-5"], (
+                f"a memory given vectors must leave missing_vectors(), got {after}"
+            )
+            assert remaining in (None, 3), f"3 memories lack vectors, remaining says {remaining}"
+            nobody, remaining = await self._missing(adapter, PARENT_B)
+            assert nobody == [], "missing_vectors() of an empty parent must be empty"
+            assert remaining in (None, 0), "an empty parent has no memory waiting for vectors"
+            hits = await self._nearest(adapter, (1.0, 0.0, 0.0), space=other.key)
+            assert [m for _, m, _ in hits] == ["m-3"], (
+                "a space's search must see only that space's vectors"
+            )
+
+    async def test_storing_vectors_again_replaces_them(self, tmp_path: Path) -> None:
+        """A memory's vectors in a space are replaced whole, never added to."""
+        self._needs("vectors")
+        async with self._opened(tmp_path) as adapter:
+            await self._register(adapter)
+            await self._seed(adapter, tmp_path, PARENT_A, [SeedMemory("m-1", "rewritten")])
+            await self._store_vectors(
+                adapter, PARENT_A, _segments("m-1", (1.0, 0.0, 0.0), (0.0, 1.0, 0.0))
+            )
+            await self._store_vectors(adapter, PARENT_A, _segments("m-1", (0.0, 0.0, 1.0)))
+            old = await self._nearest(adapter, (1.0, 0.0, 0.0))
+            self._scored(old, [("m-1", 0.5)], "store_vectors() must replace earlier segments")
+            new = await self._nearest(adapter, (0.0, 0.0, 1.0))
+            self._scored(new, [("m-1", 1.0)], "the replacing vector is searched")
+            missing, _ = await self._missing(adapter, PARENT_A)
+            assert missing == [], "a memory with replaced vectors still has vectors"
+
+    async def test_vectors_of_a_memory_forgotten_meanwhile_are_skipped(
+        self, tmp_path: Path
+    ) -> None:
+        """Vectors for a memory the parent no longer holds are skipped; the others are kept."""
+        self._needs("vectors")
+        self._needs("forget")
+        async with self._opened(tmp_path) as adapter:
+            await self._register(adapter)
+            await self._seed(
+                adapter, tmp_path, PARENT_A, [SeedMemory("m-1", "kept"), SeedMemory("m-2", "gone")]
+            )
+            await self._guard(adapter.forget(ForgetRequest(parent=PARENT_A, id="m-2")))  # type: ignore[attr-defined]
+            stored = await self._store_vectors(
+                adapter,
+                PARENT_A,
+                _segments("m-2", (0.0, 1.0, 0.0)),
+                _segments("m-1", (1.0, 0.0, 0.0)),
+                _segments("m-404", (0.0, 1.0, 0.0)),
+            )
+            assert stored == 1, (
+                f"vectors of forgotten or unknown memories must be skipped (stored={stored})"
+            )
+            hits = await self._nearest(adapter, (0.0, 1.0, 0.0))
+            assert [m for _, m, _ in hits] == ["m-1"], "vectors of a forgotten memory were kept"
+            await self._seed(adapter, tmp_path, PARENT_A, [SeedMemory("m-2", "back again")])
+            missing, _ = await self._missing(adapter, PARENT_A)
+            assert missing == ["m-2"], "vectors of a forgotten memory were kept for its id"
+
+    async def test_bad_vectors_are_refused_and_nothing_is_stored(self, tmp_path: Path) -> None:
+        """Wrong sizes, non-finite numbers and unregistered spaces are `invalid_payload`.
+
+        The request models already refuse non-finite numbers; the Provider must refuse them
+        too, in a request built without validation (`model_construct`).
+        """
+        self._needs("vectors")
+        good = _segments("m-1", (1.0, 0.0, 0.0))
+        bad: list[tuple[str, str, MemoryVectors]] = [
+            ("an unregistered space", "never.registered@1", _segments("m-2", (0.0, 1.0, 0.0))),
+            ("too few dimensions", SPACE.key, _segments("m-2", (0.0, 1.0))),
+            ("too many dimensions", SPACE.key, _segments("m-2", (0.0, 1.0, 0.0, 0.0))),
+            ("a NaN", SPACE.key, _unchecked("m-2", (0.0, math.nan, 0.0))),
+            ("an infinity", SPACE.key, _unchecked("m-2", (0.0, 0.0, -math.inf))),
+            ("a bad second segment", SPACE.key, _segments("m-2", (0.0, 1.0, 0.0), (1.0, 0.0))),
+        ]
+        async with self._opened(tmp_path) as adapter:
+            await self._register(adapter)
+            await self._seed(
+                adapter, tmp_path, PARENT_A, [SeedMemory("m-1", "one"), SeedMemory("m-2", "two")]
+            )
+            for what, space, memory in bad:
+                request = StoreVectorsRequest.model_construct(
+                    parent=PARENT_A, space=space, memories=(good, memory)
+                )
+                await self._refused_as(
+                    adapter.store_vectors(request),  # type: ignore[attr-defined]
+                    "invalid_payload",
+                    f"store_vectors() with {what}",
+                )
+                missing, _ = await self._missing(adapter, PARENT_A)
+                assert missing == ["m-1", "m-2"], (
+                    f"store_vectors() refused for {what} must store nothing of the request"
+                )
+            for what, vector, space in (
+                ("a query of the wrong size", (1.0, 0.0), SPACE.key),
+                ("a NaN query", (math.nan, 0.0, 0.0), SPACE.key),
+                ("an unregistered space", (1.0, 0.0, 0.0), "never.registered@1"),
+            ):
+                search = VectorSearchRequest.model_construct(
+                    parents=(PARENT_A,), space=space, vector=vector, limit=8
+                )
+                await self._refused_as(
+                    adapter.vector_search(search),  # type: ignore[attr-defined]
+                    "invalid_payload",
+                    f"vector_search() with {what}",
+                )
+            missing_request = MissingVectorsRequest(parent=PARENT_A, space="never.registered@1")
+            await self._refused_as(
+                adapter.missing_vectors(missing_request),  # type: ignore[attr-defined]
+                "invalid_payload",
+                "missing_vectors() of an unregistered space",
+            )
+
+    async def test_vectors_survive_reopening(self, tmp_path: Path) -> None:
+        """Registered spaces and stored vectors are there again after the adapter is made anew."""
+        self._needs("vectors")
+        async with self._opened(tmp_path) as adapter:
+            await self._register(adapter)
+            await self._seed(adapter, tmp_path, PARENT_A, [SeedMemory("m-1", "durable")])
+            await self._store_vectors(adapter, PARENT_A, _segments("m-1", (0.0, 1.0, 0.0)))
+        async with self._opened(tmp_path) as adapter:
+            assert not (await self._register(adapter)).registered, (
+                "a registered space did not survive reopening"
+            )
+            hits = await self._nearest(adapter, (0.0, 1.0, 0.0))
+            self._scored(hits, [("m-1", 1.0)], "stored vectors must survive reopening")

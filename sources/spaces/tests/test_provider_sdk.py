@@ -21,7 +21,11 @@ from mnemon_source_spaces import (
     ProviderInit,
     RememberRequest,
     SearchHit,
+    SearchResult,
     SpaceProvider,
+    SpaceProviderDefinition,
+    SqliteProvider,
+    VectorSearchRequest,
     define_space_provider,
 )
 from mnemon_source_spaces.testing import ProviderConformance, SeedMemory
@@ -261,6 +265,50 @@ class _Forgetful(ProviderConformance):
         return {"path": str(directory / "memory.json")}
 
 
+def _lying_sqlite(type_id: str, vector_search: Any) -> SpaceProviderDefinition:
+    """The SQLite Provider with its vector search replaced by `vector_search(adapter, request)`."""
+
+    def create(init: ProviderInit) -> SqliteProvider:
+        adapter = SQLITE_PROVIDER.create(init)
+        assert isinstance(adapter, SqliteProvider)
+
+        async def search(request: VectorSearchRequest) -> SearchResult:
+            return await vector_search(adapter, request)
+
+        adapter.vector_search = search  # type: ignore[method-assign]
+        return adapter
+
+    manifest = SQLITE_PROVIDER.manifest.model_copy(update={"type_id": type_id})
+    return define_space_provider(manifest, create)
+
+
+async def _every_parent(adapter: SqliteProvider, request: VectorSearchRequest) -> SearchResult:
+    wide = request.model_copy(update={"parents": ("conformance-parent-a", "conformance-parent-b")})
+    return await SqliteProvider.vector_search(adapter, wide)
+
+
+async def _raw_cosine(adapter: SqliteProvider, request: VectorSearchRequest) -> SearchResult:
+    found = await SqliteProvider.vector_search(adapter, request)
+    return SearchResult(
+        hits=tuple(
+            hit.model_copy(update={"score": max(0.0, 2 * hit.score - 1)}) for hit in found.hits
+        )
+    )
+
+
+class _SqliteLiar(ProviderConformance):
+    def configure(self, directory: Path) -> Mapping[str, Any]:
+        return {"path": str(directory / "store.sqlite3")}
+
+
+class _VectorsOfEveryParent(_SqliteLiar):
+    provider = _lying_sqlite("every-parent", _every_parent)
+
+
+class _RawCosineScores(_SqliteLiar):
+    provider = _lying_sqlite("raw-cosine", _raw_cosine)
+
+
 @pytest.mark.parametrize(
     ("suite", "check", "message"),
     [
@@ -279,6 +327,16 @@ class _Forgetful(ProviderConformance):
         (_LeakyRepr, "test_credentials_never_appear", "credential leaked"),
         (_Forgetful, "test_data_survives_reopening", "data did not survive"),
         (_Forgetful, "test_concurrent_writes_lose_nothing", "a write was lost"),
+        (
+            _VectorsOfEveryParent,
+            "test_a_parent_never_sees_another_parents_vectors",
+            "a parent that was not asked for",
+        ),
+        (
+            _RawCosineScores,
+            "test_vector_search_ranks_memories_by_their_best_segment",
+            "m-east must score 0.985",
+        ),
     ],
     ids=[
         "fabricated-list",
@@ -288,6 +346,8 @@ class _Forgetful(ProviderConformance):
         "leaky-repr",
         "lost-data",
         "lost-writes",
+        "vectors-of-every-parent",
+        "raw-cosine-scores",
     ],
 )
 async def test_the_suite_catches_a_lying_provider(
