@@ -222,13 +222,19 @@ async def launch_plugin(
     except OSError:
         raise PluginUnavailable("the plugin's run.command cannot be started") from None
     launched = LaunchedPlugin(process, f"http://127.0.0.1:{port}", token)
-    async with httpx.AsyncClient(
-        base_url=launched.endpoint, headers=launched.headers, timeout=1.0
-    ) as probe:
-        with anyio.move_on_after(startup_timeout):
-            while process.poll() is None:
-                if await (ready(probe) if ready else answers_http(probe, convention.health)):
-                    return launched
-                await anyio.sleep(0.02)
+    try:
+        async with httpx.AsyncClient(
+            base_url=launched.endpoint, headers=launched.headers, timeout=1.0
+        ) as probe:
+            with anyio.move_on_after(startup_timeout):
+                while process.poll() is None:
+                    if await (ready(probe) if ready else answers_http(probe, convention.health)):
+                        return launched
+                    await anyio.sleep(0.02)
+    except BaseException:
+        # the caller gave up while the plugin started (its own deadline, a cancelled turn): a
+        # process nobody holds any more must not keep running
+        await launched.stop()
+        raise
     await launched.stop()
     raise PluginUnavailable("the plugin did not become ready")
