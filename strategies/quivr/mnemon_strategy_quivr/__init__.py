@@ -19,6 +19,15 @@ from mnemon import RangeError, Version, VersionRange, parse_range, parse_version
 
 from ._certify import FixtureIssue, FixtureOutcome, invoke_fixture, serve_fixture
 from ._contract import ContractRunner, certify_plugin, contract_runner, inspect_plugin
+from ._ingestion import (
+    IngestionContribution,
+    check_embed_query_request,
+    check_segment_request,
+    judge_query_vector,
+    judge_segment_answer,
+    segment_request_body,
+    segment_request_from_body,
+)
 from ._manifest import (
     ENGINE_VERSION,
     PLUGIN_API_VERSIONS,
@@ -62,6 +71,7 @@ __all__ = [
     "EngineRequestClaims",
     "FixtureIssue",
     "FixtureOutcome",
+    "IngestionContribution",
     "LaunchedPlugin",
     "ManifestIssue",
     "ManifestReport",
@@ -80,8 +90,10 @@ __all__ = [
     "apply",
     "candidate_from_item",
     "certify_plugin",
+    "check_embed_query_request",
     "check_search_output",
     "check_search_request",
+    "check_segment_request",
     "compose",
     "contract_runner",
     "create_ranker",
@@ -89,10 +101,14 @@ __all__ = [
     "inspect_manifest",
     "inspect_plugin",
     "invoke_fixture",
+    "judge_query_vector",
+    "judge_segment_answer",
     "launch_plugin",
     "memory_plugin",
     "parse_range",
     "parse_version",
+    "segment_request_body",
+    "segment_request_from_body",
     "serve_fixture",
     "sign_engine_request",
     "verify_engine_request",
