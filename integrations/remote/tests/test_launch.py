@@ -134,6 +134,18 @@ async def test_a_protocol_without_caller_secrets_gets_none(tmp_path: Path) -> No
         await launched.stop()
 
 
+async def test_a_protocol_that_signs_gets_a_key_that_no_request_carries(tmp_path: Path) -> None:
+    convention = RunConvention("QUIVR_PLUGIN", bearer=False)
+    environment, _, launched = await _launch(tmp_path, convention)
+    try:
+        assert launched.token is not None
+        assert environment["QUIVR_PLUGIN_TOKEN"] == launched.token
+        # the caller signs each request with it instead: the key itself never travels
+        assert launched.headers == {}
+    finally:
+        await launched.stop()
+
+
 async def test_stopping_a_plugin_stops_its_children(tmp_path: Path) -> None:
     _, child, launched = await _launch(tmp_path, MNEMON_RUN)
     assert _alive(child)
