@@ -35,6 +35,7 @@ from ._ingestion import (
 from ._link import PluginLink
 from ._manifest import (
     ENGINE_VERSION,
+    HOSTED,
     PLUGIN_API_VERSIONS,
     ManifestIssue,
     ManifestReport,
@@ -57,7 +58,6 @@ from ._signing import (
     verify_engine_request,
 )
 from ._strategy import (
-    HOSTED,
     QUIVR_CONFIGURATION,
     TYPE_ID,
     apply,

@@ -31,6 +31,7 @@ from ._schemas import manifest_validator
 
 __all__ = [
     "ENGINE_VERSION",
+    "HOSTED",
     "PLUGIN_API_VERSIONS",
     "ManifestIssue",
     "ManifestReport",
@@ -56,6 +57,9 @@ SINCE = {
     "paging": parse_version("0.18.0"),
 }
 RESERVED = frozenset({"enricher", "validator", "projector", "retriever"})
+#: the Contributions mnemon hosts, in report order: an embedder of the plugin's vector spaces,
+#: and a ranker
+HOSTED = ("ingestion", "retrieval")
 
 
 @dataclass(frozen=True)

@@ -31,12 +31,11 @@ from mnemon import (
 
 from ._embedder import define_quivr_embedder
 from ._link import PluginLink
-from ._manifest import inspect_manifest
+from ._manifest import HOSTED, inspect_manifest
 from ._ranking import QuivrRanker
 from ._rules import RetrievalProfile
 
 __all__ = [
-    "HOSTED",
     "QUIVR_CONFIGURATION",
     "TYPE_ID",
     "apply",
@@ -47,8 +46,6 @@ __all__ = [
 ]
 
 TYPE_ID = "quivr-ranking"
-#: the Contributions mnemon hosts: a ranker, and an embedder of the plugin's vector spaces
-HOSTED = ("retrieval", "ingestion")
 MAX_SOURCES = 32
 MAX_ROUTES = 64
 MAX_ACTIONS = 64

@@ -45,6 +45,7 @@ def embedder_folder(folder: Path, *arguments: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for name in ("quivr-plugin.yaml", "quivr_embedder.py"):
         shutil.copy(EMBEDDERS / name, folder / name)
+    shutil.copytree(EMBEDDERS / "fixtures", folder / "fixtures", dirs_exist_ok=True)
     if arguments:
         edit_manifest(folder, lambda m: m["run"]["command"].extend(arguments))
     return folder / "quivr-plugin.yaml"

@@ -329,7 +329,7 @@ async def test_a_secret_the_plugin_echoes_is_scrubbed_from_its_answer(
         )
     finally:
         await runner.dispose()
-    assert str(answer.segments[0].lexical_text).endswith("[redacted]")
+    assert answer.segments[0].provenance == {"source": "key [redacted]"}
     assert "the-declared-secret" not in json.dumps(answer.model_dump(mode="json"))
 
 

@@ -15,7 +15,8 @@ Options (argv: a launched plugin's environment is the run convention's): `--mode
 one deliberate defect or `correct`; `--retrieval` also serves a `retrieval` Contribution that
 re-ranks served candidates by its own vectors; `--record FILE` writes the environment it was
 started with and appends its pid to `FILE.starts`; `--dimensions N` makes vectors of N numbers
-(the manifest must say so: another model, in effect).
+(the manifest must say so: another model, in effect); `--plugin-api V` is the Plugin API
+version discovery serves (the highest its manifest's range admits, 0.14.0 by default).
 """
 
 from __future__ import annotations
@@ -226,7 +227,7 @@ def segment_answer(request, mode, call, dimensions):
                 "vectors": {space: vector(text, salt, dimensions) for space in request["spaces"]},
             }
             if mode == "leaks_secret_in_answer":
-                segment["lexical_text"] = f"{text} {os.environ.get(SECRET, '')}"
+                segment["provenance"] = {"source": f"key {os.environ.get(SECRET, '')}"}
             segments.append(segment)
     if not segments:
         raise Refusal(422, "no_text", "no Part holds a word")
@@ -286,6 +287,7 @@ def check_search_request(request):
 class Handler(BaseHTTPRequestHandler):
     mode = "correct"
     retrieval = False
+    plugin_api = "0.14.0"
     dimensions = DIMENSIONS
     key = None  # bytes: requests to a Contribution must be signed with it
     calls = itertools.count(1)
@@ -332,7 +334,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(
                 200,
                 {
-                    "plugin_api": "0.14.0",
+                    "plugin_api": self.plugin_api,
                     "plugin": {"id": PLUGIN_ID, "version": "0.1.0"},
                     "manifest_digest": digest,
                     "contributions": contributions,
@@ -441,6 +443,7 @@ if __name__ == "__main__":
     options.add_argument("--retrieval", action="store_true")
     options.add_argument("--record")
     options.add_argument("--dimensions", type=int, default=DIMENSIONS)
+    options.add_argument("--plugin-api", default="0.14.0")
     arguments = options.parse_args()
     if arguments.record:
         record(arguments.record)
@@ -456,6 +459,7 @@ if __name__ == "__main__":
             "mode": arguments.mode,
             "retrieval": arguments.retrieval,
             "dimensions": arguments.dimensions,
+            "plugin_api": arguments.plugin_api,
             "key": None if token is None else token.encode(),
             "calls": itertools.count(1),
         },
