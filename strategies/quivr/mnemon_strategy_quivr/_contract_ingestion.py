@@ -290,7 +290,11 @@ class _Ingestion:
         return None if codes else json.loads(raw)
 
     async def check_invoke(self, text: _Text) -> Any:
-        check = self.add("invoke", fixture=text.label)
+        title = (
+            f"segment_and_embed answers within {self.contribution.timeout_ms} ms and "
+            f"{self.contribution.max_response_bytes} bytes, keeping every rule"
+        )
+        check = self.add("invoke", title, text.label)
         with timed(check):
             answer = await self.segments(check, text.body, text.request)
         if answer is None:
@@ -409,17 +413,17 @@ class _Ingestion:
                 else {**valid, "space": _UNDECLARED_SPACE}
             )
             cases += [
-                (f"{name}:non-json-body", route, "the body is not JSON", b'{"invocation_id": '),
+                (f"{name}:non-json-body", route, f"{name}: the body is not JSON", b'{"a": '),
                 (
                     f"{name}:unknown-field",
                     route,
-                    "the request carries an unknown top-level field",
+                    f"{name}: the request carries an unknown top-level field",
                     json.dumps({**valid, "unexpected_field": True}).encode(),
                 ),
                 (
                     f"{name}:undeclared-space",
                     route,
-                    "the request names a space the manifest does not declare",
+                    f"{name}: the request names a space the manifest does not declare",
                     json.dumps(undeclared).encode(),
                 ),
             ]
@@ -434,7 +438,8 @@ class _Ingestion:
                 continue  # only the contract's invalid requests
             route = EMBED_QUERY if query_request else SEGMENT_AND_EMBED
             label = f"{NORMATIVE}requests/{INGESTION}/{entry.name}"
-            cases.append((label, route, "the normative fixture violates the request schema", raw))
+            reason = f"{entry.name}, a normative request the schema refuses"
+            cases.append((label, route, reason, raw))
         return cases
 
     async def check_invalid_requests(self, text: _Text | None) -> None:
