@@ -243,7 +243,8 @@ class Embedding:
     A Source asks for segments and vectors in spaces by id; the call goes to the space's owner
     under its `timeout_ms` (`query_timeout_ms` for queries), and the answer is checked against
     the contract before it is returned. Every failure is an `EmbeddingError`, never the
-    embedder's own exception (logged at DEBUG only).
+    embedder's own exception (logged at DEBUG only); an `EmbeddingError` the embedder raises
+    itself (an answer it refused on its own wire) reaches the Source unchanged.
     """
 
     def __init__(self, embedders: Iterable[tuple[EmbedderManifest, Any]]) -> None:
@@ -364,6 +365,10 @@ class Embedding:
                 produced = method(request)
                 if inspect.isawaitable(produced):
                     produced = await produced
+            except EmbeddingError:
+                # an embedder that judges an answer of its own wire (one served over HTTP)
+                # refuses it the way the host refuses a broken answer: as it is
+                raise
             except SourceError as error:
                 _log.debug("embedder %s %s() refused", name, call, exc_info=True)
                 raise EmbeddingError(

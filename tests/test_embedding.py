@@ -357,6 +357,36 @@ async def test_a_failing_embedder_gives_a_coded_error_and_no_text_of_its_own(
     assert "SECRET" not in str(caught.value)
 
 
+async def test_an_embedders_own_refusal_of_its_wire_reaches_the_source_as_it_is() -> None:
+    # an embedder served over HTTP refuses an answer too large to read before the host sees it
+    refusal = EmbeddingError(
+        "the answer broke the contract",
+        code="ingestion_refused",
+        retryable=False,
+        rules=["response_too_large"],
+    )
+    runtime = _Failing(refusal)
+    definition = define_embedder(
+        {
+            "type_id": "wire",
+            "package_name": "mnemon-test-wire",
+            "spaces": [{**SPACE, "metric": "dot"}],
+        },
+        lambda configuration: runtime,
+    )
+    embedding = Embedding([(definition.manifest, runtime)])
+    with pytest.raises(EmbeddingError) as caught:
+        await embedding.segment_and_embed(
+            {
+                "idempotency_key": "k",
+                "parts": [{"key": "p", "text": "tea"}],
+                "spaces": ["test.words"],
+            }
+        )
+    assert caught.value is refusal
+    assert caught.value.rules == ("response_too_large",)
+
+
 async def test_the_callers_cancellation_is_never_an_embedder_failure() -> None:
     definition = define_embedder(
         {

@@ -7,7 +7,7 @@ One launcher for every out-of-process plugin mnemon hosts (remote Sources, Quivr
   locale, ...), the secrets the host was given for it by their declared names, then the
   protocol's own variables, which no secret can override;
 - it gets a fresh caller secret (the per-launch token) when its protocol authenticates callers,
-  and every request the host sends carries it;
+  and every request the host sends carries it, or a signature made with it;
 - stopping it sends SIGTERM to the whole group, SIGKILL after 5 seconds, and SIGKILL to what is
   left of the group in any case: a plugin's own children never outlive it.
 """
@@ -69,14 +69,17 @@ class RunConvention:
 
     Args:
         prefix: the variables are `<prefix>_HOST`, `<prefix>_PORT` and `<prefix>_MANIFEST`.
-        token: whether the plugin gets a per-launch caller secret in `<prefix>_TOKEN`, which
-            every request then carries as `Authorization: Bearer <token>`.
+        token: whether the plugin gets a per-launch caller secret in `<prefix>_TOKEN`.
         health: the path probed while the plugin starts.
+        bearer: whether every request carries the caller secret itself, as `Authorization:
+            Bearer <token>`; false when the protocol proves each request another way with it
+            (Quivr's signed engine requests: a key that never travels is never overheard).
     """
 
     prefix: str
     token: bool = True
     health: str = "/v0/health"
+    bearer: bool = True
 
     @property
     def token_variable(self) -> str:
@@ -119,16 +122,28 @@ class LaunchedPlugin:
     """
 
     def __init__(
-        self, process: subprocess.Popen[bytes], endpoint: str, token: str | None = None
+        self,
+        process: subprocess.Popen[bytes],
+        endpoint: str,
+        token: str | None = None,
+        *,
+        bearer: bool = True,
     ) -> None:
         self.process = process
         self.endpoint = endpoint
         self.token = token
+        self._bearer = bearer
 
     @property
     def headers(self) -> dict[str, str]:
-        """The headers that authenticate a request to this plugin (none without a token)."""
-        return {} if self.token is None else {"Authorization": f"Bearer {self.token}"}
+        """The headers that authenticate a request to this plugin.
+
+        None without a token, and none when the protocol proves requests with it otherwise
+        (`RunConvention.bearer`): the caller then signs each request with `token`.
+        """
+        if self.token is None or not self._bearer:
+            return {}
+        return {"Authorization": f"Bearer {self.token}"}
 
     @property
     def running(self) -> bool:
@@ -221,14 +236,20 @@ async def launch_plugin(
         )
     except OSError:
         raise PluginUnavailable("the plugin's run.command cannot be started") from None
-    launched = LaunchedPlugin(process, f"http://127.0.0.1:{port}", token)
-    async with httpx.AsyncClient(
-        base_url=launched.endpoint, headers=launched.headers, timeout=1.0
-    ) as probe:
-        with anyio.move_on_after(startup_timeout):
-            while process.poll() is None:
-                if await (ready(probe) if ready else answers_http(probe, convention.health)):
-                    return launched
-                await anyio.sleep(0.02)
+    launched = LaunchedPlugin(process, f"http://127.0.0.1:{port}", token, bearer=convention.bearer)
+    try:
+        async with httpx.AsyncClient(
+            base_url=launched.endpoint, headers=launched.headers, timeout=1.0
+        ) as probe:
+            with anyio.move_on_after(startup_timeout):
+                while process.poll() is None:
+                    if await (ready(probe) if ready else answers_http(probe, convention.health)):
+                        return launched
+                    await anyio.sleep(0.02)
+    except BaseException:
+        # the caller gave up while the plugin started (its own deadline, a cancelled turn): a
+        # process nobody holds any more must not keep running
+        await launched.stop()
+        raise
     await launched.stop()
     raise PluginUnavailable("the plugin did not become ready")

@@ -134,6 +134,18 @@ async def test_a_protocol_without_caller_secrets_gets_none(tmp_path: Path) -> No
         await launched.stop()
 
 
+async def test_a_protocol_that_signs_gets_a_key_that_no_request_carries(tmp_path: Path) -> None:
+    convention = RunConvention("QUIVR_PLUGIN", bearer=False)
+    environment, _, launched = await _launch(tmp_path, convention)
+    try:
+        assert launched.token is not None
+        assert environment["QUIVR_PLUGIN_TOKEN"] == launched.token
+        # the caller signs each request with it instead: the key itself never travels
+        assert launched.headers == {}
+    finally:
+        await launched.stop()
+
+
 async def test_stopping_a_plugin_stops_its_children(tmp_path: Path) -> None:
     _, child, launched = await _launch(tmp_path, MNEMON_RUN)
     assert _alive(child)
@@ -144,3 +156,38 @@ async def test_stopping_a_plugin_stops_its_children(tmp_path: Path) -> None:
             break
         await anyio.sleep(0.01)
     assert not _alive(child)
+
+
+async def test_a_launch_the_caller_gives_up_on_leaves_no_process(tmp_path: Path) -> None:
+    manifest = tmp_path / "plugin.yaml"
+    manifest.write_text("{}", encoding="utf-8")
+    seen, child = tmp_path / "seen.json", tmp_path / "child.pid"
+    script = PLUGIN.replace("{prefix}", "QUIVR_PLUGIN")
+
+    async def never_ready(client: Any) -> bool:
+        return False
+
+    async with anyio.create_task_group() as group:
+
+        async def launch() -> None:
+            await launch_plugin(
+                manifest,
+                [sys.executable, "-c", script, str(seen), str(child)],
+                convention=RunConvention("QUIVR_PLUGIN", token=False),
+                ready=never_ready,
+                startup_timeout=60,
+            )
+
+        group.start_soon(launch)
+        for _ in range(1000):  # the plugin runs and has started its child
+            if child.exists() and child.read_text():
+                break
+            await anyio.sleep(0.01)
+        # the caller's own deadline, a cancelled turn: it stops waiting for the plugin
+        group.cancel_scope.cancel()
+    pid = int(child.read_text())
+    for _ in range(200):
+        if not _alive(pid):
+            break
+        await anyio.sleep(0.01)
+    assert not _alive(pid), "a plugin whose launch was given up on kept running"

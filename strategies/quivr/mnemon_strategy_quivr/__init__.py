@@ -1,12 +1,15 @@
-"""Quivr retrieval plugins as mnemon rankers.
+"""Quivr plugins in mnemon: retrieval plugins as rankers, ingestion plugins as embedders.
 
-Mount the package with a configuration to rank `recall` and `search` through a Quivr
-retrieval plugin: `await host.mount(mnemon_strategy_quivr, instance_id="quivr",
-config={"manifest": "/path/quivr-plugin.yaml", "endpoint": "http://127.0.0.1:8080"})`.
+Mount the package with a configuration to host a Quivr plugin reached over HTTP:
+`await host.mount(mnemon_strategy_quivr, instance_id="quivr", config={"manifest":
+"/path/quivr-plugin.yaml", "launch": True})`. A `retrieval` Contribution ranks `recall` and
+`search`; an `ingestion` Contribution becomes an embedder of the plugin's vector spaces, which
+the Sources beside it use to recall by meaning; a plugin declaring both runs once for both.
 
-The rule engine (`check_search_output`), the manifest inspector (`inspect_manifest`) and the
-signed-request helpers judge a plugin exactly as Quivr's normative fixtures do;
-`certify_plugin` is the contract runner's Quivr-compat mode behind `mnemon plugin test`.
+The rule engine (`check_search_output`, `judge_segment_answer`, `judge_query_vector`), the
+manifest inspector (`inspect_manifest`) and the signed-request helpers judge a plugin exactly
+as Quivr's normative fixtures do; `certify_plugin` is the contract runner's Quivr-compat mode
+behind `mnemon plugin test`.
 
 Plugins run in their own processes through mnemon-remote's out-of-process kit: `launch_plugin`
 is Quivr's run convention on its launcher, and `LaunchedPlugin` and `PluginUnavailable` are the
@@ -19,8 +22,20 @@ from mnemon import RangeError, Version, VersionRange, parse_range, parse_version
 
 from ._certify import FixtureIssue, FixtureOutcome, invoke_fixture, serve_fixture
 from ._contract import ContractRunner, certify_plugin, contract_runner, inspect_plugin
+from ._embedder import QuivrEmbedder, define_quivr_embedder
+from ._ingestion import (
+    IngestionContribution,
+    check_embed_query_request,
+    check_segment_request,
+    judge_query_vector,
+    judge_segment_answer,
+    segment_request_body,
+    segment_request_from_body,
+)
+from ._link import PluginLink
 from ._manifest import (
     ENGINE_VERSION,
+    HOSTED,
     PLUGIN_API_VERSIONS,
     ManifestIssue,
     ManifestReport,
@@ -50,10 +65,12 @@ from ._strategy import (
     create_ranker,
     define_ranking_strategy,
     memory_plugin,
+    plugin_link,
 )
 
 __all__ = [
     "ENGINE_VERSION",
+    "HOSTED",
     "PLUGIN_API_VERSIONS",
     "QUIVR_CONFIGURATION",
     "TYPE_ID",
@@ -62,11 +79,14 @@ __all__ = [
     "EngineRequestClaims",
     "FixtureIssue",
     "FixtureOutcome",
+    "IngestionContribution",
     "LaunchedPlugin",
     "ManifestIssue",
     "ManifestReport",
+    "PluginLink",
     "PluginRefused",
     "PluginUnavailable",
+    "QuivrEmbedder",
     "QuivrPlugin",
     "QuivrRanker",
     "QuivrRankingTurn",
@@ -80,19 +100,27 @@ __all__ = [
     "apply",
     "candidate_from_item",
     "certify_plugin",
+    "check_embed_query_request",
     "check_search_output",
     "check_search_request",
+    "check_segment_request",
     "compose",
     "contract_runner",
     "create_ranker",
+    "define_quivr_embedder",
     "define_ranking_strategy",
     "inspect_manifest",
     "inspect_plugin",
     "invoke_fixture",
+    "judge_query_vector",
+    "judge_segment_answer",
     "launch_plugin",
     "memory_plugin",
     "parse_range",
     "parse_version",
+    "plugin_link",
+    "segment_request_body",
+    "segment_request_from_body",
     "serve_fixture",
     "sign_engine_request",
     "verify_engine_request",

@@ -1,11 +1,13 @@
-"""The contract runner's Quivr-compat mode: a Quivr retrieval plugin certified over the wire.
+"""The contract runner's Quivr-compat mode: a Quivr plugin certified over the wire.
 
 `mnemon plugin test` runs this when the folder holds a `quivr-plugin.yaml`: the checks of
-Quivr's own contract runner for the `retrieval` Contribution, each judged by this package's
-inspector and rule engine, reported in Quivr's contract report v1 shape. A check whose
-premise failed is skipped with the reason; the plugin is certified when no check failed.
-The report, the recorded exchanges and the launcher are mnemon-remote's, shared with its own
-runner.
+Quivr's own contract runner for each Contribution mnemon hosts the plugin declares
+(`ingestion`, `retrieval`), each judged by this package's inspector and the rules the host
+judges answers by, reported in Quivr's contract report v1 shape. A check whose premise failed
+is skipped with the reason; the plugin is certified when no check failed. The report, the
+recorded exchanges and the launcher are mnemon-remote's, shared with its own runner. A
+launched plugin is certified as the host reaches it: every request to a Contribution signed
+with its per-launch key.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import secrets as _secrets
 import tempfile
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -28,6 +31,7 @@ from mnemon_remote import (
     LaunchedPlugin,
     PluginUnavailable,
     RecordingTransport,
+    report_validator,
     summarize,
     timed,
 )
@@ -35,18 +39,32 @@ from mnemon_remote import (
 from mnemon import parse_range
 
 from ._certify import FixtureOutcome, fixture_request, fixture_session, invoke_fixture
-from ._manifest import ENGINE_VERSION, PLUGIN_API_VERSIONS, ManifestReport, inspect_manifest
+from ._contract_ingestion import (
+    INGESTION,
+    INGESTION_CHECKS,
+    IngestionFixture,
+    certify_ingestion,
+)
+from ._manifest import (
+    ENGINE_VERSION,
+    HOSTED,
+    PLUGIN_API_VERSIONS,
+    ManifestReport,
+    inspect_manifest,
+)
 from ._plugin import HEALTH, SEARCH, QuivrPlugin, launch_plugin
 from ._rules import RetrievalLimits, check_search_request
 from ._schemas import (
     discovery_validator,
-    error_validator,
     fixture_validator,
     health_validator,
     request_validator,
 )
+from ._signing import EngineRequestAuth
+from ._verdicts import first_difference, judge_refusal
 
 __all__ = [
+    "INGESTION_CHECKS",
     "MANIFEST_NAME",
     "QUIVR_CHECKS",
     "ContractRunner",
@@ -61,7 +79,7 @@ DISCOVERY = "/v0/discovery"
 NORMATIVE = "contracts:"
 RETRIEVAL = "retrieval"
 # Contributions Quivr defines that mnemon does not host (docs/quivr.md says why)
-UNSUPPORTED = ("normalizer", "subscription", "connector", "ingestion")
+UNSUPPORTED = ("normalizer", "subscription", "connector")
 #: the checks of Quivr's runner for a retrieval plugin, in report order, with their titles
 QUIVR_CHECKS = ContractChecks(
     RETRIEVAL,
@@ -88,6 +106,10 @@ class _Search:
     profiles: list[str]
 
 
+#: the runner's checks of each Contribution it certifies
+CHECKS = {RETRIEVAL: QUIVR_CHECKS, INGESTION: INGESTION_CHECKS}
+
+
 @dataclass
 class _Run:
     manifest_path: Path
@@ -97,19 +119,32 @@ class _Run:
     base_url: str = ""
     discovered_api: str | None = None
     secrets: dict[str, str] = field(default_factory=dict)
+    # a launched plugin's per-launch key: every request to a Contribution is signed with it
+    key: bytes | None = None
     checks: list[CheckResult] = field(default_factory=list)
     transport: RecordingTransport = field(default_factory=RecordingTransport)
 
     def add(
-        self, check_id: str, title: str | None = None, fixture: str | None = None
+        self,
+        check_id: str,
+        title: str | None = None,
+        fixture: str | None = None,
+        contribution: str = RETRIEVAL,
     ) -> CheckResult:
-        check = QUIVR_CHECKS.result(check_id, title, fixture)
+        check = CHECKS[contribution].result(check_id, title, fixture)
         self.checks.append(check)
         return check
 
     @property
     def manifest(self) -> Mapping[str, Any]:
         return self.report.manifest or {}
+
+    @property
+    def hosted(self) -> list[str]:
+        """The Contributions certified, in report order (retrieval when the manifest says none)."""
+        declared = self.manifest.get("contributions")
+        names = [c for c in HOSTED if isinstance(declared, Mapping) and c in declared]
+        return names or [RETRIEVAL]
 
     @property
     def contribution(self) -> Mapping[str, Any]:
@@ -167,17 +202,17 @@ def _unsupported(report: ManifestReport) -> list[dict[str, str]]:
         {
             "code": "unsupported_contribution",
             "path": f"/contributions/{name}",
-            "message": f"mnemon hosts only retrieval plugins; it cannot run {name}",
+            "message": f"mnemon hosts only retrieval and ingestion plugins; it cannot run {name}",
         }
         for name in contributions
         if name in UNSUPPORTED
     ]
-    if RETRIEVAL not in contributions and not issues:
+    if not set(HOSTED) & set(contributions) and not issues:
         issues.append(
             {
                 "code": "unsupported_contribution",
                 "path": "/contributions",
-                "message": "the manifest declares no retrieval Contribution",
+                "message": "the manifest declares no retrieval and no ingestion Contribution",
             }
         )
     return issues
@@ -196,7 +231,7 @@ def _manifest_issues(report: ManifestReport) -> tuple[list[dict[str, str]], list
 
 
 def inspect_plugin(path: Path) -> dict[str, Any]:
-    """Inspect a Quivr retrieval plugin's `quivr-plugin.yaml` (a folder or the file itself).
+    """Inspect a Quivr plugin's `quivr-plugin.yaml` (a folder or the file itself).
 
     Returns what `mnemon plugin inspect --json` prints: `valid`, `manifest_path`,
     `manifest_digest`, `id`, `version`, `plugin_api_version`, `compatibility` (`engine` and
@@ -363,24 +398,56 @@ def _fixture_problems(
     return shape, configuration
 
 
-def _own_fixtures(run: _Run, extra: Sequence[Path]) -> list[tuple[str, Path]]:
+@dataclass
+class _OwnFixtures:
+    """The plugin's own fixture files, by the Contribution each drives."""
+
+    retrieval: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    ingestion: list[IngestionFixture] = field(default_factory=list)
+    # (path, message) of a file no certified Contribution can use
+    strays: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _own_fixtures(run: _Run, extra: Sequence[Path]) -> _OwnFixtures:
+    """`fixtures/*.json` beside the manifest and `extra`, each by its top-level key."""
     folder = run.manifest_path.parent
-    paths = sorted((folder / "fixtures").glob("*.json")) + list(extra)
-    labelled = []
-    for path in paths:
+    own = _OwnFixtures()
+    for path in sorted((folder / "fixtures").glob("*.json")) + list(extra):
         try:
             label = path.resolve().relative_to(folder.resolve()).as_posix()
         except ValueError:
             label = path.name
-        labelled.append((label, path))
-    return labelled
+        try:
+            raw = path.read_bytes()
+            fixture = json.loads(raw.decode("utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            own.strays.append(("", f"{label}: not a readable JSON file"))
+            continue
+        kinds = [c for c in run.hosted if isinstance(fixture, dict) and c in fixture]
+        if RETRIEVAL in kinds:
+            own.retrieval.append((label, fixture))
+        elif INGESTION in kinds:
+            own.ingestion.append(IngestionFixture(label, raw, fixture))
+        else:
+            own.strays.append(
+                (
+                    "/contributions",
+                    f"{label}: a fixture of no Contribution the manifest declares and mnemon "
+                    f"hosts ({', '.join(run.hosted)})",
+                )
+            )
+    return own
 
 
-def _check_fixtures(run: _Run, extra: Sequence[Path]) -> list[_Search]:
+def _check_fixtures(
+    run: _Run, own: Sequence[tuple[str, dict[str, Any]]], strays: Sequence[tuple[str, str]]
+) -> list[_Search]:
     check = run.add("fixtures")
     searches: list[_Search] = []
     notes: list[str] = []
     with timed(check):
+        for where, message in strays:
+            check.issue("invalid_fixture", where, message)
         label = NORMATIVE + "retrieval/newsroom.json"
         fixture = _normative("retrieval/newsroom.json")
         shape, configuration = _fixture_problems(run, fixture)
@@ -389,19 +456,7 @@ def _check_fixtures(run: _Run, extra: Sequence[Path]) -> list[_Search]:
             notes.append(f"{label} skipped: {message} at {where}")
         else:
             searches.append(_Search(label, fixture, _profiles(run, fixture)))
-        for label, path in _own_fixtures(run, extra):
-            try:
-                fixture = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, ValueError):
-                check.issue("invalid_fixture", "", f"{label}: not a readable JSON file")
-                continue
-            if not isinstance(fixture, dict) or RETRIEVAL not in fixture:
-                check.issue(
-                    "invalid_fixture",
-                    "/contributions",
-                    f"{label}: not a retrieval fixture, and the manifest declares only retrieval",
-                )
-                continue
+        for label, fixture in own:
             shape, configuration = _fixture_problems(run, fixture)
             for where, message in shape + configuration:
                 check.issue("invalid_fixture", where, f"{label}: {message}")
@@ -425,24 +480,6 @@ def _profiles(run: _Run, fixture: Mapping[str, Any]) -> list[str]:
 
 def _outcome_issues(outcome: FixtureOutcome) -> list[dict[str, str]]:
     return [{"code": i.code, "path": i.path, "message": i.message} for i in outcome.issues]
-
-
-def _first_difference(first: Any, second: Any, at: str = "") -> str | None:
-    """The JSON Pointer of the first place two JSON values differ, or None."""
-    if isinstance(first, dict) and isinstance(second, dict):
-        for key in sorted(set(first) | set(second)):
-            where = at + "/" + str(key).replace("~", "~0").replace("/", "~1")
-            found = _first_difference(first.get(key), second.get(key), where)
-            if found is not None:
-                return found
-        return None
-    if isinstance(first, list) and isinstance(second, list) and len(first) == len(second):
-        for index, (a, b) in enumerate(zip(first, second, strict=True)):
-            found = _first_difference(a, b, f"{at}/{index}")
-            if found is not None:
-                return found
-        return None
-    return None if first == second else at or "/"
 
 
 async def _check_search(run: _Run, plugin: QuivrPlugin, search: _Search) -> None:
@@ -472,7 +509,7 @@ async def _check_search(run: _Run, plugin: QuivrPlugin, search: _Search) -> None
         )
     _add_issues(replay, _outcome_issues(again))
     if again.passed:
-        where = _first_difference(first.hits, again.hits)
+        where = first_difference(first.hits, again.hits)
         if where is not None:
             replay.issue(
                 "nondeterministic_output",
@@ -537,39 +574,11 @@ async def _check_invalid_requests(
                     f"no answer within max_latency_ms ({reason})",
                 )
                 continue
-        _judge_refusal(check, response.status_code, answer, reason)
+        judge_refusal(check, SEARCH, response.status_code, answer, reason)
 
 
-def _judge_refusal(check: CheckResult, status: int, answer: bytes, reason: str) -> None:
-    if 200 <= status < 300:
-        check.issue(
-            "accepted_invalid_request",
-            SEARCH,
-            f"HTTP {status} for an invalid search ({reason}); answer 4xx with the error "
-            "envelope and retryable false",
-        )
-        return
-    try:
-        envelope = json.loads(answer)
-    except ValueError:
-        envelope = None
-    if not isinstance(envelope, dict) or not error_validator().is_valid(envelope):
-        check.issue(
-            "invalid_envelope", SEARCH, f"HTTP {status} without a valid error envelope ({reason})"
-        )
-        return
-    transient = envelope.get("error_class") == "transient"
-    if envelope["retryable"] or transient:
-        check.issue(
-            "wrong_error_class",
-            "/retryable",
-            f"HTTP {status} with a retryable or transient envelope for an invalid search "
-            f"({reason}); retrying cannot succeed, answer retryable false",
-        )
-
-
-def _check_credentials(run: _Run, output: bytes) -> None:
-    check = run.add("credentials")
+def _check_credentials(run: _Run, output: bytes, contribution: str) -> None:
+    check = run.add("credentials", contribution=contribution)
     if not run.secrets and not (run.manifest.get("secrets") or []):
         check.skip("the manifest declares no secrets")
         return
@@ -578,10 +587,11 @@ def _check_credentials(run: _Run, output: bytes) -> None:
         return
     with timed(check):
         values = [value.encode() for value in run.secrets.values() if len(value) >= 8]
-        answers = [exchange.answer for exchange in run.transport.exchanges]
+        route = f"/v0/contributions/{contribution}/"
+        answers = [e.answer for e in run.transport.exchanges if e.path.startswith(route)]
         leaked = sum(any(v in answer for v in values) for answer in answers)
         if leaked:
-            check.issue("credential_leak", SEARCH, f"{leaked} answer(s) contain a secret's value")
+            check.issue("credential_leak", route, f"{leaked} answer(s) contain a secret's value")
         if any(v in output for v in values):
             check.issue(
                 "credential_leak", "", "the plugin's stdout or stderr contains a secret's value"
@@ -589,23 +599,42 @@ def _check_credentials(run: _Run, output: bytes) -> None:
 
 
 async def _run_checks(run: _Run, launched: LaunchedPlugin | None, fixtures: Sequence[Path]) -> None:
+    plugin_id = str(run.manifest["id"])
+    auth = None if run.key is None else EngineRequestAuth(run.key, plugin_id=plugin_id, clock=_now)
     async with httpx.AsyncClient(
-        base_url=run.base_url, transport=run.transport, timeout=None
+        base_url=run.base_url, transport=run.transport, timeout=None, auth=auth
     ) as client:
         if not await _check_health(run, client, launched is not None):
             return
         await _check_discovery(run, client)
-        searches = _check_fixtures(run, fixtures)
+        own = _own_fixtures(run, fixtures)
         # the plugin's error codes go into the report: the runner's secrets are scrubbed first
         plugin = QuivrPlugin(
-            run.base_url, run.report, transport=run.transport, secrets=run.secrets.values()
+            run.base_url,
+            run.report,
+            auth=auth,
+            transport=run.transport,
+            secrets=[*run.secrets.values(), *([] if run.key is None else [run.key.decode()])],
         )
         try:
-            for search in searches:
-                await _check_search(run, plugin, search)
+            for contribution in run.hosted:
+                # fixtures no Contribution can use are reported by the first one's check
+                strays = own.strays if contribution == run.hosted[0] else []
+                if contribution == INGESTION:
+                    await certify_ingestion(
+                        run.report, client, plugin, run.checks, own.ingestion, strays
+                    )
+                    continue
+                searches = _check_fixtures(run, own.retrieval, strays)
+                for search in searches:
+                    await _check_search(run, plugin, search)
+                await _check_invalid_requests(run, client, searches[0] if searches else None)
         finally:
             await plugin.aclose()
-        await _check_invalid_requests(run, client, searches[0] if searches else None)
+
+
+def _now() -> int:
+    return int(time.time())
 
 
 async def _reach(
@@ -647,6 +676,7 @@ async def _reach(
         )
         return
     run.base_url = launched.endpoint
+    run.key = None if launched.token is None else launched.token.encode("ascii")
     try:
         await _run_checks(run, launched, fixtures)
     finally:
@@ -668,17 +698,21 @@ async def certify_plugin(
     startup_timeout: float = 10.0,
     plugin_output: IO[bytes] | None = None,
 ) -> dict[str, Any]:
-    """Certify the Quivr retrieval plugin in `directory` and return the contract report v1.
+    """Certify the Quivr plugin in `directory` and return the contract report v1.
 
-    Checks, in order: `manifest`, `compatibility`, `health`, `discovery`, `fixtures`, `invoke`
-    (per fixture and profile), `replay` (per fixture), `invalid_request` (per probe) and
-    `credentials`. The fixtures are Quivr's normative `newsroom.json` and the plugin's own
-    (`fixtures/*.json` beside the manifest, and `fixtures`).
+    Checks, in order: `manifest`, `compatibility`, `health` and `discovery` of the whole
+    plugin; then, when it declares `ingestion`, the ingestion checks (`fixtures`, `invoke`,
+    `replay`, `segments_only`, `embed_query`, `invalid_request`; see `certify_ingestion`);
+    when it declares `retrieval`, `fixtures`, `invoke` (per fixture and profile), `replay`
+    (per fixture) and `invalid_request` (per probe); and one `credentials` per Contribution.
+    The fixtures are Quivr's normative `article.json` and `newsroom.json` and the plugin's own
+    (`fixtures/*.json` beside the manifest, and `fixtures`), each driving the Contribution its
+    top-level key names.
 
     Args:
         directory: the plugin's folder holding `quivr-plugin.yaml`, or that file.
         endpoint: a running plugin's base URL; None launches `run.command` on loopback.
-        fixtures: more retrieval fixture files to drive.
+        fixtures: more fixture files to drive.
         startup_timeout: seconds the plugin has to answer `GET /v0/health` with 200.
         plugin_output: where a launched plugin's stdout and stderr are copied afterwards.
     """
@@ -700,18 +734,24 @@ async def certify_plugin(
         if plugin_output is not None:
             plugin_output.write(output)
             plugin_output.flush()
-    _skip_missing(run, QUIVR_CHECKS.ids[:-1])
+    _skip_missing(run, credentials=False)
     if run.base_url:
-        _check_credentials(run, output)
-    _skip_missing(run, QUIVR_CHECKS.ids)
+        for contribution in run.hosted:
+            _check_credentials(run, output, contribution)
+    _skip_missing(run, credentials=True)
     return _report(run)
 
 
-def _skip_missing(run: _Run, check_ids: Sequence[str]) -> None:
-    present = {check.id for check in run.checks}
-    for check_id in check_ids:
-        if check_id not in present:
-            run.add(check_id).skip(_why_skipped(run))
+def _skip_missing(run: _Run, *, credentials: bool) -> None:
+    """Add every check that did not run, skipped with the reason (`credentials` last)."""
+    present = {(check.id, check.contribution) for check in run.checks}
+    for contribution in run.hosted:
+        checks = CHECKS[contribution]
+        for check_id in checks.ids if credentials else checks.ids[:-1]:
+            probe = checks.result(check_id)
+            if (probe.id, probe.contribution) not in present:
+                run.add(check_id, contribution=contribution).skip(_why_skipped(run))
+                present.add((probe.id, probe.contribution))
 
 
 def _report(run: _Run) -> dict[str, Any]:
@@ -740,7 +780,8 @@ def _report(run: _Run) -> dict[str, Any]:
         "checks": checks,
         "summary": summary,
     }
-    QUIVR_CHECKS.validator().validate(value)
+    ids = [*QUIVR_CHECKS.ids, *INGESTION_CHECKS.ids]
+    report_validator(ids, tuple(CHECKS)).validate(value)
     return value
 
 

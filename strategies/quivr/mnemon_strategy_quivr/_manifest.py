@@ -1,8 +1,8 @@
 """The `quivr-plugin.yaml` inspector: shape, ranges, compatibility and the semantic rules.
 
 It reads a manifest without running the plugin and reports every rule it breaks with Quivr's
-codes, as `quivr plugin inspect` does, for the Contributions mnemon knows: `retrieval` (which it
-hosts) and the protocol-level rules every manifest shares. The YAML is read by mnemon-remote's
+codes, as `quivr plugin inspect` does, for the Contributions mnemon hosts, `retrieval` and
+`ingestion`, and the protocol-level rules every manifest shares. The YAML is read by mnemon-remote's
 manifest loader, which refuses aliases and deep nesting before anything walks the value.
 """
 
@@ -31,6 +31,7 @@ from ._schemas import manifest_validator
 
 __all__ = [
     "ENGINE_VERSION",
+    "HOSTED",
     "PLUGIN_API_VERSIONS",
     "ManifestIssue",
     "ManifestReport",
@@ -51,8 +52,14 @@ SINCE = {
     "ingestion": parse_version("0.6.0"),
     "retrieval": parse_version("0.7.0"),
     "requires": parse_version("0.12.0"),
+    # a vector space's price (index.json), and ingestion in bounded pages
+    "input_price": parse_version("0.9.0"),
+    "paging": parse_version("0.18.0"),
 }
 RESERVED = frozenset({"enricher", "validator", "projector", "retriever"})
+#: the Contributions mnemon hosts, in report order: an embedder of the plugin's vector spaces,
+#: and a ranker
+HOSTED = ("ingestion", "retrieval")
 
 
 @dataclass(frozen=True)
@@ -193,6 +200,7 @@ def _semantics(value: Mapping[str, Any]) -> list[ManifestIssue]:
             if isinstance(item, Mapping) and "version" in item:
                 _range(item["version"], f"/requires/{index}/version", issues)
     issues.extend(_namespaces(value))
+    issues.extend(_spaces(value))
     issues.extend(_secrets(value))
     issues.extend(_schemas(value))
     return issues
@@ -211,6 +219,7 @@ def _plugin_api(
     features = [name for name in contributions if name in SINCE]
     if "requires" in value:
         features.append("requires")
+    features.extend(_ingestion_features(contributions.get("ingestion")))
     return [
         ManifestIssue(
             "incompatible_plugin_api",
@@ -219,6 +228,41 @@ def _plugin_api(
         )
         for feature in features
         if admitted[-1] < SINCE[feature]
+    ]
+
+
+def _ingestion_features(ingestion: Any) -> list[str]:
+    """The later Plugin API features an ingestion Contribution uses."""
+    if not isinstance(ingestion, Mapping):
+        return []
+    features = []
+    spaces = ingestion.get("spaces")
+    if isinstance(spaces, Mapping) and any(
+        isinstance(space, Mapping) and "input_price" in space for space in spaces.values()
+    ):
+        features.append("input_price")
+    # `paging: false` says what every earlier version does
+    if ingestion.get("paging") is True:
+        features.append("paging")
+    return features
+
+
+def _spaces(value: Mapping[str, Any]) -> list[ManifestIssue]:
+    """`foreign_space`: a space id is the plugin id, or the plugin id, a dot and more."""
+    contributions = value.get("contributions")
+    ingestion = contributions.get("ingestion") if isinstance(contributions, Mapping) else None
+    spaces = ingestion.get("spaces") if isinstance(ingestion, Mapping) else None
+    plugin_id = value.get("id")
+    if not isinstance(spaces, Mapping) or not isinstance(plugin_id, str):
+        return []
+    return [
+        ManifestIssue(
+            "foreign_space",
+            f"/contributions/ingestion/spaces/{space_id}",
+            "a space id is the plugin id or starts with the plugin id and a dot",
+        )
+        for space_id in spaces
+        if space_id != plugin_id and not str(space_id).startswith(plugin_id + ".")
     ]
 
 

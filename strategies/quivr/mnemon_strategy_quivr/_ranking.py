@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
-import httpx
 from mnemon_remote import AnswerTooLarge
 
 from mnemon import (
@@ -28,15 +26,8 @@ from mnemon import (
     View,
 )
 
-from ._manifest import ManifestReport
-from ._plugin import (
-    LaunchedPlugin,
-    PluginRefused,
-    PluginUnavailable,
-    QuivrPlugin,
-    judge_round,
-    launch_plugin,
-)
+from ._link import PluginLink
+from ._plugin import PluginRefused, PluginUnavailable, QuivrPlugin, judge_round
 from ._rules import RetrievalLimits, RetrievalProfile, RetrievalSession
 
 __all__ = ["QuivrRanker", "QuivrRankingTurn", "candidate_from_item"]
@@ -90,36 +81,21 @@ class QuivrRanker:
     """One hosted retrieval plugin and how it ranks, shared by the turns of one entry.
 
     Args:
-        report: the inspected manifest (valid, declaring `retrieval`).
-        manifest_path: where the manifest is (the launched plugin runs in its folder).
+        link: the plugin (an endpoint, or launched on first use), shared with its other
+            Contributions.
         profile: the profile searches run under.
         routes: the route ids (`recall`, `search`) the plugin ranks.
-        endpoint: the plugin's base URL, or None to launch `run.command`.
-        auth: httpx authentication for signed engine requests, or None.
-        transport: an httpx transport (for an in-process ASGI plugin), or None.
-        startup_timeout: seconds a launched plugin has to become healthy.
-        secrets: what the host gives the plugin by name (its declared secrets, the signing
-            key): a launched plugin gets them in its environment, and their values are
-            scrubbed from whatever of the plugin's text the host repeats.
     """
 
-    report: ManifestReport
-    manifest_path: Path
+    link: PluginLink
     profile: RetrievalProfile
     routes: frozenset[str]
-    endpoint: str | None = None
-    auth: httpx.Auth | None = None
-    transport: httpx.AsyncBaseTransport | None = None
-    startup_timeout: float = 10.0
-    secrets: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.report = self.link.report
         manifest = self.report.manifest or {}
-        self.plugin_id = str(manifest.get("id", ""))
+        self.plugin_id = self.link.plugin_id
         self.limits = RetrievalLimits.from_manifest(manifest["contributions"]["retrieval"])
-        self._plugin: QuivrPlugin | None = None
-        self._launched: LaunchedPlugin | None = None
-        self._lock = anyio.Lock()
         self._searches = 0
 
     async def plugin(self) -> QuivrPlugin:
@@ -128,30 +104,12 @@ class QuivrRanker:
         Raises:
             PluginUnavailable: when the plugin cannot be launched.
         """
-        async with self._lock:
-            if self._plugin is None:
-                endpoint = self.endpoint
-                if endpoint is None:
-                    self._launched = await launch_plugin(
-                        self.manifest_path,
-                        self.report,
-                        startup_timeout=self.startup_timeout,
-                        secrets=self.secrets,
-                    )
-                    endpoint = self._launched.endpoint
-                self._plugin = QuivrPlugin(
-                    endpoint,
-                    self.report,
-                    auth=self.auth,
-                    transport=self.transport,
-                    secrets=self.secrets.values(),
-                )
-            return self._plugin
+        return await self.link.plugin()
 
     @property
     def serving_endpoint(self) -> str | None:
         """The base URL in use: the endpoint, or the launched plugin's; None before first use."""
-        return None if self._plugin is None else str(self._plugin.endpoint)
+        return self.link.serving_endpoint
 
     def next_search(self) -> int:
         """A number for the next search, for its invocation ids."""
@@ -160,13 +118,7 @@ class QuivrRanker:
 
     async def aclose(self) -> None:
         """Close connections and stop a launched plugin with every process it started."""
-        with anyio.CancelScope(shield=True):
-            if self._plugin is not None:
-                await self._plugin.aclose()
-                self._plugin = None
-            if self._launched is not None:
-                await self._launched.stop()
-                self._launched = None
+        await self.link.aclose()
 
     def create_turn(self, view: View) -> QuivrRankingTurn:
         """The read policy of one turn."""

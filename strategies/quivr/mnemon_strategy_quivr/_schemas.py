@@ -1,9 +1,12 @@
-"""Quivr's JSON Schemas, loaded once, with the retrieval parts the vendored manifest lacks.
+"""Quivr's JSON Schemas, loaded once, with the parts the vendored files lack or exceed.
 
 The manifest schema shipped here is Quivr's Plugin API 0.6 version: it predates the
 `retrieval` Contribution, profile names and `requires`, which the retrieval request schema
-refers to. Quivr's normative fixtures (index.json) are newer; the definitions added below
-follow them.
+refers to, and a vector space's `input_price` and the ingestion `paging` switch. Quivr's
+normative fixtures (index.json) are newer; the definitions added below follow them. The
+segment_and_embed response schema is newer than what mnemon speaks (Plugin API 0.14 at most):
+its Plugin API 0.17 and 0.18 fields are taken out. The embed_query schemas were not found
+upstream; they are written here from the protocol's text and its normative requests.
 """
 
 from __future__ import annotations
@@ -19,14 +22,21 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 __all__ = [
+    "EMBED_QUERY_REQUEST",
+    "EMBED_QUERY_RESPONSE",
     "discovery_validator",
     "error_validator",
     "fixture_validator",
     "health_validator",
+    "ingestion_fixture_validator",
     "manifest_validator",
+    "query_request_validator",
+    "query_response_validator",
     "request_validator",
     "response_validator",
     "schema",
+    "segment_request_validator",
+    "segment_response_validator",
 ]
 
 _FILES = (
@@ -37,6 +47,9 @@ _FILES = (
     "discovery.schema.json",
     "health.schema.json",
     "retrieval-fixture.schema.json",
+    "ingestion-segment-and-embed-request.schema.json",
+    "ingestion-segment-and-embed-response.schema.json",
+    "ingestion-fixture.schema.json",
 )
 # every Contribution a discovery document may list (the vendored schema knows only normalizer)
 DISCOVERED = ["normalizer", "subscription", "connector", "ingestion", "retrieval"]
@@ -95,6 +108,64 @@ REQUIRES = {
         },
     },
 }
+# a vector space's price (Plugin API 0.9, index.json) and bounded full-text pages (0.18)
+INPUT_PRICE = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["usd_per_million_tokens"],
+    "properties": {"usd_per_million_tokens": {"type": "number", "minimum": 0}},
+}
+PAGING = {"type": "boolean"}
+#: `POST /v0/contributions/ingestion/embed_query`: the envelope, the space and a text query
+EMBED_QUERY_REQUEST = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "ingestion embed_query request, v0 (mnemon's, from the protocol's text)",
+    "type": "object",
+    "additionalProperties": False,
+    "required": [
+        "invocation_id",
+        "contribution",
+        "organization_id",
+        "configuration",
+        "space",
+        "query",
+    ],
+    "properties": {
+        "invocation_id": {"type": "string", "minLength": 1, "maxLength": 128},
+        "contribution": {"const": "ingestion"},
+        "organization_id": {"type": "string", "minLength": 1},
+        "configuration": {"type": "object"},
+        "space": {"$ref": "plugin-manifest.schema.json#/$defs/SpaceId"},
+        "query": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["modality", "text"],
+            "properties": {
+                "modality": {"const": "text"},
+                "text": {"type": "string", "minLength": 1},
+            },
+        },
+    },
+}
+#: the 200 answer of embed_query: one vector, nothing else
+EMBED_QUERY_RESPONSE = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "ingestion embed_query response, v0 (mnemon's, from the protocol's text)",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["vector"],
+    "properties": {
+        "vector": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 4096,
+            "items": {"type": "number"},
+        }
+    },
+}
+# what a segment_and_embed answer may carry only under Plugin API 0.17 and 0.18
+NEWER_SEGMENT_FIELDS = ("source_ranges", "source_separator")
+NEWER_ANSWER_FIELDS = ("next_start",)
 
 
 @cache
@@ -108,7 +179,17 @@ def _loaded() -> dict[str, Any]:
         "$ref": "#/$defs/Retrieval"
     }
     manifest["properties"]["requires"] = REQUIRES
+    manifest["$defs"]["VectorSpace"]["properties"]["input_price"] = INPUT_PRICE
+    manifest["$defs"]["Ingestion"]["properties"]["paging"] = PAGING
     schemas["plugin-manifest.schema.json"] = manifest
+    answer = copy.deepcopy(schemas["ingestion-segment-and-embed-response.schema.json"])
+    for name in NEWER_ANSWER_FIELDS:
+        del answer["properties"][name]
+    for name in NEWER_SEGMENT_FIELDS:
+        del answer["properties"]["segments"]["items"]["properties"][name]
+    schemas["ingestion-segment-and-embed-response.schema.json"] = answer
+    schemas["ingestion-embed-query-request.schema.json"] = copy.deepcopy(EMBED_QUERY_REQUEST)
+    schemas["ingestion-embed-query-response.schema.json"] = copy.deepcopy(EMBED_QUERY_RESPONSE)
     # the vendored envelope predates error_class; the protocol's later fields are accepted
     envelope = copy.deepcopy(schemas["error.schema.json"])
     envelope["properties"]["error_class"] = {"enum": ["access", "transient", "source"]}
@@ -173,3 +254,28 @@ def health_validator() -> Draft202012Validator:
 def fixture_validator() -> Draft202012Validator:
     """The validator of a retrieval fixture (a query and a catalogue of candidates)."""
     return _validator("retrieval-fixture.schema.json")
+
+
+def segment_request_validator() -> Draft202012Validator:
+    """The validator of one `segment_and_embed` request."""
+    return _validator("ingestion-segment-and-embed-request.schema.json")
+
+
+def segment_response_validator() -> Draft202012Validator:
+    """The validator of one `segment_and_embed` answer (without Plugin API 0.17+ fields)."""
+    return _validator("ingestion-segment-and-embed-response.schema.json")
+
+
+def query_request_validator() -> Draft202012Validator:
+    """The validator of one `embed_query` request (mnemon's schema, from the protocol)."""
+    return _validator("ingestion-embed-query-request.schema.json")
+
+
+def query_response_validator() -> Draft202012Validator:
+    """The validator of one `embed_query` answer (mnemon's schema, from the protocol)."""
+    return _validator("ingestion-embed-query-response.schema.json")
+
+
+def ingestion_fixture_validator() -> Draft202012Validator:
+    """The validator of an ingestion fixture (Parts, queries and what to expect)."""
+    return _validator("ingestion-fixture.schema.json")

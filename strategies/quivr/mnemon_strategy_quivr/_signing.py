@@ -28,6 +28,7 @@ __all__ = [
     "EngineRequestAuth",
     "EngineRequestClaims",
     "SignatureRejected",
+    "contribution_of",
     "sign_engine_request",
     "verify_engine_request",
 ]
@@ -201,13 +202,24 @@ def verify_engine_request(
     return claims
 
 
+def contribution_of(path: str) -> str | None:
+    """The Contribution a route belongs to (`/v0/contributions/<name>/...`), or None."""
+    parts = path.split("/")
+    if len(parts) >= 4 and parts[:3] == ["", "v0", "contributions"] and parts[3]:
+        return parts[3]
+    return None
+
+
 class EngineRequestAuth(httpx.Auth):
     """httpx authentication that signs every request to one plugin.
 
     Args:
         secret: the shared HS256 key.
         plugin_id: the plugin's id (also the audience).
-        contribution: the Contribution called (`retrieval`).
+        contribution: the Contribution called (`retrieval`); None for the one each request's
+            route names, so one client serves a plugin's every Contribution. A request to a
+            route of no Contribution (health, discovery) then goes unsigned: a token names the
+            Contribution it may call.
         clock: seconds since the epoch, as an integer.
         lifetime_seconds: each token's lifetime (1 to 60).
     """
@@ -219,7 +231,7 @@ class EngineRequestAuth(httpx.Auth):
         secret: bytes,
         *,
         plugin_id: str,
-        contribution: str,
+        contribution: str | None = None,
         clock: Any,
         lifetime_seconds: int = 30,
     ) -> None:
@@ -231,13 +243,18 @@ class EngineRequestAuth(httpx.Auth):
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         """Add `Authorization: Bearer <JWS>` bound to this request."""
+        target = request.url.raw_path.decode("ascii")
+        contribution = self._contribution or contribution_of(request.url.path)
+        if contribution is None:
+            yield request
+            return
         token = sign_engine_request(
             self._secret,
             audience=self._plugin_id,
             plugin_id=self._plugin_id,
-            contribution=self._contribution,
+            contribution=contribution,
             method=request.method,
-            target=request.url.raw_path.decode("ascii"),
+            target=target,
             body=request.content,
             issued_at=int(self._clock()),
             lifetime_seconds=self._lifetime,

@@ -1,14 +1,15 @@
-"""The `quivr-ranking` Strategy: every Source offered, and a Quivr ranker on recall and search.
+"""The `quivr-ranking` Strategy, and the entry that hosts a Quivr plugin's Contributions.
 
 Composition is role-agnostic (working context eager, the rest routed, every route and action
 offered within the maxima); what the plugin changes is the order of the evidence a ranked
-route returns, never what the View may read.
+route returns, never what the View may read. Mounting the package installs what the plugin's
+manifest declares: this Strategy for `retrieval`, an embedder for `ingestion`, both reaching
+one plugin.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,12 +29,21 @@ from mnemon import (
     install_memory,
 )
 
-from ._manifest import inspect_manifest
+from ._embedder import define_quivr_embedder
+from ._link import PluginLink
+from ._manifest import HOSTED, inspect_manifest
 from ._ranking import QuivrRanker
 from ._rules import RetrievalProfile
-from ._signing import EngineRequestAuth
 
-__all__ = ["QUIVR_CONFIGURATION", "TYPE_ID", "apply", "compose", "create_ranker", "memory_plugin"]
+__all__ = [
+    "QUIVR_CONFIGURATION",
+    "TYPE_ID",
+    "apply",
+    "compose",
+    "create_ranker",
+    "memory_plugin",
+    "plugin_link",
+]
 
 TYPE_ID = "quivr-ranking"
 MAX_SOURCES = 32
@@ -43,10 +53,13 @@ WORKING = "working-context"
 
 memory_plugin = define_memory_plugin(
     "mnemon-strategy-quivr",
-    label="Quivr ranking",
-    description="A Quivr retrieval plugin, reached over HTTP, ranks recall and document search.",
-    roles=["strategy"],
-    provides=["strategy.quivr-ranking"],
+    label="Quivr plugins",
+    description=(
+        "A Quivr plugin reached over HTTP: its retrieval Contribution ranks recall and document "
+        "search, its ingestion Contribution embeds text for recall by meaning."
+    ),
+    roles=["strategy", "embedder"],
+    provides=["strategy.quivr-ranking", "embedding"],
 )
 
 
@@ -98,8 +111,8 @@ def _fail(field: str, rule: str) -> InstallError:
     return InstallError(f"{TYPE_ID} configuration.{field}: {rule}")
 
 
-def create_ranker(config: Mapping[str, Any], **options: Any) -> QuivrRanker:
-    """The ranker a validated configuration describes (`options` go to `QuivrRanker`).
+def plugin_link(config: Mapping[str, Any]) -> PluginLink:
+    """The plugin a validated configuration names, inspected, as every Contribution reaches it.
 
     Raises:
         InstallError: naming the configuration key at fault (never its value).
@@ -113,13 +126,8 @@ def create_ranker(config: Mapping[str, Any], **options: Any) -> QuivrRanker:
     if not report.valid:
         raise _fail("manifest", f"the manifest is invalid ({', '.join(sorted(report.codes))})")
     manifest = report.manifest or {}
-    retrieval = manifest["contributions"].get("retrieval")
-    if retrieval is None:
-        raise _fail("manifest", "the plugin declares no retrieval Contribution")
-    name = str(config.get("profile", "default"))
-    declared = retrieval["profiles"].get(name)
-    if declared is None:
-        raise _fail("profile", "not a profile the manifest declares")
+    if not set(manifest["contributions"]) & set(HOSTED):
+        raise _fail("manifest", "the plugin declares neither retrieval nor ingestion")
     endpoint = config.get("endpoint")
     if (endpoint is None) == (not config.get("launch", False)):
         raise _fail("endpoint", "give either an endpoint or launch: true")
@@ -133,7 +141,7 @@ def create_ranker(config: Mapping[str, Any], **options: Any) -> QuivrRanker:
         for name in (str(s.get("name")) for s in manifest.get("secrets") or [])
         if launch and os.environ.get(name)
     }
-    auth = None
+    key = None
     secret_env = config.get("signing_secret_env")
     if secret_env is not None:
         secret = os.environ.get(str(secret_env))
@@ -141,28 +149,37 @@ def create_ranker(config: Mapping[str, Any], **options: Any) -> QuivrRanker:
             raise _fail("signing_secret_env", "the environment variable is not set")
         # a launched plugin verifies with the key it reads from the same variable
         secrets[str(secret_env)] = secret
-        auth = EngineRequestAuth(
-            secret.encode("utf-8"),
-            plugin_id=str(manifest["id"]),
-            contribution="retrieval",
-            clock=_now,
-        )
-    profile = RetrievalProfile(name, declared["max_latency_ms"], declared["max_cost_cents"])
-    return QuivrRanker(
+        key = secret.encode("utf-8")
+    return PluginLink(
         report=report,
         manifest_path=path.resolve(),
-        profile=profile,
-        routes=frozenset(config.get("routes", ("recall", "search"))),
         endpoint=None if endpoint is None else str(endpoint),
-        auth=auth,
+        signing_key=key,
         startup_timeout=int(config.get("startup_timeout_ms", 10_000)) / 1000,
         secrets=secrets,
-        **options,
     )
 
 
-def _now() -> int:
-    return int(time.time())
+def create_ranker(config: Mapping[str, Any], link: PluginLink | None = None) -> QuivrRanker:
+    """The ranker a validated configuration describes, over `link` (by default its own).
+
+    Raises:
+        InstallError: naming the configuration key at fault (never its value).
+    """
+    link = link or plugin_link(config)
+    retrieval = (link.report.manifest or {})["contributions"].get("retrieval")
+    if retrieval is None:
+        raise _fail("manifest", "the plugin declares no retrieval Contribution")
+    name = str(config.get("profile", "default"))
+    declared = retrieval["profiles"].get(name)
+    if declared is None:
+        raise _fail("profile", "not a profile the manifest declares")
+    profile = RetrievalProfile(name, declared["max_latency_ms"], declared["max_cost_cents"])
+    return QuivrRanker(
+        link=link,
+        profile=profile,
+        routes=frozenset(config.get("routes", ("recall", "search"))),
+    )
 
 
 def define_ranking_strategy(ranker: QuivrRanker) -> StrategyDefinition:
@@ -242,12 +259,22 @@ QUIVR_CONFIGURATION = define_strategy_configuration(
 
 
 def apply(ctx: PluginContext) -> None:
-    """Install the `quivr-ranking` Strategy the entry's configuration describes.
+    """Install what the plugin declares: its ranker, its embedder, or both from one process.
+
+    A `retrieval` Contribution becomes the `quivr-ranking` Strategy, an `ingestion` one an
+    embedder of the plugin's spaces; both reach the same plugin, launched once, and unmounting
+    the entry stops it.
 
     Raises:
         InstallError: naming the configuration key at fault.
+        DefinitionError: a declared vector space mnemon cannot hold.
     """
     config = QUIVR_CONFIGURATION.validate(ctx.configuration)
-    ranker = create_ranker(config)
-    ctx.on_dispose(ranker.aclose)
-    install_memory(ctx, strategies=[define_ranking_strategy(ranker)])
+    link = plugin_link(config)
+    contributions = (link.report.manifest or {})["contributions"]
+    strategies = []
+    if "retrieval" in contributions:
+        strategies.append(define_ranking_strategy(create_ranker(config, link)))
+    embedders = [define_quivr_embedder(link)] if "ingestion" in contributions else []
+    ctx.on_dispose(link.aclose)
+    install_memory(ctx, strategies=strategies, embedders=embedders)

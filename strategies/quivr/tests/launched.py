@@ -1,4 +1,4 @@
-"""Launched reference rankers for the tests: a folder per launch, and what the ranker saw.
+"""Launched reference plugins for the tests: a folder per launch, and what the plugin saw.
 
 A launched plugin's environment is the run convention's, not the test's: whatever a test tells
 the ranker goes in `run.command`'s arguments, written into a copy of its manifest.
@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 RANKERS = Path(__file__).parent / "rankers"
+EMBEDDERS = Path(__file__).parent / "embedders"
 
 
 def edit_manifest(folder: Path, change: Callable[[dict[str, Any]], None]) -> None:
@@ -37,6 +38,32 @@ def ranker_folder(folder: Path, *arguments: str) -> Path:
     if arguments:
         edit_manifest(folder, lambda m: m["run"]["command"].extend(arguments))
     return folder / "quivr-plugin.yaml"
+
+
+def embedder_folder(folder: Path, *arguments: str) -> Path:
+    """A copy of the reference ingestion plugin in `folder`, launched with `arguments`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("quivr-plugin.yaml", "quivr_embedder.py"):
+        shutil.copy(EMBEDDERS / name, folder / name)
+    shutil.copytree(EMBEDDERS / "fixtures", folder / "fixtures", dirs_exist_ok=True)
+    if arguments:
+        edit_manifest(folder, lambda m: m["run"]["command"].extend(arguments))
+    return folder / "quivr-plugin.yaml"
+
+
+def with_retrieval(manifest: dict[str, Any]) -> None:
+    """Declare a retrieval Contribution beside ingestion, served by the same process."""
+    manifest["contributions"]["retrieval"] = {
+        "profiles": {
+            "default": {
+                "description": "Keyword candidates, ranked by the plugin's own vectors.",
+                "max_latency_ms": 5000,
+                "max_cost_cents": 0,
+            }
+        },
+        "limits": {"max_rounds": 2, "max_requests": 1, "max_candidates": 20},
+    }
+    manifest["run"]["command"].append("--retrieval")
 
 
 def recorded(path: Path) -> dict[str, Any]:

@@ -123,6 +123,32 @@ async def test_the_httpx_signer_is_accepted_and_binds_the_body():
         ).status_code == 401
 
 
+def test_one_signer_for_every_contribution_names_each_requests_own():
+    # a plugin declaring ingestion and retrieval is reached through one client
+    auth = EngineRequestAuth(SECRET, plugin_id=PLUGIN, clock=lambda: NOW)
+    for path, contribution in [
+        ("/v0/contributions/ingestion/embed_query", "ingestion"),
+        ("/v0/contributions/retrieval/search", "retrieval"),
+    ]:
+        signed = next(auth.auth_flow(httpx.Request("POST", f"http://plugin{path}", content=b"{}")))
+        token = signed.headers["Authorization"].removeprefix("Bearer ")
+        claims = verify_engine_request(
+            token,
+            SECRET,
+            audience=PLUGIN,
+            plugin_id=PLUGIN,
+            contribution=contribution,
+            method="POST",
+            target=path,
+            body=b"{}",
+            now=NOW,
+        )
+        assert claims.contribution == contribution
+    # a route of no Contribution goes unsigned: a token names what it may call
+    health = next(auth.auth_flow(httpx.Request("GET", "http://plugin/v0/health")))
+    assert "Authorization" not in health.headers
+
+
 def test_signed_tokens_carry_exactly_the_eight_claims():
     token = sign_engine_request(
         SECRET,
