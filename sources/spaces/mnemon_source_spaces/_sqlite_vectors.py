@@ -350,25 +350,28 @@ class VectorCache:
     def _rebuild(
         self, space: SpaceRow, slot: int, partition: _Partition, indexing: Indexing
     ) -> None:
-        """Read the partition again and index it, on a thread of its own."""
+        """Index the partition (read again unless its base is current), on a thread of its own."""
         with self._lock:
             if partition.building or self._closed:
                 return
             partition.building = True
         worker = threading.Thread(
             target=self._build,
-            args=(space, slot, indexing),
+            args=(space, slot, indexing, partition),
             name="mnemon-spaces-index",
             daemon=True,
         )
         worker.start()
 
-    def _build(self, space: SpaceRow, slot: int, indexing: Indexing) -> None:
+    def _build(self, space: SpaceRow, slot: int, indexing: Indexing, read: _Partition) -> None:
         key = (space.slot, slot)
         try:
-            with indexing.lend() as connection:
-                version = _version(connection, slot)
-                built = self._read(connection, space, slot, version)
+            if read.index is None and not read.changed.seqs.size:
+                built = replace(read, building=False)  # its base is current: index that
+            else:
+                with indexing.lend() as connection:
+                    version = _version(connection, slot)
+                    built = self._read(connection, space, slot, version)
             if indexing.large(built):
                 built.index = build_index(built.base.matrix, space.metric)
                 # the index keeps the vectors: the base keeps only which memory each row is
