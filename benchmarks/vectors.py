@@ -20,7 +20,8 @@ space) that grows from the small size to the large one:
 - **ingest with embeddings**, into a fresh store: the Source's management `import` in
   batches of 1,000 with MiniLM installed, then its `reindex` until nothing waits (what
   `mnemon import` runs), in memories/s, beside the embedder's own rate: the same texts
-  encoded with `segment_and_embed` in batches of its `max_batch`, with nothing stored.
+  encoded with `segment_and_embed` in batches of its `max_batch`, with nothing stored, each
+  batch just before it is imported (so a change of load falls on both alike).
 - **storage**: the bytes the vectors add per memory (the store's size after a checkpoint,
   with and without them) beside the vector's own size (384 float16 values, 768 bytes).
 
@@ -252,57 +253,61 @@ class Ingest:
 
 
 async def ingest(folder: Path, corpus: Corpus, count: int, embedding: mnemon.Embedding) -> Ingest:
-    """The embedder's own batch rate, then management import + reindex into a fresh store."""
+    """The embedder's own batch rate beside management import + reindex, batch by batch.
+
+    Each batch of `INGEST_BATCH` texts is first encoded alone, then imported with its
+    vectors into a fresh store (the import embeds after its write; `reindex` gives what is
+    left), so a change of the machine's load falls on both figures alike.
+    """
     import mnemon_embedder_minilm
     from mnemon_embedder_minilm import SPACE_ID
 
     texts = [corpus.memory()[0] for _ in range(count)]
-    batch = embedding.max_batch(SPACE_ID)
-    started = time.perf_counter()
-    for start in range(0, count, batch):
-        await embedding.segment_and_embed(
-            {
-                "idempotency_key": f"rate-{start}",
-                "parts": [
-                    {"key": str(index), "text": texts[index]}
-                    for index in range(start, min(start + batch, count))
-                ],
-                "spaces": [SPACE_ID],
-            }
-        )
-    encoder = count / (time.perf_counter() - started)
+    size = embedding.max_batch(SPACE_ID)
+    encoding = importing = 0.0
     store = folder / "ingest.sqlite3"
     async with mnemon.MemoryHost() as host:
         await host.mount(mnemon_embedder_minilm, instance_id="minilm")
         await host.mount(spaces, instance_id="spaces", config=store_config(folder, store))
         await host.mount(AllRoutes(), instance_id="strategy")
         client = host.management_client(KEY, SCOPE)
-        # the first call loads the model: untimed, as it was for the rate above
-        await client.mutate(
-            "reindex", {}, confirmed=True, expected_revision=await client.revision()
-        )
-        started = time.perf_counter()
-        for start in range(0, count, INGEST_BATCH):
-            memories = [
-                {"text": text, "idempotency_key": f"ingest-{start + offset}"}
-                for offset, text in enumerate(texts[start : start + INGEST_BATCH])
-            ]
-            await client.mutate(
-                "import",
-                {"space": SPACE, "memories": memories},
-                confirmed=True,
-                expected_revision=await client.revision(),
-            )
-        while True:
+
+        async def mutate(operation: str, payload: dict[str, Any]) -> Any:
+            revision = await client.revision()
             result = await client.mutate(
-                "reindex", {}, confirmed=True, expected_revision=await client.revision()
+                operation, payload, confirmed=True, expected_revision=revision
             )
-            if result.output["remaining"] == 0 or result.output["done"] == 0:
-                break
-        product = count / (time.perf_counter() - started)
-        if result.output["remaining"]:
-            raise RuntimeError("the import left memories without vectors")
-    return Ingest(count, encoder, product)
+            return result.output
+
+        await mutate("reindex", {})  # loads the model, untimed
+        for first in range(0, count, INGEST_BATCH):
+            batch = texts[first : first + INGEST_BATCH]
+            started = time.perf_counter()
+            for start in range(0, len(batch), size):
+                parts = [
+                    {"key": str(start + offset), "text": text}
+                    for offset, text in enumerate(batch[start : start + size])
+                ]
+                await embedding.segment_and_embed(
+                    {
+                        "idempotency_key": f"rate-{first}-{start}",
+                        "parts": parts,
+                        "spaces": [SPACE_ID],
+                    }
+                )
+            encoding += time.perf_counter() - started
+            started = time.perf_counter()
+            memories = [
+                {"text": text, "idempotency_key": f"ingest-{first + offset}"}
+                for offset, text in enumerate(batch)
+            ]
+            await mutate("import", {"space": SPACE, "memories": memories})
+            while (left := await mutate("reindex", {}))["remaining"] and left["done"]:
+                pass
+            importing += time.perf_counter() - started
+            if left["remaining"]:
+                raise RuntimeError("the import left memories without vectors")
+    return Ingest(count, count / encoding, count / importing)
 
 
 def checkpointed_size(path: Path) -> int:
