@@ -17,6 +17,7 @@ from mnemon import (
     View,
 )
 from tests.kit import Probe, fake_source, strategy_plugin
+from tests.test_embedding import embedder_plugin
 
 
 class Policies:
@@ -196,3 +197,20 @@ async def test_a_failing_policy_is_a_route_error() -> None:
         with pytest.raises(RouteError, match="the turn policy failed") as caught:
             await turn.execute_route("source:a/lookup", {})
     assert caught.value.code == "policy-failed"
+
+
+async def test_a_policy_sees_the_vector_spaces_installed_in_the_host() -> None:
+    policies = Policies(passthrough)
+    plugin, _ = embedder_plugin()
+    async with MemoryHost() as host:
+        await mount(host, policies)
+        turn = await host.begin_turn()
+        await turn.execute_route("source:a/lookup", {})
+        await host.mount(plugin, instance_id="words")
+        turn = await host.begin_turn()
+        await turn.execute_route("source:a/lookup", {})
+    before, after = (policy.requests[0] for policy in policies.made)
+    # a ranker may offer them; the policy still reads only through the route
+    assert before.vector_spaces == ()
+    assert [space.key for space in after.vector_spaces] == ["test.words@1"]
+    assert after.vector_spaces[0].dimensions == 8

@@ -309,7 +309,12 @@ class TurnExecution:
     ) -> Evidence:
         policy = await self._turn_policy()
         reader = _Reader(self, route, ceilings, grant, value)
-        request = PolicyRequest(view=self._ref, route=ceilings, input=value)
+        request = PolicyRequest(
+            view=self._ref,
+            route=ceilings,
+            input=value,
+            vector_spaces=self._pinned.generation.plan.vector_spaces,
+        )
         try:
             produced = await policy.query(request, reader)
         except MnemonError:

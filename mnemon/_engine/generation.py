@@ -23,6 +23,7 @@ from .._models import (
     SourceManifest,
     SourceProvenance,
     SourceRoute,
+    VectorSpace,
 )
 from .._observe import Observers
 from .graph import check_activation_graph
@@ -86,6 +87,17 @@ class GenerationPlan:
         definition = self.strategy.definition
         assert isinstance(definition, StrategyDefinition)
         return definition
+
+    @property
+    def vector_spaces(self) -> tuple[VectorSpace, ...]:
+        """Every installed embedder's vector spaces, sorted by id (what a turn policy sees)."""
+        spaces = (
+            space
+            for item in self.embedders
+            if isinstance(item.definition, EmbedderDefinition)
+            for space in item.definition.manifest.spaces
+        )
+        return tuple(sorted(spaces, key=lambda space: space.id))
 
 
 def _select_strategy(

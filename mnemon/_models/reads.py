@@ -21,6 +21,7 @@ from .base import (
     Text,
     WireModel,
 )
+from .embedding import VectorSpace
 from .sources import ReadGrant
 from .view import ActionOffer, ViewRef, ViewRoute
 
@@ -162,6 +163,11 @@ class PolicyRequest(WireModel):
     """The pinned route being executed."""
     input: JsonObject
     """The input the model gave."""
+    vector_spaces: tuple[VectorSpace, ...] = ()
+    """The vector spaces of the embedders installed in the host (the View's generation),
+    sorted by id; empty when none is. A policy may name them to a ranker that asks for
+    candidates by meaning; it still reads only through the route (its `mode` input, when the
+    route declares one), never through an embedder."""
 
 
 class Authorize(Protocol):

@@ -15,6 +15,7 @@ __all__ = [
     "MAX_TAG_CHARACTERS",
     "MAX_TEXT_CHARACTERS",
     "PACKAGE",
+    "RECALL_MODES",
     "TYPE_ID",
 ]
 
@@ -30,6 +31,8 @@ MAX_QUERY_CHARACTERS = 1_000
 MAX_HANDLE_CHARACTERS = 300
 MAX_RECALL_LIMIT = 50
 MAX_IMPORT_ITEMS = 1_000
+#: what `recall` searches (its `mode` input): the convention a recall route by meaning follows
+RECALL_MODES = ("words", "meaning", "both")
 
 _SPACE_NAME = {"type": "string", "pattern": SPACE_PATTERN}
 _HANDLE = {"type": "string", "minLength": 1, "maxLength": MAX_HANDLE_CHARACTERS}
@@ -80,9 +83,9 @@ MANIFEST: dict[str, Any] = {
             "id": "recall",
             "description": (
                 "Search long-term memory by query, best first. It matches the query's words, "
-                "and its meaning when inspect lists meaning under recall. Each result has a "
-                "relevance tier (strong, related, weak), its space, tags and an id usable "
-                "with related, link, forget."
+                "and its meaning when inspect lists meaning under recall (mode asks for one "
+                "alone). Each result has a relevance tier (strong, related, weak), its "
+                "space, tags and an id usable with related, link, forget."
             ),
             "capability": "recall",
             "input_schema": _object(
@@ -99,6 +102,20 @@ MANIFEST: dict[str, Any] = {
                         "minItems": 1,
                         "maxItems": 32,
                         "uniqueItems": True,
+                    },
+                    "mode": {
+                        "type": "string",
+                        "enum": list(RECALL_MODES),
+                        "default": "both",
+                        "description": (
+                            "words: keywords only; meaning: by meaning only; both: fused"
+                        ),
+                    },
+                    "meaning_weight": {
+                        "type": "number",
+                        "minimum": 0,
+                        "maximum": 1,
+                        "description": "With mode both: the share of meaning in the order",
                     },
                 },
                 ("query",),

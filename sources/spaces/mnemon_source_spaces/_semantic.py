@@ -38,7 +38,7 @@ from ._provider import (
     VectorSearchRequest,
 )
 
-__all__ = ["FusedHit", "Semantic", "bulk_seconds", "choose_space", "fuse"]
+__all__ = ["MEANING_OFF", "FusedHit", "Semantic", "bulk_seconds", "choose_space", "fuse"]
 
 _log = logging.getLogger("mnemon.spaces")
 
@@ -57,6 +57,11 @@ DEADLINE_MARGIN = 1.0
 STEP_SECONDS = 30.0
 #: how much of a fused score is meaning (the rest is keywords): equal, see `fuse`
 MEANING_WEIGHT = 0.5
+#: why a recall by meaning alone is refused when there is no meaning to search
+MEANING_OFF = (
+    "recall by meaning is off: no embedder is mounted beside this Source, its vectors setting "
+    "is off, or its store cannot keep vectors"
+)
 #: cosine similarity (for the relevance tier of a hit found by meaning only)
 STRONG_COSINE = 0.55
 RELATED_COSINE = 0.35
@@ -119,15 +124,21 @@ def _spread(values: dict[tuple[str, str], float]) -> dict[tuple[str, str], float
     return {key: (value - low) / (high - low) for key, value in values.items()}
 
 
-def fuse(keyword: Sequence[SearchHit], meaning: Sequence[SearchHit], limit: int) -> list[FusedHit]:
-    """One ranking of both by relative score, meaning and keywords weighed equally.
+def fuse(
+    keyword: Sequence[SearchHit],
+    meaning: Sequence[SearchHit],
+    limit: int,
+    meaning_weight: float = MEANING_WEIGHT,
+) -> list[FusedHit]:
+    """One ranking of both by relative score, meaning weighing `meaning_weight` (0 to 1).
 
     Each list's scores are spread over [0, 1] (its best 1, its worst 0) and a memory's fused
-    score is `MEANING_WEIGHT` of its meaning score plus the rest of its keyword score (0 where
+    score is `meaning_weight` of its meaning score plus the rest of its keyword score (0 where
     a list did not find it). Ranks alone would not do: in a small partition every memory is
     among the vector candidates, so a keyword hit sharing one rare word by chance would gain
     a meaning rank too and outrank what the question means. Scores keep how far apart the
-    candidates are.
+    candidates are. With no keyword list (recall by meaning alone) and a weight of 1, the
+    ranking is the meaning ranking.
     """
     found: dict[tuple[str, str], Memory] = {}
     keyword_rank: dict[tuple[str, str], int] = {}
@@ -147,7 +158,7 @@ def fuse(keyword: Sequence[SearchHit], meaning: Sequence[SearchHit], limit: int)
     lexical = _spread({key: hit.score for key, hit in by_keyword.items()})
     semantic = _spread(similarity)
     scores = {
-        key: MEANING_WEIGHT * semantic.get(key, 0.0) + (1 - MEANING_WEIGHT) * lexical.get(key, 0.0)
+        key: meaning_weight * semantic.get(key, 0.0) + (1 - meaning_weight) * lexical.get(key, 0.0)
         for key in found
     }
     ranked = sorted(scores, key=lambda key: (-scores[key], key))
@@ -452,18 +463,35 @@ class Semantic:
             total += missing.remaining
         return total
 
-    async def search(self, parents: Sequence[str], query: str, limit: int) -> list[SearchHit]:
-        """The memories nearest the query's meaning; empty when the embedder cannot answer.
+    async def search(
+        self, parents: Sequence[str], query: str, limit: int, *, required: bool = False
+    ) -> list[SearchHit]:
+        """The memories nearest the query's meaning, in the space that serves `parents`.
 
-        Searched in the space that serves `parents` (see `serving`).
+        Beside a keyword search, a query the embedder cannot encode costs only meaning: the
+        answer is empty. When meaning is all that was asked for (`required`), an empty answer
+        would hide that nothing was searched, so the failure is raised instead.
+
+        Raises:
+            SourceError: only when `required`: `unsupported` (recall by meaning is off), or
+                the embedder's own code (`timeout`, `unavailable`, ...; retryable when it is).
         """
         space = await self.serving(parents)
         if space is None or self._embedding is None:
+            if required:
+                raise SourceError("unsupported", MEANING_OFF)
             return []
         try:
             vector = await self._embedding.embed_query(space.id, query)
         except EmbeddingError as exc:
             _log.debug("spaces: the query could not be embedded (%s)", exc.code)
+            if required:
+                raise SourceError(
+                    exc.code,
+                    "the query could not be embedded",
+                    kind="transient" if exc.retryable else "terminal",
+                    retry_after=exc.retry_after,
+                ) from None
             return []
         result = await self._calls.call(
             "vector_search",

@@ -64,7 +64,7 @@ from ._provider import (
     SearchRequest,
     SearchResult,
 )
-from ._semantic import FusedHit, Semantic, fuse
+from ._semantic import MEANING_OFF, MEANING_WEIGHT, FusedHit, Semantic, fuse
 from ._text import query_terms
 
 __all__ = ["SpacesSource"]
@@ -101,12 +101,30 @@ def _conflict() -> SourceError:
     )
 
 
-def _explained(hit: FusedHit) -> dict[str, Any]:
-    """A fused hit's provenance: its tier and score, and why it ranked (`explain`)."""
-    why: dict[str, Any] = {"keywords": hit.keyword_rank, "meaning": hit.meaning_rank}
+def _explained(hit: FusedHit, by_words: bool) -> dict[str, Any]:
+    """A fused hit's provenance: its tier and score, and why it ranked (`explain`).
+
+    `explain` names only what was searched: no `keywords` rank when recall was by meaning
+    alone, so a null rank always means "searched, and not found that way".
+    """
+    why: dict[str, Any] = {"keywords": hit.keyword_rank} if by_words else {}
+    why["meaning"] = hit.meaning_rank
     if hit.similarity is not None:
         why["similarity"] = round(hit.similarity, 4)
     return {"tier": hit.tier, "score": round(hit.score, 4), "explain": why}
+
+
+def _recall_mode(given: Mapping[str, Any]) -> tuple[str, float | None]:
+    """The recall's `mode` and `meaning_weight` (None: the Source's own).
+
+    Raises:
+        SourceError: `invalid_payload` when a weight comes with a mode that fuses nothing.
+    """
+    mode = str(given.get("mode", "both"))
+    weight = given.get("meaning_weight")
+    if weight is not None and mode != "both":
+        raise SourceError("invalid_payload", "meaning_weight weighs meaning in mode both only")
+    return mode, None if weight is None else float(weight)
 
 
 async def _together(
@@ -129,6 +147,11 @@ async def _together(
     if failures:
         raise failures[0]
     return results[0], results[1]
+
+
+def _candidates(limit: int) -> int:
+    """How many candidates each ranking gives fusion for a recall of `limit` results."""
+    return min(MAX_CANDIDATES, max(4 * limit, 32))
 
 
 def _keep(kept: OrderedDict[Any, Any], key: Any, value: Any) -> None:
@@ -331,18 +354,54 @@ class SpacesSource:
         query = str(request.input["query"])
         parents = tuple(space.parent for space in chosen)
         spaces = {space.parent: space.name for space in pinned}
-        if self._semantic.active:
-            return await self._recall_both(request, parents, spaces, query, limit)
+        mode, weight = _recall_mode(request.input)
+        if mode == "words" or not self._semantic.active:
+            if mode == "meaning":
+                # never answered by keywords instead: the caller asked for meaning alone
+                raise SourceError("unsupported", MEANING_OFF)
+            return await self._recall_words(request, parents, spaces, query, limit)
+        if mode == "meaning":
+            return await self._recall_meaning(request, parents, spaces, query, limit)
+        return await self._recall_both(
+            request, parents, spaces, query, limit, MEANING_WEIGHT if weight is None else weight
+        )
+
+    async def _recall_words(
+        self,
+        request: QueryRequest,
+        parents: tuple[str, ...],
+        spaces: Mapping[str, str],
+        query: str,
+        limit: int,
+    ) -> Evidence:
+        """Recall by keywords alone; with recall by meaning on, `explain` says so."""
         result = await self._calls.call(
             "search", SearchRequest(parents=parents, query=query, limit=limit), SearchResult
         )
         hits = result.hits[:limit]
         check_parents((hit.memory for hit in hits), parents)
+        found = []
+        for rank, hit in enumerate(hits, 1):
+            provenance: dict[str, Any] = {"tier": tier(hit.score), "score": hit.score}
+            if self._semantic.active:
+                provenance["explain"] = {"keywords": rank}
+            found.append((hit.memory, provenance))
+        return self._recalled(request, spaces, query, found)
+
+    async def _recall_meaning(
+        self,
+        request: QueryRequest,
+        parents: tuple[str, ...],
+        spaces: Mapping[str, str],
+        query: str,
+        limit: int,
+    ) -> Evidence:
+        """Recall by meaning alone: the vector ranking, failing rather than falling back."""
+        await self._semantic.catch_up(parents)
+        meaning = await self._semantic.search(parents, query, _candidates(limit), required=True)
+        fused = fuse((), meaning, limit, meaning_weight=1.0)
         return self._recalled(
-            request,
-            spaces,
-            query,
-            [(hit.memory, {"tier": tier(hit.score), "score": hit.score}) for hit in hits],
+            request, spaces, query, [(hit.memory, _explained(hit, False)) for hit in fused]
         )
 
     async def _recall_both(
@@ -352,10 +411,11 @@ class SpacesSource:
         spaces: Mapping[str, str],
         query: str,
         limit: int,
+        weight: float,
     ) -> Evidence:
         """Recall by keywords and by meaning, fused into one ranking that says why each ranked."""
         await self._semantic.catch_up(parents)
-        candidates = min(MAX_CANDIDATES, max(4 * limit, 32))
+        candidates = _candidates(limit)
         keyword_search = partial(
             self._calls.call,
             "search",
@@ -366,9 +426,9 @@ class SpacesSource:
         # the query's encoding (the embedder's thread) overlaps the keyword search (the store's)
         keyword, meaning = await _together(keyword_search, meaning_search)
         check_parents((hit.memory for hit in keyword.hits), parents)
-        fused = fuse(keyword.hits, meaning, limit)
+        fused = fuse(keyword.hits, meaning, limit, meaning_weight=weight)
         return self._recalled(
-            request, spaces, query, [(hit.memory, _explained(hit)) for hit in fused]
+            request, spaces, query, [(hit.memory, _explained(hit, True)) for hit in fused]
         )
 
     def _recalled(

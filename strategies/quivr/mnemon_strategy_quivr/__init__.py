@@ -57,6 +57,7 @@ from ._signing import (
     sign_engine_request,
     verify_engine_request,
 )
+from ._spaces import offered_spaces, searches_by_meaning
 from ._strategy import (
     QUIVR_CONFIGURATION,
     TYPE_ID,
@@ -116,9 +117,11 @@ __all__ = [
     "judge_segment_answer",
     "launch_plugin",
     "memory_plugin",
+    "offered_spaces",
     "parse_range",
     "parse_version",
     "plugin_link",
+    "searches_by_meaning",
     "segment_request_body",
     "segment_request_from_body",
     "serve_fixture",

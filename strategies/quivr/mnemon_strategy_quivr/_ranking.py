@@ -1,10 +1,12 @@
 """The `quivr-ranking` turn policy: a Quivr retrieval plugin ranks `recall` and `search`.
 
-Round by round the plugin asks for candidates and the policy serves each `bm25` request by
-reading the same route; the plugin's final ranking, checked by the rule engine, becomes the
-route's evidence. The user's own read happens first and is never lost: when the plugin is
-unavailable, answers invalid output or overruns, the Source's own order is returned with a
-coded diagnostic in the evidence's `output`.
+Round by round the plugin asks for candidates and the policy serves each request by reading
+the same route: `bm25` by words, and on a route that can be asked how to search (see
+`_spaces`), `near_vector` by meaning and `hybrid` by both, in the host's vector space. The
+plugin's final ranking, checked by the rule engine, becomes the route's evidence. The user's
+own read happens first and is never lost: when the plugin is unavailable, answers invalid
+output, asks for what the route cannot serve or overruns, the Source's own order is returned
+with a coded diagnostic in the evidence's `output`.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import anyio
 from mnemon_remote import AnswerTooLarge
@@ -29,35 +31,80 @@ from mnemon import (
 from ._link import PluginLink
 from ._plugin import PluginRefused, PluginUnavailable, QuivrPlugin, judge_round
 from ._rules import RetrievalLimits, RetrievalProfile, RetrievalSession
+from ._spaces import offered_spaces, query_mode, searches_by_meaning
 
 __all__ = ["QuivrRanker", "QuivrRankingTurn", "candidate_from_item"]
 
 MAX_LIMIT = 50  # a Quivr search's `limit` is 1 to 50
 _log = logging.getLogger("mnemon.quivr")
+#: the inputs by which a route by meaning is told how to search
+_HOW_INPUTS = ("mode", "meaning_weight")
+#: how one read searched: those inputs, sorted (empty: the route read as it is)
+_How: TypeAlias = tuple[tuple[str, Any], ...]
+#: one read: its query text and how it searched
+_ReadKey: TypeAlias = tuple[str, _How]
+
+
+def _how_of(value: Mapping[str, Any]) -> _How:
+    """How a read with this input searches, as a key of the reads already made."""
+    return tuple(sorted((key, value[key]) for key in _HOW_INPUTS if key in value))
 
 
 class _Fallback(Exception):
-    """Stop the search and return the Source's own order with this diagnostic."""
+    """Stop the search and return the Source's own order with this diagnostic.
 
-    def __init__(self, code: str, message: str, rules: Iterable[str] = ()) -> None:
+    `detail` adds short codes to the diagnostic (what could not be served, the failed read's
+    own code), never text of the plugin's.
+    """
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        rules: Iterable[str] = (),
+        detail: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__(code)
         self.code = code
         self.message = message
         self.rules = tuple(sorted(rules))
+        self.detail = dict(detail or {})
 
 
-def candidate_from_item(item: EvidenceItem, rank: int) -> dict[str, Any]:
+def _unsupported(reason: str) -> _Fallback:
+    """A valid request the route cannot serve as asked: answering another would mislead."""
+    return _Fallback(
+        "unsupported_candidate_request",
+        "the ranker asked for candidates the route cannot serve as asked",
+        detail={"reason": reason},
+    )
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def candidate_from_item(item: EvidenceItem, rank: int, primitive: str = "bm25") -> dict[str, Any]:
     """A served Quivr candidate made from one evidence item (rank starts at 1).
 
     `segment_id` is the item id, `record_id` the stored body it comes from (the memory or
     document in its provenance), offsets are code points of the item's text, and `score` is
-    the Source's own score when it gives one, else `1 / rank`.
+    the Source's own score when it gives one, else `1 / rank`. A `near_vector` candidate's
+    score is the similarity the item's `explain` gives when it gives one, the protocol's
+    "1 minus the distance" under cosine.
     """
     provenance = item.provenance
     record = provenance.get("memory") or provenance.get("document") or item.id
     version = provenance.get("revision") or provenance.get("created_at") or "1"
-    score = provenance.get("score")
-    if not isinstance(score, int | float) or isinstance(score, bool):
+    explain = provenance.get("explain")
+    score = None
+    if primitive == "near_vector" and isinstance(explain, Mapping):
+        score = _number(explain.get("similarity"))
+    if score is None:
+        score = _number(provenance.get("score"))
+    if score is None:
         score = 1 / rank
     return {
         "segment_id": item.id,
@@ -67,7 +114,7 @@ def candidate_from_item(item: EvidenceItem, rank: int) -> dict[str, Any]:
         "text": item.text,
         "start": 0,
         "end": len(item.text),
-        "score": float(score),
+        "score": score,
     }
 
 
@@ -148,7 +195,11 @@ class QuivrRankingTurn:
                 self._ranker.plugin_id,
                 fallback.code,
             )
-            diagnostic: dict[str, Any] = {"code": fallback.code, "message": fallback.message}
+            diagnostic: dict[str, Any] = {
+                "code": fallback.code,
+                "message": fallback.message,
+                **fallback.detail,
+            }
             if fallback.rules:
                 diagnostic["rules"] = list(fallback.rules)
             output: dict[str, Any] = {"status": "fallback", "ranker": self._ranker.plugin_id}
@@ -175,17 +226,26 @@ class _Search:
         self.query = query
         wanted = request.input.get("limit")
         limit = wanted if isinstance(wanted, int) else request.route.max_results
+        self.by_meaning = searches_by_meaning(request.route)
+        spaces = (
+            offered_spaces(request.vector_spaces, ranker.report.manifest or {})
+            if self.by_meaning
+            else []
+        )
         self.session = RetrievalSession(
             profile=ranker.profile,
             limits=ranker.limits,
-            # no mnemon Source declares a vector space yet: near_vector/hybrid get unknown_space
-            spaces=(),
+            spaces=spaces,
             scope={"corpus_ids": [request.route.source_key]},
             limit=max(1, min(MAX_LIMIT, limit)),
         )
         self.items: dict[str, EvidenceItem] = {}
-        # each read with the most results it asked for: a larger k reads again
-        self.reads: dict[str, tuple[Evidence, int]] = {query: (own, self.session.limit)}
+        # each read (its text and how it searched) with the most results it asked for: a
+        # larger k reads again
+        own_how = _how_of(request.input) if self.by_meaning else ()
+        self.reads: dict[_ReadKey, tuple[Evidence, int]] = {
+            (query, own_how): (own, self.session.limit)
+        }
         self.number = ranker.next_search()
 
     async def run(self) -> Evidence:
@@ -206,6 +266,7 @@ class _Search:
                 invocation_id=f"mnemon-{self.request.view.id[5:21]}-{self.number}-{session.round}",
                 organization_id="mnemon",
                 query_text=self.query,
+                mode=query_mode(self.request.input, self.by_meaning),
             )
             raw = await self._call(plugin, body)
             codes, answer = await judge_round(raw, session)
@@ -240,14 +301,37 @@ class _Search:
         except PluginUnavailable:
             raise _Fallback("retrieval_plugin_unavailable", "the ranker is unavailable") from None
 
+    def _how(self, wanted: Mapping[str, Any]) -> _How:
+        """The route input that serves `wanted` as it asks (empty: read the route as it is).
+
+        The rule engine has admitted the request: a space is named only when one was
+        offered, so only on a route by meaning, and no `profile` request gets this far.
+
+        Raises:
+            _Fallback: `unsupported_candidate_request` for a query vector (a route reads
+                text) or rank fusion (the convention's fusion is by relative score).
+        """
+        if not self.by_meaning:
+            return ()
+        primitive = wanted["primitive"]
+        if primitive == "near_vector":
+            if "vector" in wanted:
+                raise _unsupported("vector_query")
+            return (("mode", "meaning"),)
+        if primitive == "hybrid":
+            if wanted.get("fusion", "relative_score") != "relative_score":
+                raise _unsupported("ranked_fusion")
+            return (("meaning_weight", float(wanted.get("alpha", 0.5))), ("mode", "both"))
+        return (("mode", "words"),)
+
     async def _serve(self, wanted: Mapping[str, Any]) -> list[dict[str, Any]]:
-        # the rule engine admits only bm25 here: no space is offered, and no profile declared
+        how = self._how(wanted)
         text = str(wanted["query_text"])
         k = int(wanted["k"])
-        evidence, asked = self.reads.get(text, (None, 0))
+        evidence, asked = self.reads.get((text, how), (None, 0))
         if evidence is None or k > asked:
-            evidence = await self._read(text, k)
-            self.reads[text] = (evidence, k)
+            evidence = await self._read(text, k, how)
+            self.reads[text, how] = (evidence, k)
         items = list(evidence.items)
         namespaces = (wanted.get("filter") or {}).get("source_namespaces")
         if namespaces is not None:
@@ -255,7 +339,7 @@ class _Search:
         candidates = []
         records: set[str] = set()
         for rank, item in enumerate(items, start=1):
-            candidate = candidate_from_item(item, rank)
+            candidate = candidate_from_item(item, rank, wanted["primitive"])
             if wanted.get("group_by") == "record":
                 if candidate["record_id"] in records:
                     continue
@@ -266,9 +350,13 @@ class _Search:
                 break
         return candidates
 
-    async def _read(self, text: str, k: int) -> Evidence:
+    async def _read(self, text: str, k: int, how: _How) -> Evidence:
         route = self.request.route
         value = {**self.request.input, "query": text}
+        if self.by_meaning:
+            # the plugin's primitive decides how the route searches, not the user's input
+            value = {key: v for key, v in value.items() if key not in _HOW_INPUTS}
+            value.update(how)
         properties = route.input_schema.get("properties") or {}
         if "limit" in properties:
             value["limit"] = min(k, int(properties["limit"].get("maximum", k)))
@@ -279,7 +367,10 @@ class _Search:
                 raise _Fallback(
                     "search_call_budget_exhausted", "the route's max_calls ran out mid-search"
                 ) from None
-            raise _Fallback("search_read_failed", "serving candidates failed") from None
+            # the read's own code (`unsupported`: this Source cannot search by meaning now)
+            raise _Fallback(
+                "search_read_failed", "serving candidates failed", detail={"read_code": error.code}
+            ) from None
 
     def _ranked(self, hits: Sequence[Mapping[str, Any]]) -> Evidence:
         items = []

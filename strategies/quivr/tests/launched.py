@@ -20,6 +20,7 @@ import yaml
 
 RANKERS = Path(__file__).parent / "rankers"
 EMBEDDERS = Path(__file__).parent / "embedders"
+MEANING = Path(__file__).parent / "meaning"
 
 
 def edit_manifest(folder: Path, change: Callable[[dict[str, Any]], None]) -> None:
@@ -56,7 +57,7 @@ def with_retrieval(manifest: dict[str, Any]) -> None:
     manifest["contributions"]["retrieval"] = {
         "profiles": {
             "default": {
-                "description": "Keyword candidates, ranked by the plugin's own vectors.",
+                "description": "Hybrid candidates in its own space, ranked by its own vectors.",
                 "max_latency_ms": 5000,
                 "max_cost_cents": 0,
             }

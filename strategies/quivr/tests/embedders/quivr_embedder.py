@@ -13,10 +13,11 @@ no other local process can use it.
 
 Options (argv: a launched plugin's environment is the run convention's): `--mode MODE` selects
 one deliberate defect or `correct`; `--retrieval` also serves a `retrieval` Contribution that
-re-ranks served candidates by its own vectors; `--record FILE` writes the environment it was
-started with and appends its pid to `FILE.starts`; `--dimensions N` makes vectors of N numbers
-(the manifest must say so: another model, in effect); `--plugin-api V` is the Plugin API
-version discovery serves (the highest its manifest's range admits, 0.14.0 by default).
+re-ranks served candidates (hybrid ones in its own space) by its own vectors; `--record FILE`
+writes the environment it was started with and appends its pid to `FILE.starts`;
+`--dimensions N` makes vectors of N numbers (the manifest must say so: another model, in
+effect); `--plugin-api V` is the Plugin API version discovery serves (the highest its
+manifest's range admits, 0.14.0 by default).
 """
 
 from __future__ import annotations
@@ -245,12 +246,21 @@ def segment_answer(request, mode, call, dimensions):
 
 
 def rank(request):
-    """A retrieval round: ask for keyword candidates, then rank them by this plugin's vectors."""
+    """A retrieval round: ask for candidates, then rank them by this plugin's vectors.
+
+    The candidates are hybrid ones in this plugin's own space when the search offers it (words
+    and meaning fused by the core), else keyword ones.
+    """
     limit = request["limit"]
     if request["round"] == 1:
         k = min(20, limit * 2)
         text = request["query"]["text"]
-        return {"requests": [{"primitive": "bm25", "field": "source", "query_text": text, "k": k}]}
+        own = [s["id"] for s in request["spaces"] if s["id"].split("@")[0] == SPACE]
+        if own:
+            ask = {"primitive": "hybrid", "space": own[0], "query_text": text, "alpha": 0.5}
+        else:
+            ask = {"primitive": "bm25", "field": "source", "query_text": text}
+        return {"requests": [{**ask, "k": k}]}
     query = vector(request["query"]["text"])
     seen, scored = set(), []
     for served in request["served"]:
