@@ -151,7 +151,7 @@ async def _together(
 
 def _candidates(limit: int) -> int:
     """How many candidates each ranking gives fusion for a recall of `limit` results."""
-    return min(MAX_CANDIDATES, max(4 * limit, 32))
+    return min(MAX_CANDIDATES, max(2 * limit, 20))
 
 
 def _keep(kept: OrderedDict[Any, Any], key: Any, value: Any) -> None:
