@@ -258,9 +258,11 @@ def _read_rows(
             (low, high, space.slot),
         ).fetchall()
     else:
+        # by the stamps: the rows written since, of every partition, are few; the planner
+        # would otherwise walk the partition's whole rowid range
         rows = connection.execute(
-            "SELECT seq, vector FROM vectors WHERE stamp > ? AND seq BETWEEN ? AND ? "
-            "AND space = ? ORDER BY seq, segment",
+            "SELECT seq, vector FROM vectors INDEXED BY vectors_stamp WHERE stamp > ? "
+            "AND seq BETWEEN ? AND ? AND space = ? ORDER BY seq, segment",
             (after, low, high, space.slot),
         ).fetchall()
     seqs = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
