@@ -359,3 +359,41 @@ async def test_without_faiss_search_is_exact_with_numpy_and_finds_the_same(
         assert set(with_faiss[0]) <= set(given)
     finally:
         await store.dispose()
+
+
+async def test_searches_beside_writes_and_an_index_build_see_every_write(tmp_path: Path) -> None:
+    import anyio
+
+    store = await open_indexed(tmp_path / "store.sqlite3")
+    try:
+        await store.register_space(RegisterSpaceRequest(space=WIDE))
+        given = await fill(store, ADA, 300)  # past 100: the first search starts a build
+        probes = random_vectors(40, 77)
+        written: dict[str, tuple[float, ...]] = {}
+
+        async def write() -> None:
+            for number, probe in enumerate(probes):
+                [memory] = await remember(store, ADA, f"written during the searches {number}")
+                await store.store_vectors(
+                    StoreVectorsRequest(
+                        parent=ADA, space=WIDE.key, memories=(vectors(memory, probe),)
+                    )
+                )
+                written[memory] = probe
+
+        async def search() -> None:
+            for vector in random_vectors(60, 78):
+                found = await nearest(store, vector)
+                assert len(set(found)) == len(found) == 5
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(write)
+            for _ in range(3):
+                group.start_soon(search)
+        # every memory written meanwhile is found by its own vector, index built or not
+        for memory, probe in written.items():
+            assert (await nearest(store, probe, limit=1)) == [memory]
+        assert len(written) == len(probes)
+        assert not set(written) & set(given)
+    finally:
+        await store.dispose()
