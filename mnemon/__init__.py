@@ -123,6 +123,7 @@ from ._models import ViewContribution as ViewContribution
 from ._models import ViewRef as ViewRef
 from ._models import ViewRoute as ViewRoute
 from ._models import ViewSpec as ViewSpec
+from ._observe import SourceTelemetry as SourceTelemetry
 from ._observe import hookimpl as hookimpl
 from ._partitions import ScopePartition as ScopePartition
 from ._partitions import scope_partition as scope_partition
@@ -254,6 +255,7 @@ __all__ = [
     "SourceProvenance",
     "SourceRoute",
     "SourceSelection",
+    "SourceTelemetry",
     "StrategyConfiguration",
     "StrategyDefinition",
     "StrategyManifest",

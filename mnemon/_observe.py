@@ -13,12 +13,13 @@ from __future__ import annotations
 import inspect
 import logging
 import operator
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 import pluggy
 
-__all__ = ["PROJECT", "Observers", "hookimpl", "hookspec"]
+__all__ = ["PROJECT", "Observers", "SourceTelemetry", "hookimpl", "hookspec"]
 
 PROJECT = "mnemon"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -85,6 +86,27 @@ class ObserverSpec:
         """A route read ended: `outcome` `ok` or `failed` (`error_code` says why).
 
         `origin_code` and `retry_after` are the Source's `SourceError`'s, when it raised one.
+        """
+
+    @hookspec
+    def mnemon_observe_source_operation(
+        self,
+        type_id: str,
+        name: str,
+        operation: str,
+        outcome: str,
+        error_code: str | None,
+        duration: float,
+        counts: Mapping[str, int],
+        attributes: Mapping[str, str],
+    ) -> None:
+        """A Source's own call to the system behind it, as the Source reports it.
+
+        `name` is the Source's name for such calls (a span name, like
+        `nexent.memory.external_provider`), `operation` what was done (`search`), `outcome`
+        `ok` or `failed`, `counts` what it moved (`results`, `units_accepted`, ...) and
+        `attributes` the Source's own low-cardinality labels (a provider's name). Every value is
+        a short code or a number: `SourceTelemetry.record` refuses anything else.
         """
 
     @hookspec
@@ -175,3 +197,68 @@ def _positional(names: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[Any,
         pick: Callable[[dict[str, Any]], tuple[Any, ...]] = operator.itemgetter(*names)
         return pick
     return lambda arguments: ()
+
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]*(?:\.[a-z0-9_]+){0,7}$")
+_CODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+_MOST_LABELS = 8
+
+
+class SourceTelemetry:
+    """A Source's handle for reporting its own calls (`SourceInit.telemetry`) to observers.
+
+    Recording costs nothing when no observer is registered.
+    """
+
+    def __init__(self, observers: Observers | None, type_id: str) -> None:
+        self._observers = observers
+        self._type_id = type_id
+
+    def record(
+        self,
+        name: str,
+        *,
+        operation: str,
+        outcome: str,
+        duration: float,
+        error_code: str | None = None,
+        counts: Mapping[str, int] | None = None,
+        attributes: Mapping[str, str] | None = None,
+    ) -> None:
+        """Report one call: `name` a dotted lowercase name, every other value a short code.
+
+        Raises:
+            ValueError: a value that is not a code, a count that is not a non-negative
+                integer, or more than 8 counts or attributes (the message names which).
+        """
+        if not _NAME.fullmatch(name) or len(name) > 64:
+            raise ValueError("telemetry name: dotted lowercase words, at most 64 characters")
+        for label, value in (("operation", operation), ("outcome", outcome)):
+            if not _CODE.fullmatch(value):
+                raise ValueError(f"telemetry {label}: a code of at most 64 characters")
+        if error_code is not None and not _CODE.fullmatch(error_code):
+            raise ValueError("telemetry error_code: a code of at most 64 characters")
+        counted = dict(counts or {})
+        labels = dict(attributes or {})
+        if len(counted) > _MOST_LABELS or len(labels) > _MOST_LABELS:
+            raise ValueError(f"telemetry: at most {_MOST_LABELS} counts and attributes")
+        for key, count in counted.items():
+            usable = isinstance(count, int) and not isinstance(count, bool) and count >= 0
+            if not _NAME.fullmatch(key) or not usable:
+                raise ValueError(f"telemetry count {key!r}: a name and a non-negative integer")
+        for key, value in labels.items():
+            if not _NAME.fullmatch(key) or not isinstance(value, str) or not _CODE.fullmatch(value):
+                raise ValueError(f"telemetry attribute {key!r}: a name and a code")
+        if self._observers is None or not self._observers.active:
+            return
+        self._observers.emit(
+            "mnemon_observe_source_operation",
+            type_id=self._type_id,
+            name=name,
+            operation=operation,
+            outcome=outcome,
+            error_code=error_code,
+            duration=max(0.0, float(duration)),
+            counts=counted,
+            attributes=labels,
+        )

@@ -220,3 +220,25 @@ enabled = false
     with pytest.raises(DefinitionError, match=r"observers use 'tests.no_such_module:Observer'"):
         async with load_profile(profile).open_host():
             pass
+
+
+@pytest.mark.parametrize(
+    ("arguments", "words"),
+    [
+        ({"name": "Has Spaces"}, "telemetry name"),
+        ({"operation": "a query with words"}, "telemetry operation"),
+        ({"error_code": "x" * 65}, "telemetry error_code"),
+        ({"counts": {"results": -1}}, "telemetry count"),
+        ({"counts": {"results": True}}, "telemetry count"),
+        ({"attributes": {"user": "ada lovelace"}}, "telemetry attribute"),
+        ({"attributes": {f"k{i}": "v" for i in range(9)}}, "at most 8"),
+    ],
+)
+def test_source_telemetry_refuses_what_is_not_a_code(arguments: dict[str, Any], words: str) -> None:
+    from mnemon import SourceTelemetry
+
+    reporting = SourceTelemetry(None, "stub")
+    call: dict[str, Any] = {"name": "stub.calls", "operation": "search", "outcome": "ok"}
+    call.update(arguments)
+    with pytest.raises(ValueError, match=words):
+        reporting.record(call.pop("name"), duration=0.1, **call)

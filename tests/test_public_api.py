@@ -98,6 +98,7 @@ EXPECTED_ALL = [
     "SourceProvenance",
     "SourceRoute",
     "SourceSelection",
+    "SourceTelemetry",
     "StrategyConfiguration",
     "StrategyDefinition",
     "StrategyManifest",

@@ -25,7 +25,7 @@ from .._models import (
     SourceRoute,
     VectorSpace,
 )
-from .._observe import Observers
+from .._observe import Observers, SourceTelemetry
 from .graph import check_activation_graph
 from .installed import Installed, RegistryState
 
@@ -550,7 +550,7 @@ async def realize_generation(plan: GenerationPlan, observers: Observers) -> Gene
     deadline = plan.settings.source_timeout
     embedding, embedders = await _create_embedders(plan.embedders, deadline)
     try:
-        sources = await _create_runtimes(plan.sources, plan.settings, embedding)
+        sources = await _create_runtimes(plan.sources, plan.settings, embedding, observers)
     except BaseException:
         await dispose_embedders(embedders, deadline)
         raise
@@ -579,7 +579,10 @@ async def trial_sources(state: RegistryState, settings: HostSettings) -> None:
 
 
 async def _create_runtimes(
-    plans: Sequence[SourcePlan], settings: HostSettings, embedding: Embedding | None = None
+    plans: Sequence[SourcePlan],
+    settings: HostSettings,
+    embedding: Embedding | None = None,
+    observers: Observers | None = None,
 ) -> tuple[SourceSlot, ...]:
     slots: list[SourceSlot] = []
     try:
@@ -594,6 +597,7 @@ async def _create_runtimes(
                 config_dir=settings.config_dir,
                 switches=settings.switches,
                 embedding=embedding,
+                telemetry=SourceTelemetry(observers, source.manifest.type_id),
             )
             try:
                 runtime = definition.create(init)

@@ -106,6 +106,9 @@ class SourceInit(WireModel):
     """The embedders installed beside the Source (an `mnemon.Embedding`: their vector spaces,
     `segment_and_embed`, `embed_query`, every answer checked), or None when there is none.
     Not part of the JSON form: it is a live service of this host."""
+    telemetry: Any = Field(default=None, exclude=True)
+    """An `mnemon.SourceTelemetry`: where the Source reports its own calls to the system behind
+    it (a span name, an outcome, counts) to the host's observers; None outside a host."""
 
 
 class FactsRequest(WireModel):

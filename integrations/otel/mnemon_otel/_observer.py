@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import importlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from types import ModuleType
 
 from opentelemetry import metrics, trace
-from opentelemetry.metrics import MeterProvider
+from opentelemetry.metrics import Counter, Histogram, MeterProvider
 from opentelemetry.trace import SpanKind, Status, StatusCode, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
@@ -104,6 +104,11 @@ class OpenTelemetryObserver:
     Metrics: `mnemon.source.calls`, `mnemon.source.duration` (s), `mnemon.turn.duration` (s),
     `mnemon.route.items` and `mnemon.action.receipts` (by completion).
 
+    A Source's own calls to the system behind it (`SourceTelemetry.record`) become spans named
+    as the Source names them, with the attributes `operation`, `outcome`, `error_code` (when it
+    failed) and the Source's own labels, and the metrics `<name>.requests`,
+    `<name>.duration` (s) and one counter `<name>.<count>` per count it reports.
+
     Args:
         tracer_provider: where spans go; the global tracer provider when None.
         meter_provider: where measurements go; the global meter provider when None.
@@ -163,6 +168,10 @@ class OpenTelemetryObserver:
             unit="{receipt}",
             description="Write receipts, by how far the write got.",
         )
+        self._meter = meter
+        # a Source's own instruments, made the first time it reports them
+        self._counters: dict[str, Counter] = {}
+        self._histograms: dict[str, Histogram] = {}
 
     def _recording(self) -> tuple[bool, bool]:
         """Whether measurements and spans go anywhere (an SDK, or a provider given here)."""
@@ -246,6 +255,44 @@ class OpenTelemetryObserver:
         if tracing:
             attributes[_TRUNCATED] = truncated
             self._span("mnemon.route", duration, attributes, _status(outcome))
+
+    def _counter(self, name: str) -> Counter:
+        counter = self._counters.get(name)
+        if counter is None:
+            counter = self._counters[name] = self._meter.create_counter(name)
+        return counter
+
+    @mnemon.hookimpl
+    def mnemon_observe_source_operation(
+        self,
+        type_id: str,
+        name: str,
+        operation: str,
+        outcome: str,
+        error_code: str | None,
+        duration: float,
+        counts: Mapping[str, int],
+        attributes: Mapping[str, str],
+    ) -> None:
+        """Record a Source's own call: a span called `name` and the `<name>.*` metrics."""
+        measuring, tracing = self._recording()
+        if not (measuring or tracing):
+            return
+        labels: Attributes = {**attributes, "operation": operation, "outcome": outcome}
+        if error_code is not None:
+            labels["error_code"] = error_code
+        if measuring:
+            self._counter(f"{name}.requests").add(1, labels)
+            histogram = self._histograms.get(name)
+            if histogram is None:
+                histogram = self._histograms[name] = self._meter.create_histogram(
+                    f"{name}.duration", unit="s", explicit_bucket_boundaries_advisory=_SECONDS
+                )
+            histogram.record(duration, labels)
+            for key, count in counts.items():
+                self._counter(f"{name}.{key}").add(count, labels)
+        if tracing:
+            self._span(name, duration, {**labels, _SOURCE_TYPE: type_id}, _status(outcome))
 
     @mnemon.hookimpl
     def mnemon_observe_action(

@@ -435,3 +435,32 @@ def test_the_global_providers_are_used_even_when_installed_after_the_observer(
         "mnemon.turn.compose",
         "mnemon.turn.duration",
     ]
+
+
+def test_a_sources_own_calls_become_spans_and_metrics_under_its_name(
+    telemetry: Telemetry,
+) -> None:
+    from mnemon import SourceTelemetry
+    from mnemon._observe import Observers
+
+    reporting = SourceTelemetry(Observers([telemetry.observer()]), "nexent-provider")
+    name = "nexent.memory.external_provider"
+    labels = {"provider": "mem0"}
+    reporting.record(name, operation="search", outcome="ok", duration=0.01,
+                     counts={"results": 3}, attributes=labels)  # fmt: skip
+    reporting.record(name, operation="ingest", outcome="failed", duration=0.02,
+                     error_code="rate_limited", counts={"units_accepted": 0}, attributes=labels)  # fmt: skip
+    spans = telemetry.finished(name)
+    assert [_attributes(s)["operation"] for s in spans] == ["search", "ingest"]
+    assert _attributes(spans[1]) == {
+        "provider": "mem0",
+        "operation": "ingest",
+        "outcome": "failed",
+        "error_code": "rate_limited",
+        "mnemon.source.type": "nexent-provider",
+    }
+    assert spans[1].status.status_code == StatusCode.ERROR
+    data = telemetry.read_metrics()
+    assert sum(p.value for p in telemetry.points(data, f"{name}.requests")) == 2
+    assert [p.value for p in telemetry.points(data, f"{name}.results")] == [3]
+    assert len(telemetry.points(data, f"{name}.duration")) == 2

@@ -1,4 +1,8 @@
-"""The `nexent-provider` Source's configuration, nested or in Nexent's flat `plugin.<key>` form."""
+"""The `nexent-provider` Source's configuration, nested or in Nexent's flat `plugin.<key>` form.
+
+As in Nexent, a provider instance belongs to a tenant: `tenants` gives a tenant its own
+parameters (credentials, endpoint), switch and timeout, on top of the entry's own `plugin`.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +13,20 @@ from pydantic import Field
 
 from mnemon import ConfigPath, SourceConfiguration, SourceInit, read_configuration
 
-__all__ = ["NexentConfiguration", "mask_secret", "read_settings"]
+__all__ = ["NexentConfiguration", "TenantConfiguration", "mask_secret", "read_settings"]
+
+
+class TenantConfiguration(SourceConfiguration):
+    """One tenant's provider instance: its parameters over the entry's, and its switches."""
+
+    plugin: dict[str, Any] = Field(default_factory=dict)
+    """The tenant's `config_schema` values (its credentials); they replace the entry's."""
+    enabled: bool = True
+    timeout_seconds: float | None = Field(default=None, gt=0, le=300)
 
 
 class NexentConfiguration(SourceConfiguration):
-    """One provider of one plugin folder, and its switches."""
+    """One provider of one plugin folder, its switches, and its per-tenant instances."""
 
     plugin_dir: ConfigPath
     """The provider directory: one child folder per plugin, each with a `plugin.yaml`."""
@@ -23,11 +36,44 @@ class NexentConfiguration(SourceConfiguration):
     search_enabled: bool = True
     ingest_enabled: bool = True
     timeout_seconds: float = Field(default=10.0, gt=0, le=300)
-    """Each provider call's own limit (the turn's read deadline still applies)."""
-    nexent_shim: bool = False
-    """Register stand-ins for `nexent.memory.*` before the provider's module is imported."""
+    """Each provider call's own limit, handed to the provider as `timeout_seconds` too."""
+    tenants: dict[str, TenantConfiguration] = Field(default_factory=dict)
+    """Per tenant id: its own instance's parameters, `enabled` and `timeout_seconds`."""
+    tenants_only: bool = False
+    """Serve only the tenants listed in `tenants` (others are `tenant-not-configured`)."""
+    nexent_shim: bool = True
+    """Register stand-ins for `nexent.memory.*` (when Nexent is not installed) before a
+    provider's module is imported."""
     data_dir: ConfigPath | None = None
-    """Where this entry keeps its state (an access refusal that disabled it)."""
+    """Where this entry keeps its state (an access refusal that disabled an instance)."""
+
+    def instance(self, tenant: str | None) -> tuple[dict[str, Any], bool, float] | None:
+        """The parameters, switch and timeout of `tenant`'s instance; None when not served."""
+        own = None if tenant is None else self.tenants.get(tenant)
+        if own is None:
+            if self.tenants_only:
+                return None
+            return dict(self.plugin), self.enabled, self.timeout_seconds
+        return (
+            {**self.plugin, **own.plugin, "name": self.plugin.get("name")},
+            self.enabled and own.enabled,
+            own.timeout_seconds or self.timeout_seconds,
+        )
+
+
+def _folded(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """`raw` with Nexent's flat `plugin.<key>` keys folded into `plugin`."""
+    own: dict[str, Any] = {}
+    flat: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key.startswith("plugin."):
+            flat[key.removeprefix("plugin.")] = value
+        else:
+            own[key] = value
+    if flat:
+        nested = own.get("plugin")
+        own["plugin"] = {**(dict(nested) if isinstance(nested, Mapping) else {}), **flat}
+    return own
 
 
 def read_settings(init: SourceInit) -> NexentConfiguration:
@@ -36,16 +82,13 @@ def read_settings(init: SourceInit) -> NexentConfiguration:
     Raises:
         DefinitionError: a key breaks its rule (named, never its value).
     """
-    raw: dict[str, Any] = {}
-    flat: dict[str, Any] = {}
-    for key, value in dict(init.configuration).items():
-        if key.startswith("plugin."):
-            flat[key.removeprefix("plugin.")] = value
-        else:
-            raw[key] = value
-    if flat:
-        nested = raw.get("plugin")
-        raw["plugin"] = {**(dict(nested) if isinstance(nested, Mapping) else {}), **flat}
+    raw = _folded(init.configuration)
+    tenants = raw.get("tenants")
+    if isinstance(tenants, Mapping):
+        raw["tenants"] = {
+            tenant: _folded(value) if isinstance(value, Mapping) else value
+            for tenant, value in tenants.items()
+        }
     folded = init.model_copy(update={"configuration": raw})
     return read_configuration(NexentConfiguration, folded, subject="nexent-provider")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import inspect
+import math
 import os
 import re
 import stat
@@ -20,6 +21,7 @@ import types
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from mnemon import DefinitionError, parse_yaml
 
@@ -29,6 +31,7 @@ __all__ = [
     "PluginRecord",
     "ProviderDirectory",
     "build_provider",
+    "config_problems",
 ]
 
 MANIFEST = "plugin.yaml"
@@ -38,7 +41,23 @@ _SETTLE_NS = 2_000_000_000
 REQUIRED = ("name", "version", "entry_point", "class_name", "implements")
 CAPABILITIES = ("searchable", "ingestible")
 METHOD_OF = {"searchable": "search", "ingestible": "ingest"}
-FIELD_TYPES = ("string", "secret", "number", "boolean", "url")
+# a field's declared type, by the names a plugin may use for it; a type not listed here is
+# accepted and left unchecked (the contract does not close the list)
+FIELD_TYPES = {
+    "string": "string",
+    "text": "string",
+    "textarea": "string",
+    "secret": "secret",
+    "password": "secret",
+    "number": "number",
+    "integer": "integer",
+    "int": "integer",
+    "float": "number",
+    "boolean": "boolean",
+    "bool": "boolean",
+    "url": "url",
+}
+_TRUE_FALSE = {"true": True, "false": False}
 
 
 @dataclass(frozen=True)
@@ -56,9 +75,20 @@ class ConfigField:
 
     key: str
     type: str = "string"
+    """The declared type, as written."""
     label: str = ""
     required: bool = False
     default: Any = None
+
+    @property
+    def kind(self) -> str | None:
+        """The type checked (`string`, `secret`, `number`, `integer`, `boolean`, `url`), if any."""
+        return FIELD_TYPES.get(self.type)
+
+    @property
+    def secret(self) -> bool:
+        """Whether the value is a credential: shown to people masked, nowhere else."""
+        return self.kind == "secret"
 
 
 @dataclass(frozen=True)
@@ -296,19 +326,66 @@ def _schema(name: str, raw: object) -> tuple[tuple[ConfigField, ...], list[Plugi
         if (
             not isinstance(entry, dict)
             or not isinstance(entry.get("key"), str)
-            or entry.get("type", "string") not in FIELD_TYPES
+            or not entry["key"]
+            or not isinstance(entry.get("type", "string"), str)
         ):
             return (), [PluginProblem(name, "invalid_config_schema", "config_schema")]
         fields.append(
             ConfigField(
                 key=entry["key"],
-                type=entry.get("type", "string"),
+                type=str(entry.get("type", "string")),
                 label=str(entry.get("label") or ""),
                 required=bool(entry.get("required", False)),
                 default=entry.get("default"),
             )
         )
     return tuple(fields), []
+
+
+def config_problems(record: PluginRecord, config: dict[str, Any]) -> list[str]:
+    """The schema keys `config` breaks, each as `key: why` (never quoting a value).
+
+    A required key must be there (or have a default); a present value must be of its declared
+    type. Values may also be the text form Nexent persists them in (`"5"`, `"true"`).
+    """
+    problems = []
+    for spec in record.config_schema:
+        if spec.key not in config or config[spec.key] is None:
+            if spec.required and spec.default is None:
+                problems.append(f"{spec.key}: required")
+            continue
+        why = _type_problem(spec, config[spec.key])
+        if why is not None:
+            problems.append(f"{spec.key}: {why}")
+    return problems
+
+
+def _type_problem(spec: ConfigField, value: Any) -> str | None:
+    kind = spec.kind
+    if kind in ("string", "secret"):
+        return None if isinstance(value, str) else f"must be text ({spec.type})"
+    if kind == "url":
+        if not isinstance(value, str):
+            return "must be a URL"
+        parsed = urlsplit(value)
+        usable = parsed.scheme in ("http", "https") and bool(parsed.netloc)
+        return None if usable else "must be an http(s) URL"
+    if kind in ("number", "integer"):
+        number: Any = value
+        if isinstance(value, str):
+            try:
+                number = float(value) if kind == "number" else int(value)
+            except ValueError:
+                return f"must be a {kind}"
+        if isinstance(number, bool) or not isinstance(number, int | float):
+            return f"must be a {kind}"
+        if kind == "integer" and not float(number).is_integer():
+            return "must be an integer"
+        return None if math.isfinite(number) else f"must be a finite {kind}"
+    if kind == "boolean":
+        usable = isinstance(value, bool) or str(value).lower() in _TRUE_FALSE
+        return None if usable else "must be true or false"
+    return None
 
 
 def build_provider(record: PluginRecord, config: dict[str, Any]) -> tuple[Any, list[str]]:

@@ -1,7 +1,8 @@
-"""Opt-in stand-ins for `nexent.memory.models` and `nexent.memory.providers.retry`.
+"""Stand-ins for `nexent.memory.models`, `nexent.memory.providers.base` and `...retry`.
 
-Unmodified Nexent providers import their models from Nexent's SDK; when that SDK is absent,
-`install_nexent_shim()` registers this package's declarations under those module names.
+Unmodified Nexent providers import their models, protocols and exceptions from Nexent's SDK;
+when that SDK is absent, `install_nexent_shim()` registers this package's declarations under
+those module names.
 """
 
 from __future__ import annotations
@@ -14,6 +15,21 @@ from . import models
 
 __all__ = ["install_nexent_shim"]
 
+_MODEL_NAMES = (
+    "MemoryIngestRequest",
+    "MemoryIngestResult",
+    "MemoryIngestUnit",
+    "MemoryLayer",
+    "MemorySearchRequest",
+    "MemorySearchResult",
+    "MemoryType",
+    "ProviderError",
+    "ProviderErrorCode",
+    "ProviderErrorSeverity",
+    "UnitIngestResult",
+    "UnitIngestStatus",
+)
+_BASE_NAMES = ("BaseMemoryProvider", "IngestibleMemoryProvider", "SearchableMemoryProvider")
 _RETRY_NAMES = (
     "DegradableProviderError",
     "NonRetryableProviderError",
@@ -25,7 +41,7 @@ _RETRY_NAMES = (
 
 
 def install_nexent_shim() -> bool:
-    """Make `nexent.memory.models` and `...providers.retry` importable; False if Nexent is there.
+    """Make Nexent's provider modules importable; False when the real Nexent is there.
 
     The real package always wins: nothing is registered when `nexent` can be imported.
     """
@@ -37,7 +53,8 @@ def install_nexent_shim() -> bool:
         "nexent": None,
         "nexent.memory": None,
         "nexent.memory.providers": None,
-        "nexent.memory.models": models.__all__,
+        "nexent.memory.models": _MODEL_NAMES,
+        "nexent.memory.providers.base": _BASE_NAMES,
         "nexent.memory.providers.retry": _RETRY_NAMES,
     }
     for name, exported in names.items():

@@ -1,17 +1,28 @@
-"""The `nexent-provider` Source: one Nexent provider as a `search` route and an `ingest` action."""
+"""The `nexent-provider` Source: one Nexent provider as a `search` route and an `ingest` action.
+
+As in Nexent, a provider instance belongs to a tenant: each tenant the scopes name gets its own
+instance, built from the entry's parameters and the tenant's own (`tenants`), with its own
+`enabled` switch and its own access state.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import importlib
+import inspect
 import logging
 import os
+import re
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
 import orjson
+from pydantic import ValidationError
 
 from mnemon import (
     DefinitionError,
@@ -31,6 +42,7 @@ from mnemon import (
     SourceError,
     SourceFacts,
     SourceInit,
+    SourceTelemetry,
     ViewContribution,
     create_mutation_receipt,
     define_memory_plugin,
@@ -44,21 +56,11 @@ from mnemon import (
 )
 from mnemon.storage import write_atomically
 
+from . import models
 from ._config import NexentConfiguration, mask_secret, read_settings
-from ._failures import source_error
-from ._loader import PluginRecord, ProviderDirectory, build_provider
+from ._failures import ProviderFailure, provider_failure, source_error
+from ._loader import PluginRecord, ProviderDirectory, build_provider, config_problems
 from ._shim import install_nexent_shim
-from .models import (
-    DegradableProviderError,
-    MemoryIngestRequest,
-    MemoryIngestResult,
-    MemoryIngestUnit,
-    MemorySearchRequest,
-    MemorySearchResult,
-    UnitIngestResult,
-    UnitIngestStatus,
-    _ProviderException,
-)
 
 __all__ = ["NEXENT_SOURCE", "NexentSource", "apply", "memory_plugin", "switched_on"]
 
@@ -69,7 +71,12 @@ INGEST_SWITCH = "EXTERNAL_MEMORY_INGEST_ENABLED"
 # the same two switches as host settings (`HostSettings.switches`, a profile's `[switches]`)
 SEARCH_HOST_SWITCH = "external-memory.search"
 INGEST_HOST_SWITCH = "external-memory.ingest"
+#: The span name (and metric prefix) of every provider call, as Nexent names it.
+SPAN_NAME = "nexent.memory.external_provider"
 _OFF = {"0", "false", "no", "off", "disabled"}
+# a unit's `unit_type` from the role of the message it carries, in Nexent's vocabulary
+_UNIT_TYPE_OF_ROLE = {"user": "user", "assistant": "agent", "tool": "tool", "system": "summary"}
+_INGEST_STATUSES = ("ok", "partial", "degraded", "error")
 _log = logging.getLogger("mnemon.sources.nexent")
 
 memory_plugin = define_memory_plugin(
@@ -97,6 +104,22 @@ MANIFEST: dict[str, Any] = {
                 "properties": {
                     "query": {"type": "string", "minLength": 1, "maxLength": 2_000},
                     "top_k": {"type": "integer", "minimum": 1, "maximum": 100},
+                    "filters": {
+                        "type": "object",
+                        "description": "Provider-specific filters, passed on as they are.",
+                        "maxProperties": 16,
+                        "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_.-]{0,63}$"},
+                        "additionalProperties": {
+                            "anyOf": [
+                                {"type": ["string", "number", "boolean"]},
+                                {
+                                    "type": "array",
+                                    "maxItems": 32,
+                                    "items": {"type": ["string", "number", "boolean"]},
+                                },
+                            ]
+                        },
+                    },
                 },
                 "required": ["query"],
                 "additionalProperties": False,
@@ -122,6 +145,7 @@ MANIFEST: dict[str, Any] = {
                             "properties": {
                                 "content": memory_text_schema(20_000),
                                 "unit_type": {"type": "string", "pattern": "^[a-z_]{1,32}$"},
+                                "event_type": {"type": "string", "pattern": "^[a-z_.]{1,64}$"},
                                 "role": {"enum": ["user", "assistant", "tool", "system"]},
                             },
                             "required": ["content"],
@@ -154,16 +178,37 @@ def switched_on(variable: str) -> bool:
 
 
 def _identity(scope: Scope) -> dict[str, str] | None:
-    """The request ids of `scope`; None when it has neither a tenant nor a user."""
-    if scope.tenant_id is None and scope.user_id is None:
+    """The request ids of `scope`, as Nexent's requests carry them; None without a user.
+
+    Nexent's requests always name a tenant and a user: a scope without a tenant sends an empty
+    `tenant_id`, and its instance is the entry's own.
+    """
+    if scope.user_id is None:
         return None
     ids = {
-        "tenant_id": scope.tenant_id,
+        "tenant_id": scope.tenant_id or "",
         "user_id": scope.user_id,
         "agent_id": scope.agent_id,
         "conversation_id": scope.session_id,
     }
     return {name: value for name, value in ids.items() if value is not None}
+
+
+def _wire_models() -> Any:
+    """The models requests are built from: the real Nexent's when installed, else these."""
+    try:
+        return importlib.import_module("nexent.memory.models")
+    except ImportError:
+        return models
+
+
+def _accepts(method: Any, name: str) -> bool:
+    """Whether `method` takes the keyword argument `name` (or any keyword)."""
+    try:
+        parameters = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
 def _read_state(path: Path) -> dict[str, Any]:
@@ -174,8 +219,19 @@ def _read_state(path: Path) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _instance_state(state: Mapping[str, Any], tenant: str) -> dict[str, Any]:
+    """One instance's state: its own, or a refusal recorded when one state served every tenant."""
+    instances = state.get("instances")
+    own = instances.get(tenant) if isinstance(instances, dict) else None
+    if isinstance(own, dict):
+        return own
+    if "disabled" in state:  # one state for every tenant, from an earlier version
+        return {"disabled": state["disabled"], "at": state.get("at")}
+    return {}
+
+
 def _revision(state: dict[str, Any]) -> str:
-    """The instance's revision: its own state (the provider's data is read live)."""
+    """An instance's revision: its own state (the provider's data is read live)."""
     canonical = orjson.dumps(state, option=orjson.OPT_SORT_KEYS)
     return "state:" + hashlib.sha256(canonical).hexdigest()[:32]
 
@@ -185,8 +241,77 @@ def _write_state(path: Path, data: bytes) -> None:
     write_atomically(path, data)
 
 
+def _event_id(key: str, index: int) -> str:
+    """A unit's `event_id`: the same for the same write and unit, so a retry deduplicates."""
+    return "evt-" + hashlib.sha256(f"{key}\0{index}".encode()).hexdigest()[:32]
+
+
+def _answer_error(message: str) -> SourceError:
+    """A provider answer that breaks the contract; the provider ran, so a write may have landed."""
+    return SourceError(
+        "schema_mismatch", message, nothing_written=False, origin_code="schema_mismatch"
+    )
+
+
+def _search_results(found: Any) -> list[models.MemorySearchResult]:
+    """The provider's results read by attribute, or a `schema_mismatch`."""
+    if not isinstance(found, list | tuple):
+        raise _answer_error("search must return a list of MemorySearchResult")
+    try:
+        return [
+            models.MemorySearchResult.model_validate(result, from_attributes=True)
+            for result in found
+        ]
+    except ValidationError:
+        raise _answer_error(
+            "a search result lacks a field of MemorySearchResult or has the wrong type"
+        ) from None
+
+
+def _ingest_result(result: Any, units: list[Any]) -> models.MemoryIngestResult:
+    """The provider's answer read by attribute and checked against the units it was given.
+
+    One `UnitIngestResult` per unit, each naming a unit by its `event_id` once, and
+    `accepted_count`/`rejected_count` equal to what the unit results say.
+    """
+    try:
+        read = models.MemoryIngestResult.model_validate(result, from_attributes=True)
+    except ValidationError:
+        raise _answer_error(
+            "ingest must return a MemoryIngestResult (provider, status, counts, unit_results)"
+        ) from None
+    if read.status not in _INGEST_STATUSES:
+        raise _answer_error("ingest status must be ok, partial, degraded or error")
+    named = [unit.unit_id for unit in read.unit_results]
+    if sorted(named) != sorted(unit.event_id for unit in units):
+        raise _answer_error(
+            f"ingest must return one unit result per unit, named by its event_id "
+            f"({len(units)} sent, {len(named)} returned)"
+        )
+    accepted = sum(u.status == models.UnitIngestStatus.ACCEPTED for u in read.unit_results)
+    rejected = sum(u.status == models.UnitIngestStatus.REJECTED for u in read.unit_results)
+    if (read.accepted_count, read.rejected_count) != (accepted, rejected):
+        raise _answer_error(
+            "ingest counts disagree with its unit results "
+            f"(accepted_count {read.accepted_count} for {accepted} accepted, "
+            f"rejected_count {read.rejected_count} for {rejected} rejected)"
+        )
+    return read
+
+
+@dataclass
+class _Instance:
+    """One tenant's provider, built from one version of the plugin folder and parameters."""
+
+    fingerprint: str
+    provider: Any
+    problem: str | None
+    enabled: bool = True
+    timeout: float = 10.0
+
+
 class NexentSource:
-    """One provider of one plugin folder; rebuilt when its folder changes, no restart needed."""
+    """One provider of one plugin folder: an instance per tenant, rebuilt as the folder changes."""
 
     def __init__(
         self,
@@ -194,55 +319,82 @@ class NexentSource:
         settings: NexentConfiguration,
         state_file: Path,
         switches: Mapping[str, bool] | None = None,
+        telemetry: SourceTelemetry | None = None,
     ) -> None:
         self._key = key
         self._settings = settings
         self._host_switches = dict(switches or {})
+        self._telemetry = telemetry
         self._name = str(settings.plugin.get("name", ""))
-        self._plugin_config = {k: v for k, v in settings.plugin.items() if k != "name"}
         self._directory = ProviderDirectory(settings.plugin_dir)
         self._state_file = state_file
         self._lock = anyio.Lock()
-        self._record: PluginRecord | None = None
-        self._provider: Any = None
-        self._problem: str | None = None
+        self._instances: dict[str, _Instance] = {}
+        self._wire: Any = None
 
     # ------------------------------------------------------------------ provider
 
-    async def _current(self) -> tuple[Any, PluginRecord | None, str | None]:
-        """The provider built from the plugin folder as it is now, or why there is none."""
+    async def _instance(self, tenant: str) -> tuple[_Instance | None, PluginRecord | None, str]:
+        """`tenant`'s instance built from the plugin folder as it is now, or why there is none."""
+        served = self._settings.instance(tenant or None)
+        if served is None:
+            return None, None, "tenant-not-configured"
+        parameters, enabled, timeout = served
         async with self._lock:
             await run_blocking(self._directory.refresh)
             record = self._directory.plugins.get(self._name)
             if record is None:
-                self._record, self._provider = None, None
+                self._instances.pop(tenant, None)
                 return None, None, "provider-not-found"
-            if self._record is None or record.fingerprint != self._record.fingerprint:
-                self._record, self._provider, self._problem = record, None, None
-                missing = [
-                    f.key for f in record.config_schema
-                    if f.required and f.key not in self._plugin_config and f.default is None
-                ]  # fmt: skip
-                if missing:
-                    self._problem = "provider-misconfigured"
-                else:
-                    config = {
-                        **{f.key: f.default for f in record.config_schema if f.default is not None},
-                        **self._plugin_config,
-                    }
-                    if self._settings.nexent_shim:
-                        install_nexent_shim()
-                    try:
-                        provider, problems = await run_blocking(build_provider, record, config)
-                    except Exception:
-                        _log.debug("Nexent plugin %s failed to load", self._name, exc_info=True)
-                        provider, problems = None, ["import_failed"]
-                    self._provider = provider
-                    self._problem = "provider-invalid" if problems else None
-            return self._provider, self._record, self._problem
+            config = {
+                **{f.key: f.default for f in record.config_schema if f.default is not None},
+                **{k: v for k, v in parameters.items() if k != "name"},
+                # as Nexent's build_provider does: the instance's own limit
+                "timeout_seconds": timeout,
+            }
+            fingerprint = (
+                record.fingerprint
+                + hashlib.sha256(
+                    orjson.dumps(config, option=orjson.OPT_SORT_KEYS, default=str)
+                ).hexdigest()
+            )
+            known = self._instances.get(tenant)
+            if known is None or known.fingerprint != fingerprint:
+                known = await self._build(record, config, fingerprint)
+                self._instances[tenant] = known
+            known.enabled, known.timeout = enabled, timeout
+            return known, record, known.problem or ""
 
-    async def _state(self) -> dict[str, Any]:
-        return await run_blocking(_read_state, self._state_file)
+    async def _build(
+        self, record: PluginRecord, config: dict[str, Any], fingerprint: str
+    ) -> _Instance:
+        problems = config_problems(record, config)
+        if problems:
+            # the keys, never their values
+            _log.warning(
+                "Memory Source %s: the Nexent plugin %s is misconfigured: %s",
+                self._key, self._name, "; ".join(problems),
+            )  # fmt: skip
+            return _Instance(fingerprint, None, "provider-misconfigured")
+        if self._settings.nexent_shim:
+            install_nexent_shim()
+        if self._wire is None:
+            self._wire = await run_blocking(_wire_models)
+        try:
+            provider, problems = await run_blocking(build_provider, record, config)
+        except Exception:
+            _log.debug("Nexent plugin %s failed to load", self._name, exc_info=True)
+            return _Instance(fingerprint, None, "provider-invalid")
+        if problems:
+            _log.warning(
+                "Memory Source %s: the Nexent plugin %s cannot be used (%s)",
+                self._key, self._name, ", ".join(problems),
+            )  # fmt: skip
+            return _Instance(fingerprint, None, "provider-invalid")
+        return _Instance(fingerprint, provider, None)
+
+    async def _state(self, tenant: str) -> dict[str, Any]:
+        return _instance_state(await run_blocking(_read_state, self._state_file), tenant)
 
     def _switches(self, record: PluginRecord) -> tuple[bool, bool]:
         settings = self._settings
@@ -274,18 +426,19 @@ class NexentSource:
         )
 
     async def facts(self, request: FactsRequest) -> SourceFacts:
-        """What this provider offers now: switches, access state and the plugin's own state."""
-        if not self._settings.enabled:
-            return self._facts("unavailable", "provider-disabled")
+        """What this tenant's provider offers now: switches, access state and the plugin's state."""
         ids = _identity(request.scope)
         if ids is None:
             return self._facts("unavailable", "missing-scope")
-        state = await self._state()
+        tenant = ids["tenant_id"]
+        instance, record, problem = await self._instance(tenant)
+        if instance is not None and not instance.enabled:
+            return self._facts("unavailable", "provider-disabled")
+        state = await self._state(tenant)
         if state.get("disabled"):
             # with the revision management fences `enable` on
             return self._facts("unavailable", "provider-access-revoked", revision=_revision(state))
-        provider, record, problem = await self._current()
-        if provider is None or record is None:
+        if instance is None or instance.provider is None or record is None:
             return self._facts("unavailable", problem or "provider-invalid")
         search, ingest = self._switches(record)
         if not search and not ingest:
@@ -309,42 +462,78 @@ class NexentSource:
         """Nothing eager; the grant pins whose memory the route reads."""
         ids = _identity(request.scope)
         if ids is None:
-            raise SourceError("invalid_payload", "the scope has neither a tenant nor a user")
+            raise SourceError("invalid_payload", "the scope has no user")
         return ViewContribution(
             grant=ReadGrant(source_key=self._key, value=ids), revision=request.expected_revision
         )
 
-    async def _call(self, method: str, payload: Any) -> Any:
-        provider, _, problem = await self._current()
-        if provider is None:
+    async def _call(
+        self, tenant: str, method: str, payload: Any, **arguments: Any
+    ) -> tuple[Any, float]:
+        """Call the tenant's provider within its timeout; its failures by Nexent's table."""
+        instance, _, problem = await self._instance(tenant)
+        if instance is None or instance.provider is None:
             raise SourceError("provider_error", f"the Nexent provider is unavailable ({problem})")
+        subject = f"the Nexent provider {method}"
+        function = getattr(instance.provider, method)
 
         async def call() -> Any:
             try:
-                return await getattr(provider, method)(payload)
-            except _ProviderException as failure:
-                raise source_error(failure, f"the Nexent provider {method}") from None
+                return await function(payload, **arguments)
+            except Exception as exc:
+                failure = provider_failure(exc)
+                if failure is None:
+                    raise
+                # the class and the code, never the provider's message
+                _log.debug(
+                    "%s raised %s (origin code %s)", subject, failure.class_name, failure.code.value
+                )
+                # passes `guarded_call` as it is; the failure read rides along as its cause
+                raise source_error(failure, subject) from _NexentFailure(failure)
 
+        started = time.perf_counter()
         try:
-            return await guarded_call(
-                call,
-                subject=f"the Nexent provider {method}",
-                timeout=self._settings.timeout_seconds,
-            )
+            answer = await guarded_call(call, subject=subject, timeout=instance.timeout)
         except SourceError as error:
+            self._observe(method, started, error)
             if error.kind == "access":
-                await self._disable(error.origin_code or error.code)
+                await self._disable(tenant, error.origin_code or error.code)
             raise
+        return answer, started
 
-    async def _disable(self, code: str) -> None:
-        """An access refusal disables the instance until an operator re-enables it."""
-        state = orjson.dumps({"disabled": code, "at": datetime.now(UTC).isoformat()})
-        try:
-            await run_blocking(_write_state, self._state_file, state)
-        except OSError:
-            # the refusal itself is what the caller must see; the next refusal tries again
-            _log.warning("Memory Source %s could not record its access refusal", self._key)
+    def _observe(
+        self,
+        operation: str,
+        started: float,
+        error: SourceError | None = None,
+        counts: Mapping[str, int] | None = None,
+    ) -> None:
+        if self._telemetry is None:
             return
+        attributes = {"provider": self._name} if _LABEL.fullmatch(self._name) else {}
+        self._telemetry.record(
+            SPAN_NAME,
+            operation=operation,
+            outcome="ok" if error is None else "failed",
+            error_code=None if error is None else (error.origin_code or error.code),
+            duration=time.perf_counter() - started,
+            counts=counts,
+            attributes=attributes,
+        )
+
+    async def _disable(self, tenant: str, code: str) -> None:
+        """An access refusal disables the tenant's instance until an operator re-enables it."""
+        async with self._lock:
+            state = await run_blocking(_read_state, self._state_file)
+            instances = dict(state.get("instances") or {})
+            instances[tenant] = {"disabled": code, "at": datetime.now(UTC).isoformat()}
+            data = orjson.dumps({**state, "instances": instances}, option=orjson.OPT_SORT_KEYS)
+            try:
+                await run_blocking(_write_state, self._state_file, data)
+            except OSError:
+                # the refusal itself is what the caller must see; the next refusal tries again
+                _log.warning("Memory Source %s could not record its access refusal", self._key)
+                return
         _log.warning("Memory Source %s disabled after an access refusal (%s)", self._key, code)
 
     async def query(self, request: QueryRequest) -> Evidence:
@@ -353,20 +542,33 @@ class NexentSource:
         top_k = int(request.input.get("top_k", 10))
         if request.route.max_results is not None:
             top_k = min(top_k, request.route.max_results)
-        search = MemorySearchRequest.model_validate(
-            {"query": str(request.input["query"]), "top_k": top_k, **ids}
+        wire = self._wire or models
+        search = wire.MemorySearchRequest(
+            query=str(request.input["query"]), top_k=top_k, limit=top_k, **ids
         )
-        found = await self._call("search", search)
-        if not isinstance(found, list | tuple) or not all(
-            isinstance(r, MemorySearchResult) for r in found
-        ):
-            raise SourceError(
-                "schema_mismatch", "search must return MemorySearchResult items",
-                origin_code="schema_mismatch",
-            )  # fmt: skip
+        arguments: dict[str, Any] = {"limit": top_k}
+        filters = request.input.get("filters")
+        instance, _, _ = await self._instance(ids.get("tenant_id", ""))
+        if instance is not None and instance.provider is not None:
+            takes_filters = _accepts(instance.provider.search, "filters")
+            if filters is not None and not takes_filters:
+                raise SourceError(
+                    "invalid_payload", "this provider's search takes no filters; search without"
+                )
+            if takes_filters:
+                arguments["filters"] = dict(filters) if filters is not None else None
+        found, started = await self._call(ids.get("tenant_id", ""), "search", search, **arguments)
+        try:
+            results = _search_results(found)
+        except SourceError as error:
+            self._observe("search", started, error)
+            # this package's own words (counts, field names), never the provider's data
+            _log.warning("Memory Source %s: the Nexent provider's answer: %s", self._key, error)
+            raise
+        self._observe("search", started, counts={"results": len(results)})
         items = [
             EvidenceItem(
-                id=result.external_id[:512] or "unnamed",
+                id=_item_id(result),
                 text=(
                     result.content
                     if request.route.max_characters is None
@@ -374,13 +576,15 @@ class NexentSource:
                 ),
                 provenance={
                     "provider": self._name,
+                    "source": result.source,
+                    "is_external": result.is_external,
                     "external_id": result.external_id,
                     "score": result.score,
                     # never compared with another Source's scores
                     "score_scale": "provider-native",
                 },
             )
-            for result in found[:top_k]
+            for result in results[:top_k]
         ]
         return Evidence(
             view_id=request.view.id,
@@ -390,19 +594,10 @@ class NexentSource:
         )
 
     async def mutate(self, request: MutationRequest) -> MutationReceipt:
-        """Ingest units; per-unit outcomes go into the receipt's detail."""
+        """Ingest units; the receipt never says more than every unit's result does."""
         ids = _identity(request.view.scope)
         if ids is None:
-            raise SourceError("invalid_payload", "the scope has neither a tenant nor a user")
-        units = tuple(
-            MemoryIngestUnit(
-                unit_id=f"u{index}",
-                content=unit["content"],
-                unit_type=unit.get("unit_type", "message"),
-                role=unit.get("role"),
-            )
-            for index, unit in enumerate(request.input["units"])
-        )
+            raise SourceError("invalid_payload", "the scope has no user")
         key = (
             request.idempotency_key
             or "mnemon:"
@@ -412,46 +607,62 @@ class NexentSource:
                 )
             ).hexdigest()
         )
-        ingest = MemoryIngestRequest(idempotency_key=key, units=units, **ids)
-        removed: tuple[str, ...] = ()
-        try:
-            result = await self._call("ingest", ingest)
-        except SourceError as error:
-            # a degradable failure (whatever its code) names the units the provider refuses
-            cause = error.__context__
-            if not isinstance(cause, DegradableProviderError) or not cause.removable_units:
-                raise
-            # the provider named the units it cannot take: the rest go ahead once, same key
-            removed = cause.removable_units
-            kept = tuple(u for u in units if u.unit_id not in removed)
-            if not kept:
-                raise
-            result = await self._call("ingest", ingest.model_copy(update={"units": kept}))
-        if not isinstance(result, MemoryIngestResult):
-            raise SourceError("schema_mismatch", "ingest must return a MemoryIngestResult")
-        outcomes = list(result.units) + [
-            UnitIngestResult(unit_id=unit_id, status=UnitIngestStatus.DEGRADED)
-            for unit_id in removed
+        wire = self._wire or models
+        units = [
+            wire.MemoryIngestUnit(
+                event_id=_event_id(key, index),
+                event_type=unit.get("event_type", "message"),
+                unit_type=unit.get("unit_type")
+                or _UNIT_TYPE_OF_ROLE.get(unit.get("role", "user"), "user"),
+                unit_content=unit["content"],
+                unit_index=index,
+                metadata={"role": unit["role"]} if "role" in unit else {},
+            )
+            for index, unit in enumerate(request.input["units"])
         ]
+        ingest = wire.MemoryIngestRequest(idempotency_key=key, units=units, **ids)
+        tenant = ids["tenant_id"]
+        dropped: list[str] = []
+        try:
+            answer, started = await self._call(tenant, "ingest", ingest)
+        except SourceError as error:
+            failure = getattr(error.__cause__, "failure", None)
+            # a degradable failure naming the units the provider cannot take: the rest go
+            # ahead once more, with the same key, as Nexent does
+            if not isinstance(failure, ProviderFailure) or not failure.removable_units:
+                raise
+            dropped = [u.event_id for u in units if u.event_id in failure.removable_units]
+            units = [u for u in units if u.event_id not in failure.removable_units]
+            if not units or not dropped:
+                raise
+            ingest = wire.MemoryIngestRequest(idempotency_key=key, units=units, **ids)
+            answer, started = await self._call(tenant, "ingest", ingest)
+        try:
+            result = _ingest_result(answer, units)
+        except SourceError as error:
+            self._observe("ingest", started, error)
+            # this package's own words (counts, field names), never the provider's data
+            _log.warning("Memory Source %s: the Nexent provider's answer: %s", self._key, error)
+            raise
+        outcomes = [(u.unit_id, u.status.value) for u in result.unit_results]
+        outcomes += [(event_id, "degraded") for event_id in dropped]
+        counted = {status: sum(s == status for _, s in outcomes) for status in _UNIT_STATUSES}
+        self._observe("ingest", started, counts={f"units_{k}": v for k, v in counted.items()})
+        index_of = {_event_id(key, i): i for i in range(len(request.input["units"]))}
         detail: dict[str, Any] = {
             "provider": self._name,
+            "status": result.status,
+            "accepted_count": counted["accepted"],
+            "rejected_count": counted["rejected"],
             "units": [
-                {"unit_id": u.unit_id, "status": u.status.value}
-                | ({"error_code": u.error.code.value} if u.error is not None else {})
-                for u in outcomes
+                {"unit_index": index_of[event_id], "event_id": event_id, "status": status}
+                for event_id, status in sorted(outcomes, key=lambda o: index_of[o[0]])
             ],
         }
-        if result.error is not None:
-            detail["origin_code"] = result.error.code.value
-        status = "partial" if removed and result.status == "ok" else result.status
-        if status == "ok":
-            return create_mutation_receipt(
-                request,
-                completion="committed",
-                committed_at=datetime.now(UTC).isoformat(),
-                detail=detail,
-            )
-        if status == "partial":
+        if counted["accepted"] == len(outcomes):
+            # the provider took every unit; how far it indexes them is its own affair
+            return create_mutation_receipt(request, completion="accepted", detail=detail)
+        if counted["accepted"] or counted["degraded"]:
             return create_mutation_receipt(
                 request, completion="partial", status="partial", detail=detail
             )
@@ -459,27 +670,29 @@ class NexentSource:
 
     async def manage(self, request: ManageRequest) -> ManagementResult:
         """`status` (secrets masked) or `enable` (clears an access refusal, revision-fenced)."""
+        tenant = request.scope.tenant_id or ""
         async with self._lock:
-            state = await self._state()
+            whole = await run_blocking(_read_state, self._state_file)
+            state = _instance_state(whole, tenant)
             revision = _revision(state)
             if request.operation.id == "enable":
                 if request.expected_revision != revision:
                     raise RevisionConflict(f"revision conflict: the state is at {revision}")
-                await run_blocking(_write_state, self._state_file, b"{}")
+                instances = dict(whole.get("instances") or {})
+                instances[tenant] = {}
+                data = orjson.dumps({"instances": instances}, option=orjson.OPT_SORT_KEYS)
+                await run_blocking(_write_state, self._state_file, data)
                 state = {}
                 revision = _revision(state)
-        _, record, problem = await self._current()
-        secrets = {f.key for f in record.config_schema if f.type == "secret"} if record else set()
-        config = {
-            key: mask_secret(value) if key in secrets else value
-            for key, value in self._plugin_config.items()
-        }
+        instance, record, problem = await self._instance(tenant)
+        parameters = (self._settings.instance(tenant or None) or ({}, False, 0.0))[0]
         output = {
             "plugin": self._name,
             "version": record.version if record else None,
-            "problem": problem,
+            "problem": problem or None,
+            "enabled": instance.enabled if instance is not None else None,
             "disabled": state.get("disabled"),
-            "config": config,
+            "config": _shown(parameters, record),
             "problems": [
                 {"folder": p.folder, "code": p.code, "field": p.field}
                 for p in self._directory.problems
@@ -490,13 +703,45 @@ class NexentSource:
         )
 
 
+_UNIT_STATUSES = ("accepted", "rejected", "degraded")
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+
+
+class _NexentFailure(Exception):
+    """What a provider's Nexent exception said: the cause of the `SourceError` it became."""
+
+    def __init__(self, failure: ProviderFailure) -> None:
+        super().__init__(failure.code.value)
+        self.failure = failure
+
+
+def _item_id(result: models.MemorySearchResult) -> str:
+    if result.external_id:
+        return result.external_id[:512]
+    if result.memory_id is not None:
+        return f"memory-{result.memory_id}"
+    return "sha256:" + hashlib.sha256(result.content.encode()).hexdigest()[:32]
+
+
+def _shown(parameters: Mapping[str, Any], record: PluginRecord | None) -> dict[str, Any]:
+    """The parameters as a person may see them: only declared, non-secret values in clear.
+
+    Without the plugin's schema (a broken `plugin.yaml`, a misspelt `plugin.name`) nothing says
+    which value is a credential, so every value is masked.
+    """
+    clear = {f.key for f in record.config_schema if not f.secret} if record else set()
+    clear.add("name")
+    return {key: value if key in clear else mask_secret(value) for key, value in parameters.items()}
+
+
 async def _create(init: SourceInit) -> NexentSource:
     settings = read_settings(init)
     if not isinstance(settings.plugin.get("name"), str) or not settings.plugin["name"]:
         raise DefinitionError("nexent-provider configuration.plugin.name: the plugin's name")
     data_dir = None if settings.data_dir is None else str(settings.data_dir)
     state_file = source_data_directory(init, data_dir) / "state.json"
-    return NexentSource(init.instance_key, settings, state_file, init.switches)
+    telemetry = init.telemetry if isinstance(init.telemetry, SourceTelemetry) else None
+    return NexentSource(init.instance_key, settings, state_file, init.switches, telemetry)
 
 
 NEXENT_SOURCE = define_memory_source(MANIFEST, _create)

@@ -1,89 +1,86 @@
-"""Nexent's external-memory wire models and exceptions, declared afresh with pydantic.
+"""Nexent's external-memory models, exceptions and provider protocols, declared afresh.
 
-Providers written for Nexent build and return these; `install_nexent_shim()` makes them
-importable as `nexent.memory.models` and `nexent.memory.providers.retry` when Nexent itself
-is not installed.
+The shapes are Nexent's own, field for field, so a provider written for Nexent builds and reads
+them unchanged: `install_nexent_shim()` makes them importable as `nexent.memory.models`,
+`nexent.memory.providers.base` and `nexent.memory.providers.retry` when Nexent itself is not
+installed. Like Nexent's, the models are ordinary (mutable) pydantic models.
+
+What a provider returns is read back by attribute (`from_attributes`), so the real Nexent's
+classes, these, or any object with the same fields are all accepted.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 __all__ = [
+    "BaseMemoryProvider",
     "DegradableProviderError",
+    "IngestibleMemoryProvider",
     "MemoryIngestRequest",
     "MemoryIngestResult",
     "MemoryIngestUnit",
     "MemoryLayer",
     "MemorySearchRequest",
     "MemorySearchResult",
+    "MemoryType",
     "NonRetryableProviderError",
     "ProviderError",
     "ProviderErrorCode",
     "ProviderErrorSeverity",
     "RetryableProviderError",
+    "SearchableMemoryProvider",
     "UnitIngestResult",
     "UnitIngestStatus",
 ]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
 class MemoryLayer(StrEnum):
-    """Whose memory a request or result belongs to."""
+    """The layer a memory lives in."""
 
     TENANT = "tenant"
     USER = "user"
     AGENT = "agent"
-    CONVERSATION = "conversation"
 
 
-class MemorySearchRequest(_Model):
-    """One search: the query and the identity it is for."""
+class MemoryType(StrEnum):
+    """How long a memory is meant to last."""
+
+    SHORT_TERM = "short_term"
+    LONG_TERM = "long_term"
+
+
+class MemorySearchRequest(BaseModel):
+    """One search: the query, whose memory it is for, and how many results are wanted."""
 
     query: str
-    tenant_id: str | None = None
-    user_id: str | None = None
+    tenant_id: str
+    user_id: str
     agent_id: str | None = None
     conversation_id: str | None = None
-    top_k: int = Field(default=10, ge=1, le=100)
-    layers: tuple[MemoryLayer, ...] = ()
+    layers: list[MemoryLayer] = Field(default_factory=list)
+    top_k: int = 5
+    limit: int = 5
+    threshold: float | None = 0.65
+    embedding: list[float] | None = None
+    hybrid: bool = False
+    weight_accurate: float = 0.3
 
 
-class MemorySearchResult(_Model):
-    """One found memory; `score` is on the provider's own scale."""
+class MemorySearchResult(BaseModel):
+    """One found memory; an external provider sets `source` to its name and `is_external`."""
 
-    external_id: str
+    memory_id: int | None = None
+    external_id: str | None = None
     content: str
-    score: float = 0.0
+    score: float
     layer: MemoryLayer | None = None
+    source: str = "internal"
+    is_external: bool = False
     metadata: dict[str, Any] = Field(default_factory=dict)
-
-
-class MemoryIngestUnit(_Model):
-    """One unit handed over for ingestion."""
-
-    unit_id: str
-    content: str
-    unit_type: str = "message"
-    role: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
-
-
-class MemoryIngestRequest(_Model):
-    """Units to ingest for one identity, with a key that makes a retry harmless."""
-
-    idempotency_key: str
-    units: tuple[MemoryIngestUnit, ...]
-    tenant_id: str | None = None
-    user_id: str | None = None
-    agent_id: str | None = None
-    conversation_id: str | None = None
 
 
 class UnitIngestStatus(StrEnum):
@@ -92,6 +89,48 @@ class UnitIngestStatus(StrEnum):
     ACCEPTED = "accepted"
     REJECTED = "rejected"
     DEGRADED = "degraded"
+
+
+class UnitIngestResult(BaseModel):
+    """The outcome of one unit (`unit_id` names the unit, by its `event_id`)."""
+
+    unit_id: str
+    status: UnitIngestStatus
+    message: str | None = None
+
+
+class MemoryIngestUnit(BaseModel):
+    """One unit handed over for ingestion."""
+
+    event_id: str
+    event_type: str
+    unit_type: str
+    unit_content: str
+    unit_index: int | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class MemoryIngestRequest(BaseModel):
+    """Units to ingest for one identity, with a key that makes a retry harmless."""
+
+    tenant_id: str
+    user_id: str
+    agent_id: str | None = None
+    conversation_id: str | None = None
+    units: list[MemoryIngestUnit]
+    idempotency_key: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class MemoryIngestResult(BaseModel):
+    """The outcome of one ingestion: overall `status`, counts, and one result per unit."""
+
+    provider: str
+    status: str
+    accepted_count: int = 0
+    rejected_count: int = 0
+    unit_results: list[UnitIngestResult] = Field(default_factory=list)
+    message: str | None = None
 
 
 class ProviderErrorCode(StrEnum):
@@ -113,86 +152,107 @@ class ProviderErrorSeverity(StrEnum):
     """How bad a failure is for the caller."""
 
     RETRYABLE = "retryable"
-    NON_RETRYABLE = "non_retryable"
     DEGRADABLE = "degradable"
+    NON_RETRYABLE = "non_retryable"
 
 
-class ProviderError(_Model):
-    """A failure as data: its code, severity and, for a throttle, when to try again."""
+class ProviderError(BaseModel):
+    """A failure as data: its code, message, severity and, for a throttle, when to retry."""
 
     code: ProviderErrorCode
+    message: str
     severity: ProviderErrorSeverity
-    message: str = ""
-    retry_after_seconds: float | None = None
+    retry_after_seconds: int | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
 
 
-class UnitIngestResult(_Model):
-    """The outcome of one unit."""
-
-    unit_id: str
-    status: UnitIngestStatus
-    error: ProviderError | None = None
-
-
-class MemoryIngestResult(_Model):
-    """The outcome of one ingestion: `ok`, `partial` or `error`, and each unit's."""
-
-    status: str = Field(pattern="^(ok|partial|error)$")
-    units: tuple[UnitIngestResult, ...] = ()
-    error: ProviderError | None = None
-
-
-class _ProviderException(Exception):
-    severity = ProviderErrorSeverity.NON_RETRYABLE
-
-    def __init__(
-        self,
-        code: ProviderErrorCode | str = ProviderErrorCode.UNKNOWN,
-        message: str = "",
-        *,
-        retry_after_seconds: float | None = None,
-    ) -> None:
-        super().__init__(message or str(code))
-        try:
-            self.code = ProviderErrorCode(code)
-        except ValueError:
-            self.code = ProviderErrorCode.UNKNOWN
-        self.retry_after_seconds = retry_after_seconds
-
-    def to_error(self) -> ProviderError:
-        """This failure as a `ProviderError`."""
-        return ProviderError(
-            code=self.code,
-            severity=self.severity,
-            message=str(self),
-            retry_after_seconds=self.retry_after_seconds,
-        )
-
-
-class RetryableProviderError(_ProviderException):
+class RetryableProviderError(Exception):
     """A failure worth retrying later (timeouts, throttling, upstream errors)."""
 
-    severity = ProviderErrorSeverity.RETRYABLE
+    def __init__(self, message: str, error: ProviderError) -> None:
+        super().__init__(message)
+        self.error = error
 
 
-class NonRetryableProviderError(_ProviderException):
+class DegradableProviderError(Exception):
+    """A failure the call survives by dropping `removable_units` (their `event_id`s)."""
+
+    def __init__(
+        self, message: str, error: ProviderError, removable_units: list[Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.error = error
+        self.removable_units = removable_units or []
+
+
+class NonRetryableProviderError(Exception):
     """A failure that will repeat (bad credentials, refused payloads)."""
 
-    severity = ProviderErrorSeverity.NON_RETRYABLE
+    def __init__(self, message: str, error: ProviderError) -> None:
+        super().__init__(message)
+        self.error = error
 
 
-class DegradableProviderError(_ProviderException):
-    """Some units cannot be ingested; `removable_units` names them, the rest may go ahead."""
+@runtime_checkable
+class SearchableMemoryProvider(Protocol):
+    """A provider that searches: `search(request, limit=5, filters=None)`."""
 
-    severity = ProviderErrorSeverity.DEGRADABLE
+    @property
+    def provider_name(self) -> str:
+        """The provider's stable name."""
+        ...
+
+    async def search(
+        self,
+        request: MemorySearchRequest,
+        limit: int = 5,
+        filters: dict[str, Any] | None = None,
+    ) -> list[MemorySearchResult]:
+        """Up to `limit` memories for the request's identity."""
+        ...
+
+
+@runtime_checkable
+class IngestibleMemoryProvider(Protocol):
+    """A provider that ingests: `ingest(request)`, one result per unit."""
+
+    @property
+    def provider_name(self) -> str:
+        """The provider's stable name."""
+        ...
+
+    async def ingest(self, request: MemoryIngestRequest) -> MemoryIngestResult:
+        """Hand the units over; the result accounts for every one."""
+        ...
+
+
+class BaseMemoryProvider:
+    """A convenience base: the provider's name, key, endpoint and timeout, and its headers."""
 
     def __init__(
         self,
-        code: ProviderErrorCode | str = ProviderErrorCode.PARTIAL_ACCEPTANCE,
-        message: str = "",
-        *,
-        removable_units: tuple[str, ...] | list[str] = (),
-        retry_after_seconds: float | None = None,
+        provider_name: str,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: int = 30,
     ) -> None:
-        super().__init__(code, message, retry_after_seconds=retry_after_seconds)
-        self.removable_units = tuple(removable_units)
+        self._provider_name = provider_name
+        self.api_key = api_key
+        self.base_url = base_url
+        self.timeout = timeout
+
+    @property
+    def provider_name(self) -> str:
+        """The provider's stable name."""
+        return self._provider_name
+
+    def _build_headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+    def validate_config(self) -> None:
+        """Raise `ValueError` when the configuration cannot work."""
+        if not self.provider_name:
+            raise ValueError("provider_name is required")

@@ -36,6 +36,11 @@ class FakeService:
                     service.stall.wait(5)
                 if service.scripted:
                     status, headers = service.scripted.pop(0)
+                    if "X-Removable-Index" in headers:
+                        # the units at these positions, named as the provider named them
+                        at = [int(i) for i in headers.pop("X-Removable-Index").split(",")]
+                        named = [body["units"][i]["event_id"] for i in at]
+                        headers = {**headers, "X-Removable": ",".join(named)}
                     self._send(status, {"error": "scripted"}, headers)
                     return
                 self._send(200, service.handle(self.path, body))
@@ -75,15 +80,15 @@ class FakeService:
                 if (shared := words & set(row["content"].lower().split()))
                 or body["query"] in row["content"]
             ]
-            return {"results": hits[: body.get("top_k", 10)]}
+            return {"results": hits[: body.get("limit", 5)]}
         units = []
         for unit in body["units"]:
             if unit["unit_type"] in self.reject_types:
-                units.append({"unit_id": unit["unit_id"], "status": "rejected"})
+                units.append({"event_id": unit["event_id"], "status": "rejected"})
                 continue
-            row_id = f"ext-{len(self.memories[partition])}-{unit['unit_id']}"
+            row_id = f"ext-{len(self.memories[partition])}"
             self.memories[partition].append({"id": row_id, "content": unit["content"]})
-            units.append({"unit_id": unit["unit_id"], "status": "accepted"})
+            units.append({"event_id": unit["event_id"], "status": "accepted"})
         return {"units": units}
 
     def close(self) -> None:

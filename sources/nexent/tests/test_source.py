@@ -10,10 +10,18 @@ from typing import Any
 
 import mnemon_source_nexent as nexent
 import pytest
-from mnemon_source_nexent import NEXENT_FAILURES, mask_secret, nexent_code, source_error
+from mnemon_source_nexent import (
+    NEXENT_FAILURES,
+    mask_secret,
+    nexent_code,
+    provider_failure,
+    source_error,
+)
 from mnemon_source_nexent.models import (
     NonRetryableProviderError,
+    ProviderError,
     ProviderErrorCode,
+    ProviderErrorSeverity,
     RetryableProviderError,
 )
 from nexent_fake import PLUGINS, FakeService
@@ -63,20 +71,33 @@ def reasons(strategy: SelectAll) -> set[tuple[str, str | None]]:
 # ---------------------------------------------------------------- the failure table
 
 
+def problem(code: ProviderErrorCode, severity: ProviderErrorSeverity) -> ProviderError:
+    return ProviderError(code=code, message="text tok-SECRET", severity=severity)
+
+
 @pytest.mark.parametrize("code", list(ProviderErrorCode), ids=lambda c: c.value)
 def test_every_nexent_code_maps_and_maps_back(code: ProviderErrorCode) -> None:
-    error = source_error(RetryableProviderError(code, "text"), "the call")
+    raised = RetryableProviderError(
+        "text tok-SECRET", problem(code, ProviderErrorSeverity.RETRYABLE)
+    )
+    failure = provider_failure(raised)
+    assert failure is not None
+    error = source_error(failure, "the call")
     mapped, kind = NEXENT_FAILURES[code]
     assert (error.code, error.origin_code) == (mapped, code.value)
     assert error.kind == (kind or "transient")
     assert nexent_code(error) == code
-    assert "text" not in str(error)
+    assert "tok-SECRET" not in str(error)
 
 
 def test_the_table_covers_the_kinds() -> None:
-    kinds = {
-        code: source_error(NonRetryableProviderError(code), "x").kind for code in ProviderErrorCode
-    }
+    def kind(code: ProviderErrorCode) -> str:
+        raised = NonRetryableProviderError("x", problem(code, ProviderErrorSeverity.NON_RETRYABLE))
+        failure = provider_failure(raised)
+        assert failure is not None
+        return source_error(failure, "x").kind
+
+    kinds = {code: kind(code) for code in ProviderErrorCode}
     assert kinds[ProviderErrorCode.RATE_LIMITED] == "transient"
     assert kinds[ProviderErrorCode.UNAUTHORIZED] == "access"
     assert kinds[ProviderErrorCode.SCHEMA_MISMATCH] == "terminal"
@@ -139,21 +160,19 @@ async def test_the_provider_error_matrix(
     assert len(service.requests) == 1  # no automatic retry
 
 
-async def test_a_read_timeout_is_transient_timeout(tmp_path: Path, service: FakeService) -> None:
+async def test_a_read_past_the_instance_timeout_is_transient_timeout(
+    tmp_path: Path, service: FakeService
+) -> None:
     service.stalling = True
-    extra = {"plugin": {"request_timeout": 0.05}}
-    runner, _ = await runner_for(tmp_path, service.url, **extra)
+    runner, _ = await runner_for(tmp_path, service.url, timeout_seconds=0.05)
     async with runner:
         turn = await runner.begin_turn({"scope": SCOPE})
         with pytest.raises(RouteError) as failed:
             await turn.execute_route("source:mem/search", {"query": "tea"})
         await turn.release()
     service.stall.set()
-    assert (failed.value.code, failed.value.kind, failed.value.origin_code) == (
-        "timeout",
-        "transient",
-        "timeout",
-    )
+    # the host's limit or the provider's own (it is handed the same `timeout_seconds`)
+    assert (failed.value.code, failed.value.kind) == ("timeout", "transient")
 
 
 async def test_a_connection_error_is_provider_error(tmp_path: Path) -> None:
@@ -210,17 +229,23 @@ async def test_search_and_ingest_carry_the_scope_and_keep_the_provider_scale(
         )
         evidence = await turn.execute_route("source:mem/search", {"query": "tea"})
         await turn.release()
-    assert (receipt.completion, receipt.status) == ("committed", "succeeded")
-    assert list(receipt.detail["units"]) == [{"unit_id": "u0", "status": "accepted"}]
+    # the provider took the unit: `accepted`, never more than its answer says
+    assert (receipt.completion, receipt.status) == ("accepted", "succeeded")
+    [unit] = receipt.detail["units"]
+    assert (unit["unit_index"], unit["status"]) == (0, "accepted")
+    assert (receipt.detail["accepted_count"], receipt.detail["rejected_count"]) == (1, 0)
     path, body, _headers = service.requests[0]
     assert path == "/ingest"
     assert {k: body[k] for k in ("tenant_id", "user_id", "agent_id", "conversation_id")} == {
         "tenant_id": "acme", "user_id": "ada", "agent_id": "planner", "conversation_id": "s-9",
     }  # fmt: skip
     assert body["idempotency_key"].startswith("mnemon:")
+    assert [u["event_id"] for u in body["units"]] == [unit["event_id"]]
+    assert body["units"][0]["unit_type"] == "user"
     [item] = evidence.items
-    assert item.id == "ext-0-u0"
-    assert dict(item.provenance) == {"provider": "reference", "external_id": "ext-0-u0",
+    assert item.id == "ext-0"
+    assert dict(item.provenance) == {"provider": "reference", "source": "reference",
+                                     "is_external": True, "external_id": "ext-0",
                                      "score": 10.0, "score_scale": "provider-native"}  # fmt: skip
 
 
@@ -257,11 +282,12 @@ async def test_partial_and_failed_ingests_say_so_per_unit(
         )
         await turn.release()
     assert (partial.completion, partial.status) == ("partial", "partial")
-    assert list(partial.detail["units"]) == [
-        {"unit_id": "u0", "status": "accepted"},
-        {"unit_id": "u1", "status": "rejected", "error_code": "unsupported_unit_type"},
+    assert [(u["unit_index"], u["status"]) for u in partial.detail["units"]] == [
+        (0, "accepted"),
+        (1, "rejected"),
     ]
     assert (failed.completion, failed.status) == ("failed", "failed")
+    assert failed.detail["rejected_count"] == 1
 
 
 async def test_a_degradable_failure_drops_the_named_units_and_goes_ahead_once(
@@ -270,15 +296,15 @@ async def test_a_degradable_failure_drops_the_named_units_and_goes_ahead_once(
     runner, _ = await runner_for(tmp_path, service.url)
     async with runner:
         turn = await runner.begin_turn({"scope": SCOPE})
-        service.fail_next(409, {"X-Removable": "u1"})
+        service.fail_next(409, {"X-Removable-Index": "1"})
         receipt = await turn.execute_action(
             "source:mem/ingest", {"units": [{"content": "a"}, {"content": "b"}]}, allow
         )
         await turn.release()
     assert receipt.completion == "partial"
-    assert list(receipt.detail["units"]) == [
-        {"unit_id": "u0", "status": "accepted"},
-        {"unit_id": "u1", "status": "degraded"},
+    assert [(u["unit_index"], u["status"]) for u in receipt.detail["units"]] == [
+        (0, "accepted"),
+        (1, "degraded"),
     ]
     assert [len(body["units"]) for _, body, _ in service.requests] == [2, 1]
 
@@ -341,9 +367,7 @@ async def test_a_switched_off_capability_leaves_the_view_with_a_reason(
     assert {r for _, r in reasons(strategy)} == {reason}
 
 
-async def test_a_scope_without_tenant_and_user_is_unavailable(
-    tmp_path: Path, service: FakeService
-) -> None:
+async def test_a_scope_without_a_user_is_unavailable(tmp_path: Path, service: FakeService) -> None:
     runner, strategy = await runner_for(tmp_path, service.url)
     async with runner:
         turn = await runner.begin_turn({"scope": {"agent_id": "planner"}})
@@ -381,7 +405,11 @@ async def test_management_masks_secrets_and_the_flat_form_works(
         status = await runner.management_client("source:mem", SCOPE).read("status", {})
         turn = await runner.begin_turn({"scope": SCOPE})
         await turn.release()
-    assert status["config"] == {"endpoint": service.url, "api_key": "sk-***cdef"}
+    assert status["config"] == {
+        "name": "reference",
+        "endpoint": service.url,
+        "api_key": "sk-***cdef",
+    }
     assert status["version"] == "1.0.0"
     assert API_KEY not in str(status) + runner.inspect().__repr__()
 
