@@ -467,13 +467,17 @@ class NexentSource:
             grant=ReadGrant(source_key=self._key, value=ids), revision=request.expected_revision
         )
 
-    async def _call(
-        self, tenant: str, method: str, payload: Any, **arguments: Any
-    ) -> tuple[Any, float]:
-        """Call the tenant's provider within its timeout; its failures by Nexent's table."""
+    async def _provider(self, tenant: str) -> _Instance:
+        """The tenant's instance with its provider built, or a `provider_error`."""
         instance, _, problem = await self._instance(tenant)
         if instance is None or instance.provider is None:
             raise SourceError("provider_error", f"the Nexent provider is unavailable ({problem})")
+        return instance
+
+    async def _call(
+        self, instance: _Instance, tenant: str, method: str, payload: Any, **arguments: Any
+    ) -> tuple[Any, float]:
+        """Call the tenant's provider within its timeout; its failures by Nexent's table."""
         subject = f"the Nexent provider {method}"
         function = getattr(instance.provider, method)
 
@@ -546,18 +550,17 @@ class NexentSource:
         search = wire.MemorySearchRequest(
             query=str(request.input["query"]), top_k=top_k, limit=top_k, **ids
         )
+        tenant = ids.get("tenant_id", "")
+        instance = await self._provider(tenant)
         arguments: dict[str, Any] = {"limit": top_k}
         filters = request.input.get("filters")
-        instance, _, _ = await self._instance(ids.get("tenant_id", ""))
-        if instance is not None and instance.provider is not None:
-            takes_filters = _accepts(instance.provider.search, "filters")
-            if filters is not None and not takes_filters:
-                raise SourceError(
-                    "invalid_payload", "this provider's search takes no filters; search without"
-                )
-            if takes_filters:
-                arguments["filters"] = dict(filters) if filters is not None else None
-        found, started = await self._call(ids.get("tenant_id", ""), "search", search, **arguments)
+        if _accepts(instance.provider.search, "filters"):
+            arguments["filters"] = dict(filters) if filters is not None else None
+        elif filters is not None:
+            raise SourceError(
+                "invalid_payload", "this provider's search takes no filters; search without"
+            )
+        found, started = await self._call(instance, tenant, "search", search, **arguments)
         try:
             results = _search_results(found)
         except SourceError as error:
@@ -576,7 +579,7 @@ class NexentSource:
                 ),
                 provenance={
                     "provider": self._name,
-                    "source": result.source,
+                    "source": result.source[:128],
                     "is_external": result.is_external,
                     "external_id": result.external_id,
                     "score": result.score,
@@ -622,9 +625,10 @@ class NexentSource:
         ]
         ingest = wire.MemoryIngestRequest(idempotency_key=key, units=units, **ids)
         tenant = ids["tenant_id"]
+        instance = await self._provider(tenant)
         dropped: list[str] = []
         try:
-            answer, started = await self._call(tenant, "ingest", ingest)
+            answer, started = await self._call(instance, tenant, "ingest", ingest)
         except SourceError as error:
             failure = getattr(error.__cause__, "failure", None)
             # a degradable failure naming the units the provider cannot take: the rest go
@@ -636,7 +640,7 @@ class NexentSource:
             if not units or not dropped:
                 raise
             ingest = wire.MemoryIngestRequest(idempotency_key=key, units=units, **ids)
-            answer, started = await self._call(tenant, "ingest", ingest)
+            answer, started = await self._call(instance, tenant, "ingest", ingest)
         try:
             result = _ingest_result(answer, units)
         except SourceError as error:

@@ -15,7 +15,7 @@ from nexent_fake import PLUGINS, FakeService
 
 MNEMON = str(Path(sys.executable).with_name("mnemon"))
 API_KEY = "sk-live-0123456789abcdef"
-FAILING = '''
+FAILING = """
 from nexent.memory.models import ProviderError, ProviderErrorCode, ProviderErrorSeverity
 from nexent.memory.providers.retry import RetryableProviderError
 
@@ -28,7 +28,7 @@ class Failing:
         error = ProviderError(code=ProviderErrorCode.UNKNOWN, message=f"key {self.key}",
                               severity=ProviderErrorSeverity.RETRYABLE)
         raise RetryableProviderError(f"upstream refused key {self.key}", error)
-'''
+"""
 
 
 @pytest.fixture
