@@ -1,10 +1,12 @@
 """Plugin discovery: `mnemon-plugin.toml` manifests found in four places, read without imports.
 
-Places, highest priority first: bundled (inside the core package), user
+Places, highest priority first: bundled (inside the core package, or an installed
+distribution whose manifest says `bundled = true`: the first-party plugins), user
 (`$MNEMON_HOME/plugins/<dir>/`), project (`.mnemon/plugins/<dir>/` next to the profile) and
 installed distributions (entry-point group `mnemon.plugins`). Raven's `raven-plugin.toml` is read
-too: its memory backends are hosted by the Raven adapter Source (`mnemon-source-raven`), which
-finds them here by name, and they are `unsupported` while that distribution is not installed.
+too, in the same folders and from distributions of Raven's own group (`raven.plugins`): its
+memory backends are hosted by the Raven adapter Source (`mnemon-source-raven`), which finds
+them here by name, and they are `unsupported` while that distribution is not installed.
 Plugin code is imported only by `DiscoveredPlugin.load` (a profile activates the plugin) or
 `DiscoveredPlugin.load_object` (a Source names a contribution).
 """
@@ -37,6 +39,7 @@ from ._versions import RangeError, parse_range, parse_version
 __all__ = [
     "ENTRY_POINT_GROUP",
     "MANIFEST_FILE",
+    "RAVEN_ENTRY_POINT_GROUP",
     "RAVEN_MANIFEST_FILE",
     "ContributedEntry",
     "DiscoveredPlugin",
@@ -48,6 +51,8 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "mnemon.plugins"
+# Raven's own group: a Raven plugin distribution names its package there
+RAVEN_ENTRY_POINT_GROUP = "raven.plugins"
 MANIFEST_FILE = "mnemon-plugin.toml"
 RAVEN_MANIFEST_FILE = "raven-plugin.toml"
 CORE_DISTRIBUTION = "mnemon-runtime"
@@ -124,6 +129,15 @@ def _checked_schema(value: Any) -> Any:
     return freeze_json(value, what="config_schema", error=DefinitionError)
 
 
+class HostedContributions(_Model):
+    """What an entry hosts of another plugin format: the key of its configuration naming one."""
+
+    format: Literal["raven"]
+    """The manifest format whose contributions it hosts (`raven`: memory backends)."""
+    key: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$", strict=True)]
+    """The configuration key whose value is a contribution's name (or its factory)."""
+
+
 class ContributedEntry(_Model):
     """One mountable contribution: its name and the object whose `apply(ctx)` mounts it."""
 
@@ -132,6 +146,8 @@ class ContributedEntry(_Model):
     config_schema: Any = Field(default_factory=lambda: freeze_json({"type": "object"}))
     installs: tuple[PluginRole, ...] = ()
     """What mounting it installs, declared so tools can choose without importing it."""
+    hosts: HostedContributions | None = None
+    """Contributions of another format it runs, so `mnemon plugins` shows their plugin used."""
     unsupported: _Flag = False
 
     _schema = _field_validator("config_schema", mode="before")(_checked_schema)
@@ -165,11 +181,12 @@ class _RavenContributes(BaseModel):
 
 
 class _RavenPlugin(BaseModel):
+    # Raven's minimal manifest: `id`, `version`, `bundled` and the memory backends
     model_config = ConfigDict(frozen=True, extra="ignore", strict=False)
     id: _Id
     version: _Text
-    display_name: _Text
-    raven: _Text
+    display_name: _Text | None = None
+    raven: _Text | None = None
     description: str = ""
     bundled: _Flag = False
     enabled_by_default: _Flag = True
@@ -198,8 +215,8 @@ class PluginManifest:
     version: str
     display_name: str
     description: str
-    requires: str
-    """The core versions it works with (`mnemon`), or Raven's own range (`raven`)."""
+    requires: str | None
+    """The core versions it works with (`mnemon`), or Raven's own range (`raven`, optional)."""
     bundled: bool
     enabled_by_default: bool
     entries: tuple[ContributedEntry, ...]
@@ -460,8 +477,8 @@ def _parsed_manifest(path: Path) -> tuple[PluginManifest | None, Problem | None,
                 for backend in raven.contributes.memory_backends
             )
             manifest = PluginManifest(
-                raven.id, raven.version, raven.display_name, raven.description, raven.raven,
-                raven.bundled, raven.enabled_by_default, entries, "raven",
+                raven.id, raven.version, raven.display_name or raven.id, raven.description,
+                raven.raven, raven.bundled, raven.enabled_by_default, entries, "raven",
             )  # fmt: skip
         else:
             plugin = _MnemonFile.model_validate(raw).plugin
@@ -478,11 +495,12 @@ def _parsed_manifest(path: Path) -> tuple[PluginManifest | None, Problem | None,
     try:
         parse_version(manifest.version)
     except RangeError:
-        return None, "invalid-manifest", "plugin.version: not a SemVer 2.0.0 version"
+        if manifest.format == "mnemon":  # Raven takes any version text
+            return None, "invalid-manifest", "plugin.version: not a SemVer 2.0.0 version"
     names = [entry.name for entry in manifest.entries]
     if len(set(names)) != len(names):
         return None, "invalid-manifest", "plugin.contributes: an entry name is given twice"
-    if manifest.format == "mnemon":
+    if manifest.format == "mnemon" and manifest.requires is not None:
         try:
             wanted = parse_range(manifest.requires)
         except RangeError as exc:
@@ -500,6 +518,11 @@ def _found(
     path: Path, origin: Origin, *, import_root: Path | None, fallback_id: str, dist: str | None
 ) -> DiscoveredPlugin:
     manifest, problem, detail = _read_manifest(path)
+    if origin == "entry-point" and manifest is not None and manifest.bundled:
+        # an installed distribution released with the core (the first-party plugins) ranks
+        # as bundled; a drop-in folder's claim is not honoured, so none can shadow it by
+        # accident, and a copy it shadows is listed as such
+        origin = "bundled"
     status: Status = "broken" if problem else "available"
     if manifest is not None and not problem:
         if manifest.format == "raven" and (
@@ -540,47 +563,60 @@ def _folder_plugins(root: Path | None, origin: Origin) -> Iterable[DiscoveredPlu
 
 def _entry_point_plugins() -> Iterable[DiscoveredPlugin]:
     seen: set[tuple[str, str]] = set()
-    for point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        dist = point.dist.name if point.dist is not None else point.name
-        top = point.value.partition(":")[0].split(".")[0].strip()
-        if (dist, top) in seen:
-            continue
-        seen.add((dist, top))
-        manifest = _packaged_manifest(point.dist, top)
-        if manifest is not None:
-            yield _found(
-                manifest, "entry-point", import_root=None, fallback_id=point.name, dist=dist
-            )
-        else:
-            yield DiscoveredPlugin(
-                id=point.name,
-                origin="entry-point",
-                location=Path(dist),
-                status="broken",
-                problem="invalid-manifest",
-                detail=f"distribution {dist!r} ships no {MANIFEST_FILE} in package {top!r}",
-                distribution=dist,
-            )
+    groups = ((ENTRY_POINT_GROUP, (MANIFEST_FILE, RAVEN_MANIFEST_FILE)),
+              (RAVEN_ENTRY_POINT_GROUP, (RAVEN_MANIFEST_FILE,)))  # fmt: skip
+    for group, names in groups:
+        for point in importlib.metadata.entry_points(group=group):
+            dist = point.dist.name if point.dist is not None else point.name
+            # mnemon's group names a module (its top-level package holds the manifest);
+            # Raven's names the package holding `raven-plugin.toml`, as Raven reads it
+            value = point.value.partition(":")[0].strip()
+            package = value.split(".")[0] if group == ENTRY_POINT_GROUP else value
+            if (dist, package) in seen:
+                continue
+            seen.add((dist, package))
+            manifest = _packaged_manifest(point.dist, package, names)
+            if manifest is not None:
+                yield _found(
+                    manifest, "entry-point", import_root=None, fallback_id=point.name, dist=dist
+                )
+            else:
+                yield DiscoveredPlugin(
+                    id=point.name,
+                    origin="entry-point",
+                    location=Path(dist),
+                    status="broken",
+                    problem="invalid-manifest",
+                    detail=f"distribution {dist!r} ships no {names[0]} in package {package!r}",
+                    distribution=dist,
+                )
 
 
-def _packaged_manifest(dist: importlib.metadata.Distribution | None, top: str) -> Path | None:
-    """The manifest inside the entry point's package, found without importing it."""
+def _packaged_manifest(
+    dist: importlib.metadata.Distribution | None, package: str, names: tuple[str, ...]
+) -> Path | None:
+    """The manifest inside the entry point's package, found without importing it.
+
+    From the distribution's file list; otherwise (an editable install lists no package files)
+    from the package's import spec, which runs no code for a top-level package (a dotted one
+    imports its parents, as `importlib.resources` would import the package itself).
+    """
+    parts = tuple(package.split("."))
     files = (dist.files or []) if dist is not None else []
-    for file in files:
-        parts = file.parts
-        if len(parts) == 2 and parts[0] == top and parts[1] in (MANIFEST_FILE, RAVEN_MANIFEST_FILE):
-            return Path(str(file.locate()))
-    # an editable install lists no package files; finding a top-level spec runs no code
+    for name in names:
+        for file in files:
+            if tuple(file.parts) == (*parts, name):
+                return Path(str(file.locate()))
     try:
-        spec = importlib.util.find_spec(top)
+        spec = importlib.util.find_spec(package)
     except (ImportError, ValueError):
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
     for location in spec.submodule_search_locations:
-        found = _manifest_in(Path(location))
-        if found is not None:
-            return found
+        for name in names:
+            if (Path(location) / name).is_file():
+                return Path(location) / name
     return None
 
 
@@ -604,11 +640,13 @@ def discover_plugins(
         project_dir: the project's folder (the profile's); `.mnemon/plugins/` in it is read.
         user_dir: the user's drop-in folder (default `$MNEMON_HOME/plugins`).
         bundled_dir: the bundled plugins' folder (default: inside the core package).
-        entry_points: whether installed distributions (`mnemon.plugins`) are read.
+        entry_points: whether installed distributions (`mnemon.plugins`, and Raven's
+            `raven.plugins`) are read.
 
     Returns:
         Every manifest found, sorted by id; for one id found in several places the highest
-        place wins and the others are `shadowed`. A broken manifest is listed with its problem
+        place wins and the others are `shadowed`. An installed distribution whose manifest
+        says `bundled = true` ranks as bundled. A broken manifest is listed with its problem
         and hides nothing else.
     """
     found: list[DiscoveredPlugin] = [

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, Strict, StringConstraints, ValidationError, model_validator
 
-from ._discovery import Discovery, discover_plugins
+from ._discovery import ContributedEntry, Discovery, discover_plugins
 from ._errors import DefinitionError
 from ._host import MemoryHost, host_settings
 from ._json import MAX_JSON_DEPTH, freeze_json, thaw_json
@@ -223,9 +223,12 @@ class Profile:
         uses: dict[str, bool] = {}
         for entry in self.entries:
             for plugin in discovery:
-                targets = {e.plugin for e in plugin.manifest.entries} if plugin.manifest else set()
-                if entry.plugin == plugin.id or entry.use in targets:
+                contributed = plugin.manifest.entries if plugin.manifest else ()
+                if entry.plugin == plugin.id or entry.use in {e.plugin for e in contributed}:
                     uses[plugin.id] = uses.get(plugin.id, False) or entry.enabled
+                    if plugin.status != "shadowed":
+                        for hosted in _hosted_plugins(entry, contributed, discovery):
+                            uses[hosted] = uses.get(hosted, False) or entry.enabled
         if self.strategy is not None and discovery.get(self.strategy) is not None:
             # mounted for `[strategy] use` only when no entry names it (a disabled one wins)
             uses.setdefault(self.strategy, True)
@@ -246,6 +249,33 @@ class Profile:
         ):
             return None  # an entry mounts it already (or disables it on purpose)
         return (found.load(), found.id, {})
+
+
+def _hosted_plugins(
+    entry: ProfileEntry, contributed: tuple[ContributedEntry, ...], discovery: Discovery
+) -> list[str]:
+    """Plugins of another format whose contribution the entry's configuration names.
+
+    A plugin entry that hosts them (`hosts = { format, key }` in its manifest) picks one by
+    name in `config[key]`, such as a Raven memory backend named by `backend`.
+    """
+    found = []
+    for hosting in contributed:
+        hosts = hosting.hosts
+        if hosts is None or (entry.plugin is None and entry.use != hosting.plugin):
+            continue
+        name = entry.config.get(hosts.key)
+        for plugin in discovery:
+            manifest = plugin.manifest
+            if (
+                isinstance(name, str)
+                and manifest is not None
+                and manifest.format == hosts.format
+                and plugin.status not in ("shadowed", "broken")
+                and any(c.name == name for c in manifest.entries)
+            ):
+                found.append(plugin.id)
+    return found
 
 
 def _resolved(profile: Path, value: str, key: str) -> Path:

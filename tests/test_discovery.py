@@ -26,6 +26,12 @@ FIRST_PARTY = {
     "auto-capture", "documents", "focus", "general", "layered", "light-context", "notes",
     "quivr-ranking", "runtime", "scoped", "spaces",
 }  # fmt: skip
+# manifests saying `bundled = true`, and the examples, which say `bundled = false`
+BUNDLED = {
+    "auto-capture", "documents", "general", "light-context", "quivr-ranking", "runtime",
+    "scoped", "spaces",
+}  # fmt: skip
+EXAMPLES = {"focus", "notes"}
 
 # a drop-in Source: a package with a relative import, so the namespaced loading is exercised
 SOURCE_PACKAGE = {
@@ -171,10 +177,15 @@ def test_every_first_party_plugin_is_found_through_its_entry_point(tmp_path: Pat
     assert rows.keys() >= FIRST_PARTY
     for plugin_id in FIRST_PARTY:
         row = rows[plugin_id]
-        assert (row["origin"], row["status"], row["problem"]) == ("entry-point", "available", None)
+        assert (row["status"], row["problem"]) == ("available", None)
         assert row["version"] == "0.1.0"
         assert row["location"].endswith("/mnemon-plugin.toml")
         assert not row["location"].startswith("/")  # relative: an absolute path can carry a secret
+    # released with the core, they rank as bundled; the examples are packaged as a third party
+    assert {plugin_id: rows[plugin_id]["origin"] for plugin_id in BUNDLED | EXAMPLES} == {
+        **dict.fromkeys(BUNDLED, "bundled"),
+        **dict.fromkeys(EXAMPLES, "entry-point"),
+    }
     ids = [row["id"] for row in listed["plugins"]]
     assert ids == sorted(ids)
 
@@ -182,21 +193,42 @@ def test_every_first_party_plugin_is_found_through_its_entry_point(tmp_path: Pat
 def test_precedence_bundled_user_project_entry_point_and_shadowed_copies_are_listed(
     tmp_path: Path,
 ) -> None:
-    home, project = tmp_path / "home", tmp_path / "project"
-    greeting(home / "plugins", "mine", "runtime")  # shadows the installed `runtime`
-    greeting(project / ".mnemon" / "plugins", "theirs", "runtime")
+    home, project, site = tmp_path / "home", tmp_path / "project", tmp_path / "site"
+    fake_distribution(site, module_body="", plugin_id="shared.id")  # installed, not bundled
+    greeting(home / "plugins", "mine", "shared.id")
+    greeting(project / ".mnemon" / "plugins", "theirs", "shared.id")
     greeting(project / ".mnemon" / "plugins", "local", "local.only")
-    listed = by_id(plugins_json(project, MNEMON_HOME=str(home)))
-    runtime = listed["runtime"]
-    assert [(r["origin"], r["status"]) for r in runtime] == [
+    listed = by_id(plugins_json(project, MNEMON_HOME=str(home), PYTHONPATH=str(site)))
+    shared = listed["shared.id"]
+    assert [(r["origin"], r["status"]) for r in shared] == [
         ("user", "available"),
         ("project", "shadowed"),
         ("entry-point", "shadowed"),
     ]
-    assert runtime[0]["location"] == "$MNEMON_HOME/plugins/mine/mnemon-plugin.toml"
-    assert runtime[1]["location"] == ".mnemon/plugins/theirs/mnemon-plugin.toml"
-    assert "shadowed by the user copy" in runtime[2]["detail"]
+    assert shared[0]["location"] == "$MNEMON_HOME/plugins/mine/mnemon-plugin.toml"
+    assert shared[1]["location"] == ".mnemon/plugins/theirs/mnemon-plugin.toml"
+    assert "shadowed by the user copy" in shared[2]["detail"]
     assert listed["local.only"][0]["origin"] == "project"
+
+
+def test_a_drop_in_never_shadows_a_first_party_plugin_by_accident(tmp_path: Path) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    greeting(home / "plugins", "mine", "runtime")
+    # a drop-in's own `bundled = true` is not honoured: only an installed distribution's is
+    greeting(project / ".mnemon" / "plugins", "theirs", "runtime", extra="bundled = true")
+    listed = by_id(plugins_json(project, MNEMON_HOME=str(home)))
+    runtime = listed["runtime"]
+    assert [(r["origin"], r["status"]) for r in runtime] == [
+        ("bundled", "available"),
+        ("user", "shadowed"),
+        ("project", "shadowed"),
+    ]
+    assert runtime[0]["location"].startswith("mnemon-source-runtime:")
+    assert "shadowed by the bundled copy of 'runtime'" in runtime[1]["detail"]
+    profile = project / "mnemon.toml"
+    profile.write_text('[[entries]]\nid = "r"\nplugin = "runtime"\n', encoding="utf-8")
+    plugin = load_profile(profile).entries[0].load_plugin(profile)
+    assert plugin.__name__ == "mnemon_source_runtime"  # the first-party code, not the drop-in
 
 
 def test_a_bundled_plugin_wins_over_every_other_place(tmp_path: Path) -> None:
@@ -216,9 +248,9 @@ def test_a_bundled_plugin_wins_over_every_other_place(tmp_path: Path) -> None:
     ]
     assert found == [
         ("bundled", "available"),
+        ("bundled", "shadowed"),  # the installed first-party copy: bundled too, found later
         ("user", "shadowed"),
         ("project", "shadowed"),
-        ("entry-point", "shadowed"),
     ]
 
 
@@ -439,6 +471,76 @@ def test_a_raven_manifest_is_read_and_its_memory_backends_need_the_raven_adapter
     assert found.status == "unsupported"
     with pytest.raises(InstallError, match="needs mnemon-source-raven"):
         found.load()
+
+
+# Raven's minimal manifest, as its contract writes one: no display name, no version range
+RAVEN_MINIMAL = textwrap.dedent(
+    """
+    [plugin]
+    id = "minimal-memory"
+    version = "1.0"
+    bundled = false
+
+    [[plugin.contributes.memory_backends]]
+    name = "minimal"
+    factory = "fake_raven.backend:make_backend"
+    """
+)
+
+
+def fake_raven_distribution(site: Path, *, record: bool = True, manifest: bool = True) -> None:
+    """A Raven plugin as pip installs it: `[project.entry-points."raven.plugins"]`."""
+    package = site / "fake_raven"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(RAISES_ON_IMPORT, encoding="utf-8")
+    (package / "backend.py").write_text(RAISES_ON_IMPORT, encoding="utf-8")
+    if manifest:
+        (package / "raven-plugin.toml").write_text(RAVEN_MINIMAL, encoding="utf-8")
+    info = site / "fake_raven-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: fake-raven\nVersion: 1.0\n", encoding="utf-8"
+    )
+    (info / "entry_points.txt").write_text("[raven.plugins]\nminimal = fake_raven\n", "utf-8")
+    listed = ["fake_raven/__init__.py", "fake_raven/backend.py"]
+    listed += ["fake_raven/raven-plugin.toml"] if manifest else []
+    # an editable install records no package files: the package's spec finds the manifest
+    (info / "RECORD").write_text(
+        "".join(f"{name},,\n" for name in listed) if record else "", encoding="utf-8"
+    )
+
+
+@pytest.mark.parametrize("record", [True, False], ids=["wheel", "editable"])
+def test_a_raven_plugin_installed_in_ravens_group_is_found_without_importing_it(
+    tmp_path: Path, record: bool
+) -> None:
+    site = tmp_path / "site"
+    fake_raven_distribution(site, record=record)
+    hosted = importlib.util.find_spec("mnemon_source_raven") is not None
+    [row] = by_id(plugins_json(tmp_path, PYTHONPATH=str(site)))["minimal-memory"]
+    assert (row["origin"], row["status"], row["version"], row["problem"]) == (
+        "entry-point",
+        "available" if hosted else "unsupported",
+        "1.0",
+        None,
+    )
+    assert row["location"] == "fake-raven:fake_raven/raven-plugin.toml"
+    shown = plugins_json(tmp_path, "show", "minimal-memory", PYTHONPATH=str(site))
+    manifest = shown["manifest"]
+    assert (manifest["format"], manifest["display_name"], manifest["requires"]) == (
+        "raven",
+        "minimal-memory",
+        {"raven": None},
+    )
+    assert [e["name"] for e in manifest["entries"]] == ["minimal"]
+
+
+def test_a_raven_distribution_without_its_manifest_is_broken_not_hidden(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    fake_raven_distribution(site, manifest=False)
+    [row] = by_id(plugins_json(tmp_path, PYTHONPATH=str(site)))["minimal"]
+    assert (row["status"], row["problem"]) == ("broken", "invalid-manifest")
+    assert "ships no raven-plugin.toml in package 'fake_raven'" in row["detail"]
 
 
 def test_show_prints_the_manifest_schema_provides_and_requires(tmp_path: Path) -> None:

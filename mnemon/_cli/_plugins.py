@@ -37,7 +37,7 @@ def _discovery(ctx: click.Context) -> tuple[Discovery, Path]:
 
 
 def _location(plugin: DiscoveredPlugin, folder: Path) -> str:
-    if plugin.origin == "entry-point":
+    if plugin.distribution is not None:
         # inside site-packages: the package and file name say enough, the folder is private
         inside = (
             "/".join(plugin.location.parts[-2:]) if plugin.problem != "invalid-manifest" else ""
@@ -119,7 +119,7 @@ def show(ctx: click.Context, plugin_id: str, as_json: bool) -> None:
         return
     printer.field("name", manifest.display_name)
     printer.field("description", manifest.description)
-    printer.field("requires", f"{manifest.format} {manifest.requires}")
+    printer.field("requires", f"{manifest.format} {manifest.requires or '(any version)'}")
     for entry in manifest.as_json()["entries"]:
         if manifest.format == "raven":
             # a Raven memory backend is used by name in a raven entry, not mounted itself

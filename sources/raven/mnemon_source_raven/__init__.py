@@ -11,25 +11,29 @@ from ._contract import Memory as Memory
 from ._contract import MemoryBackend as MemoryBackend
 from ._failures import raven_exception_name as raven_exception_name
 from ._failures import source_error as source_error
+from ._noop import SubstrateMissingBackend as SubstrateMissingBackend
+from ._resolve import BackendImportFailed as BackendImportFailed
 from ._resolve import register_memory_backend as register_memory_backend
 from ._resolve import resolve_backend_factory as resolve_backend_factory
 from ._resolve import resolve_memory_backend as resolve_memory_backend
+from ._shim import install_raven_shim as install_raven_shim
 from ._source import RAVEN_SOURCE as RAVEN_SOURCE
 from ._source import RavenSource as RavenSource
 from ._source import apply as apply
-from ._source import backend_identity as backend_identity
 from ._source import memory_plugin as memory_plugin
 
 __all__ = [
     "RAVEN_SOURCE",
     "BackendContext",
     "BackendFactory",
+    "BackendImportFailed",
     "BackendServices",
     "Memory",
     "MemoryBackend",
     "RavenSource",
+    "SubstrateMissingBackend",
     "apply",
-    "backend_identity",
+    "install_raven_shim",
     "memory_plugin",
     "raven_exception_name",
     "register_memory_backend",

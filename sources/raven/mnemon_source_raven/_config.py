@@ -21,8 +21,15 @@ class RavenConfiguration(SourceConfiguration):
     top_k: int = Field(default=10, ge=1, le=100)
     """Results per recall by default, and the most one recall may ask for."""
     backend_config: dict[str, Any] = Field(default_factory=dict)
-    """Handed to the factory as `ctx.config`."""
+    """Handed to the factory as `ctx.config`, with the identity's `user_id` and `agent_id`."""
     on_failure: Literal["unavailable", "reject"] = "unavailable"
-    """A failing `start()`: the Source is `unavailable`, or every turn it serves is rejected."""
+    """A backend that fails to import, to be made or to start: the Source is `unavailable`,
+    or every turn it serves is rejected."""
+    max_backends: int = Field(default=32, ge=1, le=10_000)
+    """The most identities whose backends stay made and started; the least recently used
+    idle one beyond it is stopped."""
+    raven_shim: bool = True
+    """Register stand-ins for Raven's modules (`raven.memory_engine`, `raven.plugin`) before
+    the factory is imported, when Raven itself is not installed."""
     data_dir: ConfigPath | None = None
     """Where the backend's workspace folder is made (default: the host's data folder)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -15,7 +15,9 @@ __all__ = ["BackendContext", "BackendFactory", "BackendServices", "Memory", "Mem
 class Memory:
     """One recalled memory: its text, a normalized score and the backend's metadata.
 
-    `metadata["id"]`, when present, is the memory's stable id.
+    `metadata["id"]`, when present, is the memory's stable id. The Source takes any object
+    with these three attributes (a `str` text, a finite number as score, a mapping as
+    metadata), so a backend may return Raven's own `Memory` too.
     """
 
     text: str
@@ -38,22 +40,20 @@ class MemoryBackend(Protocol):
         """Up to `top_k` memories for exactly one of `user_id` or `agent_id`."""
         ...
 
-    async def store(
-        self,
-        session_id: str,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Hand messages over for (usually asynchronous) indexing; returns nothing."""
+    async def store(self, session_id: str, messages: list[dict[str, Any]]) -> None:
+        """Hand a session's messages over for (usually asynchronous) indexing.
+
+        Whose messages they are is the backend's configuration (`ctx.config["user_id"]`,
+        `ctx.config["agent_id"]`), set when it was made.
+        """
         ...
 
-    async def feedback(self, signals: Sequence[Mapping[str, Any]]) -> None:
-        """Accept usage signals; unknown signals are ignored.
+    async def feedback(self, signals: dict[str, Any]) -> None:
+        """Accept one dict of usage signals; a backend may ignore it.
 
-        Raven leaves a signal's keys open. The `raven-backend` Source sends `{"type":
-        "memory_usage", "memory_id", "helpful", "user_id" | "agent_id"}`, naming only memories
-        recall returned to that identity, and the identity from the scope.
+        Raven leaves the keys open. The `raven-backend` Source sends `{"type":
+        "memory_usage", "items": [{"memory_id", "helpful"}], "user_id"?, "agent_id"?}`,
+        naming only memories recall returned to that identity, with the identity's ids.
         """
         ...
 
@@ -68,18 +68,26 @@ class MemoryBackend(Protocol):
 
 @dataclass(frozen=True)
 class BackendServices:
-    """Services the host gives a backend: `workspace`, a folder of its own for data."""
+    """Services the host gives one backend instance.
+
+    `workspace` is a folder of its own for data (one per identity). `user_id` and
+    `agent_id` are the identity it serves, as in its `ctx.config`; `tenant_id` is mnemon's
+    addition, for a backend that keeps several tenants apart in one shared store.
+    """
 
     workspace: Path
+    user_id: str | None = None
+    agent_id: str | None = None
+    tenant_id: str | None = None
 
 
 @dataclass(frozen=True)
 class BackendContext:
-    """What `make_backend(ctx)` receives: its configuration, services and a logger."""
+    """What `make_backend(ctx)` receives (Raven's `PluginContext`): config, services, logger."""
 
     config: Mapping[str, Any]
     services: BackendServices
-    logger: logging.Logger
+    logger: logging.Logger = field(default_factory=lambda: logging.getLogger("raven.plugin"))
 
 
 #: A backend factory, Raven's `make_backend(ctx)`; it may also be a coroutine function.

@@ -1,4 +1,8 @@
-"""The `raven-backend` Source: one Raven `MemoryBackend` as routed recall, store and feedback."""
+"""The `raven-backend` Source: a Raven `MemoryBackend` as routed recall, store and feedback.
+
+Each identity (tenant, user, agent) gets a backend of its own, made with that identity's ids in
+`ctx.config` and its own workspace folder (see `_instances`).
+"""
 
 from __future__ import annotations
 
@@ -6,16 +10,14 @@ import hashlib
 import inspect
 import json
 import logging
+import math
+import re
 from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import quote
-
-import anyio
 
 from mnemon import (
-    DefinitionError,
     Evidence,
     EvidenceItem,
     FactsRequest,
@@ -26,6 +28,7 @@ from mnemon import (
     QueryRequest,
     ReadGrant,
     Scope,
+    ScopePartition,
     SourceError,
     SourceFacts,
     SourceInit,
@@ -36,16 +39,20 @@ from mnemon import (
     install_memory,
     memory_text_schema,
     read_configuration,
+    run_blocking,
+    scope_partition,
     source_data_directory,
     truncate_text,
 )
 
 from ._config import RavenConfiguration
-from ._contract import BackendContext, BackendServices, Memory, MemoryBackend
+from ._contract import BackendContext, BackendFactory, BackendServices, MemoryBackend
 from ._failures import backend_call
-from ._resolve import resolve_backend_factory
+from ._instances import BackendInstance, IdentityBackends
+from ._resolve import BackendImportFailed, check_backend_config, resolve_backend_factory
+from ._shim import install_raven_shim
 
-__all__ = ["RAVEN_SOURCE", "RavenSource", "apply", "backend_identity", "memory_plugin"]
+__all__ = ["RAVEN_SOURCE", "RavenSource", "apply", "memory_plugin"]
 
 PACKAGE = "mnemon-source-raven"
 TYPE_ID = "raven-backend"
@@ -63,12 +70,19 @@ memory_plugin = define_memory_plugin(
     provides=["memory.raven"],
 )
 
-_OPTIONAL_ID = {"type": "string", "minLength": 1, "maxLength": 300}
-# Raven's contract leaves a signal's keys to the backend: this is the one kind the model may send
-SIGNAL_TYPES = ("memory_usage",)
+
+_ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 512}
+# the one kind of usage signal the model may send; Raven leaves a signal's keys to the backend
+SIGNAL_TYPE = "memory_usage"
 # (identity, memory id) pairs recall returned, newest last; a digest each keeps this small
 RECALLED_KEPT = 10_000
 NOT_RECALLED = "memory-not-recalled"
+# why a backend serves nothing, as the facts' reason
+IMPORT_FAILED = "backend-import-failed"
+FACTORY_FAILED = "backend-factory-failed"
+START_FAILED = "backend-start-failed"
+_REASON = re.compile(r"^[a-z][a-z0-9-]{0,63}$")
+_IDS = ("user_id", "agent_id")
 MANIFEST: dict[str, Any] = {
     "type_id": TYPE_ID,
     "package_name": PACKAGE,
@@ -116,9 +130,6 @@ MANIFEST: dict[str, Any] = {
                             "additionalProperties": False,
                         },
                     },
-                    "app_id": _OPTIONAL_ID,
-                    "project_id": _OPTIONAL_ID,
-                    "is_final": {"type": "boolean"},
                 },
                 "required": ["messages"],
                 "additionalProperties": False,
@@ -126,29 +137,28 @@ MANIFEST: dict[str, Any] = {
         },
         {
             "id": "feedback",
-            "description": "Tell the memory which recalled items helped: one signal per item, "
+            "description": "Tell the memory which recalled memories helped: one item each, "
             "naming the id recall gave it.",
             "capability": "write",
             "input_schema": {
                 "type": "object",
                 "properties": {
-                    "signals": {
+                    "items": {
                         "type": "array",
                         "minItems": 1,
                         "maxItems": 50,
                         "items": {
                             "type": "object",
                             "properties": {
-                                "type": {"enum": list(SIGNAL_TYPES)},
-                                "memory_id": {"type": "string", "minLength": 1, "maxLength": 512},
+                                "memory_id": _ID_SCHEMA,
                                 "helpful": {"type": "boolean"},
                             },
-                            "required": ["type", "memory_id", "helpful"],
+                            "required": ["memory_id", "helpful"],
                             "additionalProperties": False,
                         },
                     }
                 },
-                "required": ["signals"],
+                "required": ["items"],
                 "additionalProperties": False,
             },
         },
@@ -156,62 +166,82 @@ MANIFEST: dict[str, Any] = {
 }
 
 
-def backend_identity(scope: Scope, track: str) -> str | None:
-    """The one id a backend receives for `scope` on `track`, or None when the scope lacks it.
-
-    Without a tenant it is the scope's own user or agent id, so memory a backend already holds
-    stays reachable. With a tenant it is `tenant=<tenant>;<track>=<id>` (both percent-encoded),
-    so the same user in two tenants, or with and without one, never shares memory; an id
-    without a tenant that itself starts with `tenant=` has no identity, for the same reason.
-    """
-    value = scope.user_id if track == "user" else scope.agent_id
-    if value is None:
-        return None
-    if scope.tenant_id is None:
-        return None if value.startswith("tenant=") else value
-    return f"tenant={quote(scope.tenant_id, safe='')};{track}={quote(value, safe='')}"
-
-
 class RavenSource:
-    """One Raven backend behind mnemon's Source contract; started once, stopped at dispose."""
+    """Raven backends behind mnemon's Source contract: one per identity, stopped at dispose."""
 
     def __init__(
         self,
         key: str,
         settings: RavenConfiguration,
-        backend: MemoryBackend,
+        factory: BackendFactory | None,
         name: str,
+        workspace: Path,
+        *,
+        problem: str | None = None,
         switches: Mapping[str, bool] | None = None,
     ) -> None:
         self._key = key
         # the host's deployment-wide switches: external memory's reads and writes
         self._switches = dict(switches or {})
         self._settings = settings
-        self._backend = backend
+        self._factory = factory
+        self._problem = problem
         self._name = name
-        self._lock = anyio.Lock()
+        self._workspace = workspace
+        self._track_id = f"{settings.track}_id"
+        logger_name = re.sub(r"[^A-Za-z0-9_-]", "_", name)
+        self._logger = logging.getLogger(f"mnemon.sources.raven.{logger_name}")
+        self._backends = IdentityBackends(self._build, settings.max_backends, key)
         # what recall returned to whom: feedback may name only those memories
         self._recalled: OrderedDict[bytes, None] = OrderedDict()
-        self._started = False
-        self._start_failed = False
-        self._stopped = False
 
-    async def _ensure_started(self) -> bool:
-        """Start the backend on first use (never for a trial build); False when it failed."""
-        if self._started:
-            return True
-        async with self._lock:
-            if not self._started and not self._start_failed:
-                try:
-                    await backend_call(self._backend.start, subject="the Raven backend start")
-                    self._started = True
-                except SourceError:
-                    self._start_failed = True
-                    _log.warning("Memory Source %s: its Raven backend failed to start", self._key)
-        return self._started
+    def _partition(self, scope: Scope) -> ScopePartition | None:
+        """The identity a backend serves: the track's id (required), the other id and tenant."""
+        other = "agent_id" if self._track_id == "user_id" else "user_id"
+        return scope_partition(scope, [self._track_id], when_present=[other])
 
-    def _identity(self, scope: Scope) -> str | None:
-        return backend_identity(scope, self._settings.track)
+    async def _build(self, partition: ScopePartition) -> tuple[MemoryBackend | None, str | None]:
+        """Make the identity's backend: its ids in `ctx.config`, a workspace of its own."""
+        if self._factory is None:
+            return None, self._problem or IMPORT_FAILED
+        ids = {name: partition.values[name] for name in _IDS if name in partition.values}
+        # the identity comes from the scope: a static id in backend_config never applies
+        config = {k: v for k, v in self._settings.backend_config.items() if k not in _IDS}
+        workspace = self._workspace / partition.folder_name("id-")
+        await run_blocking(_make_folder, workspace)
+        context = BackendContext(
+            config={**config, **ids},
+            services=BackendServices(
+                workspace=workspace,
+                user_id=ids.get("user_id"),
+                agent_id=ids.get("agent_id"),
+                tenant_id=partition.values.get("tenant_id"),
+            ),
+            logger=self._logger,
+        )
+        try:
+            made = self._factory(context)
+            backend = await made if inspect.isawaitable(made) else made
+        except Exception as exc:
+            _log.debug("Memory Source %s: the Raven factory failed", self._key, exc_info=True)
+            _log.warning(
+                "Memory Source %s: its Raven backend factory failed (%s)",
+                self._key,
+                type(exc).__name__,
+            )
+            return None, FACTORY_FAILED
+        if not isinstance(backend, MemoryBackend):
+            _log.warning(
+                "Memory Source %s: its Raven factory returned no MemoryBackend "
+                "(recall, store, feedback, start, stop)",
+                self._key,
+            )
+            return None, FACTORY_FAILED
+        # mnemon's addition for backends that serve nothing (a missing substrate): say why
+        reason = getattr(backend, "unavailable_reason", None)
+        if isinstance(reason, str) and _REASON.fullmatch(reason):
+            return backend, reason
+        return backend, None
 
     def _unavailable(self, reason: str) -> SourceFacts:
         return SourceFacts(
@@ -223,18 +253,20 @@ class RavenSource:
         )
 
     async def facts(self, request: FactsRequest) -> SourceFacts:
-        """Ready when the scope carries the track's id and the backend started."""
-        identity = self._identity(request.scope)
-        if identity is None:
-            return self._unavailable("missing-identity")  # the backend is never called
+        """Ready when the scope carries the track's id and that identity's backend started."""
+        partition = self._partition(request.scope)
+        if partition is None:
+            return self._unavailable("missing-identity")  # no backend is made for it
         search = self._switches.get(SEARCH_SWITCH, True)
         ingest = self._switches.get(INGEST_SWITCH, True)
         if not search and not ingest:
-            return self._unavailable("external-memory-switched-off")  # never started for it
-        if not await self._ensure_started():
+            return self._unavailable("external-memory-switched-off")  # never made for it
+        async with self._backends.use(partition) as instance:
+            reason = None if instance.ready else instance.reason or START_FAILED
+        if reason is not None:
             if self._settings.on_failure == "reject":
-                raise SourceError("provider_error", "the Raven backend failed to start")
-            return self._unavailable("backend-start-failed")
+                raise SourceError("provider_error", f"the Raven backend is unavailable ({reason})")
+            return self._unavailable(reason)
         off = "search" if not search else "ingest" if not ingest else None
         offered: tuple[tuple[Literal["recall", "write"], bool], ...] = (
             ("recall", search),
@@ -246,7 +278,7 @@ class RavenSource:
             role="durable-evidence",
             availability="degraded" if off else "ready",
             reason=f"{off}-switched-off" if off else None,
-            revision="live:" + hashlib.sha256(identity.encode()).hexdigest()[:32],
+            revision="live:" + partition.key[:32],
             capabilities=tuple(capability for capability, on in offered if on),
             route_ids=("recall",) if search else (),
             action_ids=("store", "feedback") if ingest else (),
@@ -255,33 +287,38 @@ class RavenSource:
 
     async def project(self, request: ProjectionRequest) -> ViewContribution:
         """Nothing eager: recall needs a query. The grant pins whose memory routes read."""
-        identity = self._identity(request.scope)
-        if identity is None:
-            raise SourceError("invalid_payload", "the scope lacks the track's id")
+        partition = self._required_partition(request.scope)
         return ViewContribution(
-            grant=ReadGrant(source_key=self._key, value={"identity": identity}),
+            grant=ReadGrant(source_key=self._key, value={"ids": dict(partition.values)}),
             revision=request.expected_revision,
         )
 
+    def _required_partition(self, scope: Scope) -> ScopePartition:
+        partition = self._partition(scope)
+        if partition is None:
+            raise SourceError("invalid_payload", "the scope lacks the track's id")
+        return partition
+
     async def query(self, request: QueryRequest) -> Evidence:
-        """Recall from the backend for the pinned identity; results become evidence items."""
-        identity = str(request.grant.value["identity"])
+        """Recall from the pinned identity's backend; results become evidence items."""
+        partition = self._required_partition(Scope(**request.grant.value["ids"]))
         top_k = min(int(request.input.get("top_k", self._settings.top_k)), self._settings.top_k)
         if request.route.max_results is not None:
             top_k = min(top_k, request.route.max_results)
-        ids = {"user_id": identity} if self._settings.track == "user" else {"agent_id": identity}
-        await self._require_started()
-        found = await backend_call(
-            _recall,
-            self._backend,
-            str(request.input["query"]),
-            ids,
-            top_k,
-            subject="the Raven backend recall",
-        )
+        track = {self._track_id: partition.values[self._track_id]}
+        async with self._backends.use(partition) as instance:
+            backend = _ready(instance)
+            found = await backend_call(
+                _recall,
+                backend,
+                str(request.input["query"]),
+                track,
+                top_k,
+                subject="the Raven backend recall",
+            )
         items = [self._item(memory, request.route.max_characters) for memory in found[:top_k]]
         for item in items:
-            self._note_recalled(identity, item.id)
+            self._note_recalled(partition, item.id)
         return Evidence(
             view_id=request.view.id,
             route_id=request.route.id,
@@ -289,152 +326,172 @@ class RavenSource:
             items=tuple(items),
         )
 
-    def _item(self, memory: Memory, max_characters: int | None) -> EvidenceItem:
-        stated = memory.metadata.get("id")
+    def _item(self, memory: _Recalled, max_characters: int | None) -> EvidenceItem:
+        text, score, metadata = memory
+        stated = metadata.get("id")
         if isinstance(stated, str | int) and not isinstance(stated, bool) and str(stated):
             item_id = str(stated)[:512]
         else:
-            item_id = "sha256:" + hashlib.sha256(memory.text.encode()).hexdigest()[:32]
-        text = memory.text if max_characters is None else truncate_text(memory.text, max_characters)
+            item_id = "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:32]
+        shown = text if max_characters is None else truncate_text(text, max_characters)
         return EvidenceItem(
             id=item_id,
-            text=text,
+            text=shown,
             provenance={
                 "backend": self._name,
                 "track": self._settings.track,
-                "score": float(memory.score),
+                "score": score,
                 "score_scale": "normalized",
             },
         )
 
-    def _note_recalled(self, identity: str, memory_id: str) -> None:
-        key = _recalled_key(identity, memory_id)
+    def _note_recalled(self, partition: ScopePartition, memory_id: str) -> None:
+        key = _recalled_key(partition, memory_id)
         self._recalled[key] = None
         self._recalled.move_to_end(key)
         while len(self._recalled) > RECALLED_KEPT:
             self._recalled.popitem(last=False)
 
-    def _feedback_signals(self, request: MutationRequest) -> list[dict[str, Any]]:
-        """The signals to hand on, each bound to this scope's identity, or a refusal.
+    def _feedback_signals(self, request: MutationRequest) -> dict[str, Any]:
+        """The one signals dict to hand on, bound to this scope's identity, or a refusal.
 
-        The backend's `feedback(signals)` learns no identity, and its memory ids are its own
-        (two users' stores may both hold `m0`), so it cannot tell whose memory a signal means:
-        the host admits only ids this identity's recall returned, and names the identity.
+        The backend's memory ids are its own (two identities' stores may both hold `m0`), and
+        the model could name any: the host admits only ids this identity's recall returned.
         """
-        identity = self._identity(request.view.scope)
-        if identity is None:
-            raise SourceError("invalid_payload", "the scope lacks the track's id")
-        signals = []
-        for index, signal in enumerate(request.input["signals"]):
-            memory_id = str(signal["memory_id"])
-            if _recalled_key(identity, memory_id) not in self._recalled:
+        partition = self._required_partition(request.view.scope)
+        items = []
+        for index, item in enumerate(request.input["items"]):
+            memory_id = str(item["memory_id"])
+            if _recalled_key(partition, memory_id) not in self._recalled:
                 # the id is never quoted: it is the model's text
                 raise SourceError(
                     NOT_RECALLED,
-                    f"feedback signals[{index}].memory_id: recall did not return this memory "
+                    f"feedback items[{index}].memory_id: recall did not return this memory "
                     "to this identity; only memories recall returned can be given feedback",
                     nothing_written=True,
                 )
-            signals.append(
-                {
-                    "type": str(signal["type"]),
-                    "memory_id": memory_id,
-                    "helpful": bool(signal["helpful"]),
-                    f"{self._settings.track}_id": identity,  # from the scope, never the input
-                }
-            )
-        return signals
-
-    async def _require_started(self) -> None:
-        if not await self._ensure_started():
-            raise SourceError("provider_error", "the Raven backend failed to start")
+            items.append({"memory_id": memory_id, "helpful": bool(item["helpful"])})
+        ids = {name: partition.values[name] for name in _IDS if name in partition.values}
+        # the identity from the scope, never from the input
+        return {"type": SIGNAL_TYPE, "items": items, **ids}
 
     async def mutate(self, request: MutationRequest) -> MutationReceipt:
         """Store messages (receipt `accepted`: indexing is asynchronous) or pass feedback on."""
-        value = request.input
+        partition = self._required_partition(request.view.scope)
         if request.offer.action_id == "feedback":
             signals = self._feedback_signals(request)  # refused whole: the backend sees none
-            await self._require_started()
-            await backend_call(self._feedback, signals, subject="the Raven backend feedback")
+            async with self._backends.use(partition) as instance:
+                await backend_call(
+                    _ready(instance).feedback, signals, subject="the Raven backend feedback"
+                )
             return create_mutation_receipt(request, completion="accepted")
-        await self._require_started()
-        scope = request.view.scope
-        identity = self._identity(scope)
-        if identity is None:
-            raise SourceError("invalid_payload", "the scope lacks the track's id")
-        metadata: dict[str, Any] = {f"{self._settings.track}_id": identity}
-        for name in ("app_id", "project_id", "is_final"):
-            if name in value:
-                metadata[name] = value[name]
-        messages = [{"role": m["role"], "content": m["content"]} for m in value["messages"]]
+        messages = [
+            {"role": str(m["role"]), "content": str(m["content"])}
+            for m in request.input["messages"]
+        ]
         # a scope without a session still groups one View's writes together
-        session_id = scope.session_id or request.view.id
-        await backend_call(
-            self._store, session_id, messages, metadata, subject="the Raven backend store"
-        )
+        session_id = request.view.scope.session_id or request.view.id
+        async with self._backends.use(partition) as instance:
+            landed = await backend_call(
+                _store, _ready(instance), session_id, messages, subject="the Raven backend store"
+            )
+        if landed is False:  # Raven's newer backends answer False for a write that did not land
+            raise SourceError(
+                "provider_error",
+                "the Raven backend said the messages were not stored",
+                nothing_written=True,
+            )
         # store() returns nothing and indexes later: never more than `accepted`
         return create_mutation_receipt(request, completion="accepted")
 
-    async def _store(
-        self, session_id: str, messages: list[dict[str, Any]], metadata: dict[str, Any]
-    ) -> None:
-        await self._backend.store(session_id, messages, metadata=metadata)
-
-    async def _feedback(self, signals: list[dict[str, Any]]) -> None:
-        await self._backend.feedback(signals)
-
     async def dispose(self) -> None:
-        """Stop the backend once, if a start was tried (stop is safe after a failed start)."""
-        if self._stopped or not (self._started or self._start_failed):
-            return
-        self._stopped = True
-        try:
-            await backend_call(self._backend.stop, subject="the Raven backend stop")
-        except SourceError:
-            _log.warning("Memory Source %s: its Raven backend failed to stop", self._key)
+        """Stop every identity's backend whose start was tried (stop is safe after a failure)."""
+        await self._backends.close()
 
 
-def _recalled_key(identity: str, memory_id: str) -> bytes:
-    return hashlib.sha256(json.dumps([identity, memory_id]).encode()).digest()
+#: a recalled memory as the Source keeps it: text, score, metadata, checked
+_Recalled = tuple[str, float, Mapping[str, Any]]
+
+
+def _make_folder(folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+
+
+def _ready(instance: BackendInstance) -> MemoryBackend:
+    if not instance.ready or instance.backend is None:
+        raise SourceError(
+            "provider_error",
+            f"the Raven backend is unavailable ({instance.reason or START_FAILED})",
+            nothing_written=True,
+        )
+    return instance.backend
+
+
+async def _store(backend: MemoryBackend, session_id: str, messages: list[dict[str, Any]]) -> object:
+    # the contract's store returns None; Raven's newer backends answer whether it landed
+    stored: Any = backend.store
+    result: object = await stored(session_id, messages)
+    return result
+
+
+def _recalled_key(partition: ScopePartition, memory_id: str) -> bytes:
+    return hashlib.sha256(json.dumps([partition.key, memory_id]).encode()).digest()
 
 
 async def _recall(
     backend: MemoryBackend, query: str, ids: Mapping[str, str], top_k: int
-) -> list[Memory]:
-    found = await backend.recall(query, top_k=top_k, **ids)
-    if not isinstance(found, list) or not all(isinstance(m, Memory) for m in found):
+) -> list[_Recalled]:
+    """Recall, and check what came back: Raven's `Memory` or any object shaped like it."""
+    found: Any = await backend.recall(query, top_k=top_k, **ids)
+    if not isinstance(found, list):
         raise SourceError("schema_mismatch", "recall() must return a list of Memory")
-    if not all(isinstance(m.text, str) and isinstance(m.score, int | float) for m in found):
-        raise SourceError("schema_mismatch", "a Memory must have str text and a numeric score")
-    return found
+    checked = []
+    for memory in found:
+        text = getattr(memory, "text", None)
+        score = getattr(memory, "score", None)
+        metadata = getattr(memory, "metadata", None)
+        if not isinstance(text, str):
+            raise SourceError("schema_mismatch", "a recalled Memory's text must be a str")
+        if (
+            isinstance(score, bool)
+            or not isinstance(score, int | float)
+            or not math.isfinite(score)
+        ):
+            raise SourceError("schema_mismatch", "a recalled Memory's score must be finite")
+        if not isinstance(metadata, Mapping):
+            raise SourceError("schema_mismatch", "a recalled Memory's metadata must be a mapping")
+        checked.append((text, float(score), metadata))
+    return checked
 
 
 async def _create(init: SourceInit) -> RavenSource:
     settings = read_configuration(RavenConfiguration, init, subject=TYPE_ID)
     project = Path(init.config_dir) if init.config_dir is not None else None
-    factory = resolve_backend_factory(settings.backend, project_dir=project)
     data_dir = None if settings.data_dir is None else str(settings.data_dir)
-    context = BackendContext(
-        config=dict(settings.backend_config),
-        services=BackendServices(workspace=source_data_directory(init, data_dir)),
-        logger=logging.getLogger(f"mnemon.sources.raven.{settings.backend.partition(':')[0]}"),
-    )
+    workspace = source_data_directory(init, data_dir)
+    if settings.raven_shim:
+        install_raven_shim()  # before the factory's module imports `raven.*`
+    factory: BackendFactory | None
+    problem = None
     try:
-        made = factory(context)
-        backend = await made if inspect.isawaitable(made) else made
-    except DefinitionError:
-        raise  # written on purpose: it names the `backend_config` key at fault
-    except Exception:
-        raise DefinitionError(
-            f"{TYPE_ID} configuration.backend: the factory failed to make a backend"
-        ) from None
-    if not isinstance(backend, MemoryBackend):
-        raise DefinitionError(
-            f"{TYPE_ID} configuration.backend: the factory's result is not a MemoryBackend "
-            "(recall, store, feedback, start, stop)"
-        )
+        factory = resolve_backend_factory(settings.backend, project_dir=project)
+    except BackendImportFailed as exc:
+        # Raven's rule: a backend that cannot load is unavailable, the host boots without it
+        _log.warning("Memory Source %s: %s", init.instance_key, exc)
+        factory, problem = None, IMPORT_FAILED
+    ids = {k: v for k, v in settings.backend_config.items() if k not in _IDS}
+    if factory is not None:
+        check_backend_config(settings.backend, ids)  # a bad key is refused at mount
     name = settings.backend.rpartition(":")[2] if ":" in settings.backend else settings.backend
-    return RavenSource(init.instance_key, settings, backend, name, init.switches)
+    return RavenSource(
+        init.instance_key,
+        settings,
+        factory,
+        name,
+        workspace,
+        problem=problem,
+        switches=init.switches,
+    )
 
 
 RAVEN_SOURCE = define_memory_source(MANIFEST, _create)

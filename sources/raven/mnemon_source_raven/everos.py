@@ -13,13 +13,15 @@ message, ...}}`.
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import os
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
+from urllib.parse import quote
 
 import anyio
 import httpx
@@ -29,7 +31,9 @@ from mnemon import DefinitionError, SourceError
 
 from ._contract import BackendContext, Memory
 
-__all__ = ["EverosBackend", "EverosSettings", "make_backend", "owner_id"]
+__all__ = ["EverosBackend", "EverosSettings", "make_backend", "owner_id", "tenant_owner"]
+
+_log = logging.getLogger("mnemon.sources.raven.everos")
 
 # EverOS's identifiers become folder names on its side: this is the character set it accepts
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_.@+-]+$")
@@ -44,8 +48,20 @@ _SERVER_TERMINAL = {"CAPABILITY_UNAVAILABLE", "CONFIGURATION_ERROR", "INTERNAL_E
 SourceErrorKind = Literal["transient", "access", "terminal", "degraded"]
 
 
+def tenant_owner(tenant_id: str | None, track: str, identity: str) -> str:
+    """The EverOS owner id of `identity` on `track`, kept apart per tenant on a shared server.
+
+    Without a tenant it is `owner_id(identity)`, so memory EverOS already holds stays
+    reachable; with one it is `owner_id("tenant=<tenant>;<track>=<id>")` (both
+    percent-encoded), so the same user in two tenants never shares memory.
+    """
+    if tenant_id is None:
+        return owner_id(identity)
+    return owner_id(f"tenant={quote(tenant_id, safe='')};{track}={quote(identity, safe='')}")
+
+
 def owner_id(identity: str) -> str:
-    """The EverOS owner id for a mnemon identity: unchanged when EverOS accepts it as is.
+    """The EverOS owner id for an identity: unchanged when EverOS accepts it as is.
 
     Otherwise every character outside EverOS's set (and `+`, the escape) becomes `+XX` per
     UTF-8 byte, so the mapping is one-to-one: a tenant's `tenant=acme;user=ada` is
@@ -88,6 +104,13 @@ class EverosSettings(BaseModel):
     """The sender of user messages stored on the agent track."""
     assistant_sender_id: str = "assistant"
     """The sender of assistant messages stored on the user track."""
+    flush_after_store: bool = False
+    """Ask EverOS to extract each stored batch at once (`memory/flush`) instead of waiting
+    for its own boundary detection."""
+    user_id: str | None = Field(default=None, min_length=1, max_length=512)
+    """Whose memory this backend serves: set by the host for each identity."""
+    agent_id: str | None = Field(default=None, min_length=1, max_length=512)
+    """The agent whose memory this backend serves: set by the host for each identity."""
 
     @field_validator("base_url")
     @classmethod
@@ -222,16 +245,19 @@ class EverosBackend:
         settings: EverosSettings,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
+        tenant_id: str | None = None,
     ) -> None:
         """Prepare (nothing is opened until `start()`).
 
         Args:
-            settings: the validated `backend_config`.
+            settings: the validated `backend_config`, with the identity it serves.
             transport: an httpx transport to use instead of the network (tests pass
                 `httpx.MockTransport`).
+            tenant_id: the tenant of that identity, kept apart from others on the server.
         """
         self._settings = settings
         self._transport = transport
+        self._tenant = tenant_id
         self._client: httpx.AsyncClient | None = None
         self._tuning: dict[str, dict[str, Any]] = {"user": {}, "agent": {}}
         self._prefix = f"/api/{settings.api_version}/memory"
@@ -340,16 +366,14 @@ class EverosBackend:
             raise _schema_mismatch(subject, write=write)
         return data
 
-    def _scope(self, body: dict[str, Any], metadata: Mapping[str, Any] | None = None) -> None:
+    def _scope(self, body: dict[str, Any]) -> None:
         for name in ("app_id", "project_id"):
-            value = (metadata or {}).get(name) or getattr(self._settings, name)
-            if value is None:
-                continue
-            if not isinstance(value, str) or not _SCOPE_ID.fullmatch(value) or value in {".", ".."}:
-                raise SourceError(
-                    "invalid_payload", f"{name} must be 1 to 128 letters, digits, '_', '.' or '-'"
-                )
-            body[name] = value
+            value = getattr(self._settings, name)
+            if value is not None:
+                body[name] = value
+
+    def _owner(self, track: str, identity: str) -> str:
+        return tenant_owner(self._tenant, track, identity)
 
     # ------------------------------------------------------------------ MemoryBackend
 
@@ -367,9 +391,10 @@ class EverosBackend:
             SourceError: EverOS refused or failed, or answered in another shape.
         """
         if (user_id is None) == (agent_id is None):
-            raise SourceError("invalid_payload", "recall needs exactly one of user_id, agent_id")
+            _log.debug("EverOS recall called with neither or both ids: nothing recalled")
+            return []  # the contract: a caller's mistake finds nothing
         track = "user" if user_id is not None else "agent"
-        owner = owner_id(user_id if user_id is not None else str(agent_id))
+        owner = self._owner(track, user_id if user_id is not None else str(agent_id))
         body: dict[str, Any] = {"query": query, "top_k": max(1, min(int(top_k), 100))}
         body[f"{track}_id"] = owner
         self._scope(body)
@@ -386,30 +411,33 @@ class EverosBackend:
         found.sort(key=lambda memory: memory.score, reverse=True)
         return found[: body["top_k"]]
 
-    async def store(
-        self,
-        session_id: str,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Add the messages to the session's buffer; flush it when `is_final` is set.
+    async def store(self, session_id: str, messages: list[dict[str, Any]]) -> None:
+        """Add the messages to the session's buffer, under the identity this backend serves.
 
-        System and tool messages are not sent: EverOS keeps no system turns, and a tool turn
-        needs the id of the call it answers, which these messages do not carry.
+        User messages are sent as the user's, assistant messages as the agent's (EverOS
+        learns its agent memory from them); the side without an id gets the configured
+        sender. System and tool messages are not sent: EverOS keeps no system turns, and a
+        tool turn needs the id of the call it answers, which these messages do not carry.
+        With `flush_after_store` the buffer is then flushed.
 
         Raises:
-            SourceError: EverOS refused or failed the add (a failed flush is not an error:
-                the added messages are kept and extracted later).
+            SourceError: no identity is configured, or EverOS refused or failed the add (a
+                failed flush is not an error: the added messages are kept and extracted
+                later).
         """
-        meta = dict(metadata or {})
-        user, agent = meta.get("user_id"), meta.get("agent_id")
-        if (user is None) == (agent is None):
-            raise SourceError("invalid_payload", "store needs exactly one of user_id, agent_id")
-        owner = owner_id(str(user if user is not None else agent))
+        user, agent = self._settings.user_id, self._settings.agent_id
+        if user is None and agent is None:
+            raise SourceError(
+                "invalid_payload",
+                "the everos backend stores for the identity in its configuration: "
+                "user_id or agent_id",
+                nothing_written=True,
+            )
         senders = {
-            "user": owner if user is not None else self._settings.user_sender_id,
-            "assistant": owner if agent is not None else self._settings.assistant_sender_id,
+            "user": self._owner("user", user) if user else self._settings.user_sender_id,
+            "assistant": (
+                self._owner("agent", agent) if agent else self._settings.assistant_sender_id
+            ),
         }
         now = int(time.time() * 1000)
         payload = [
@@ -426,11 +454,11 @@ class EverosBackend:
         if not payload:
             return
         # EverOS buffers by session only; prefixing the owner keeps two people apart
-        session = _session(owner, session_id)
-        body: dict[str, Any] = {"session_id": session, "messages": payload}
-        self._scope(body, meta)
+        owner = senders["user"] if user else senders["assistant"]
+        body: dict[str, Any] = {"session_id": _session(owner, session_id), "messages": payload}
+        self._scope(body)
         await self._post("add", body, "the EverOS add", write=True)
-        if meta.get("is_final") is True:
+        if self._settings.flush_after_store:
             flush: dict[str, Any] = {
                 key: body[key] for key in ("session_id", "app_id", "project_id") if key in body
             }
@@ -440,7 +468,7 @@ class EverosBackend:
                 # the messages are in EverOS's durable buffer; they are extracted later
                 return
 
-    async def feedback(self, signals: Sequence[Mapping[str, Any]]) -> None:
+    async def feedback(self, signals: dict[str, Any]) -> None:
         """Accepted and dropped: EverOS's HTTP API has no feedback endpoint."""
 
 
@@ -551,7 +579,15 @@ def make_backend(
 ) -> EverosBackend:
     """Raven's factory for the `everos` backend: `ctx.config` is its `backend_config`.
 
+    The identity comes in `ctx.config` (`user_id`, `agent_id`) and the tenant, mnemon's
+    addition, in `ctx.services.tenant_id`.
+
     Raises:
         DefinitionError: a `backend_config` key is invalid (named, never its value).
     """
-    return EverosBackend(EverosSettings.read(ctx.config), transport=transport)
+    tenant = getattr(ctx.services, "tenant_id", None)
+    return EverosBackend(
+        EverosSettings.read(ctx.config),
+        transport=transport,
+        tenant_id=tenant if isinstance(tenant, str) else None,
+    )

@@ -174,4 +174,4 @@ def fake_for(base_url: str) -> FakeEveros:
 def make_backend(ctx: Any) -> everos.EverosBackend:
     """`backend = "everos_fake:make_backend"`: the real backend, on the fake of its base URL."""
     settings = everos.EverosSettings.read(ctx.config)
-    return everos.EverosBackend(settings, transport=fake_for(settings.base_url).transport)
+    return everos.make_backend(ctx, transport=fake_for(settings.base_url).transport)

@@ -1,15 +1,16 @@
 """Reference Raven backends for the tests: written as a Raven author would, file-backed.
 
-`make_backend` is dual-track (memories by user and by agent); `make_user_only_backend` keeps
-only users' memories and returns nothing on the agent track. `EVENTS` records lifecycle calls
-per workspace, so tests can count starts and stops.
+Raven makes a backend for one identity: `ctx.config["user_id"]` and `ctx.config["agent_id"]`
+say whose messages `store(session_id, messages)` keeps. `make_backend` is dual-track (a user
+message is the user's memory, an assistant message the agent's); `make_user_only_backend`
+keeps only users' memories and returns nothing on the agent track. `EVENTS` records lifecycle
+calls per workspace, and `INSTANCES` every backend made, so tests can count and find them.
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,22 +25,24 @@ class FileBackend:
     """Memories in one JSON file per track id; recall scores by shared words."""
 
     def __init__(self, ctx: BackendContext, tracks: tuple[str, ...] = ("user", "agent")) -> None:
-        self._folder = ctx.services.workspace
+        self.workspace = ctx.services.workspace
+        self.tenant = ctx.services.tenant_id
+        self.config = dict(ctx.config)
         self._tracks = tracks
         self._fail_start = bool(ctx.config.get("fail_start", False))
         self._fail_recall = bool(ctx.config.get("fail_recall", False))
         self._lock = anyio.Lock()
         self.started = False
-        self.feedback_seen: list[Mapping[str, Any]] = []
-        self.stored: list[tuple[str, list[Mapping[str, Any]], dict[str, Any]]] = []
+        self.feedback_seen: list[dict[str, Any]] = []
+        self.stored: list[tuple[str, list[dict[str, Any]]]] = []
         self.recalls: list[dict[str, Any]] = []
         INSTANCES.append(self)
 
     def _events(self) -> list[str]:
-        return EVENTS[str(self._folder)]
+        return EVENTS[str(self.workspace)]
 
     def _file(self, track: str, who: str) -> Path:
-        return self._folder / f"{track}-{json.dumps(who).encode().hex()[:200]}.json"
+        return self.workspace / f"{track}-{json.dumps(who).encode().hex()[:200]}.json"
 
     async def start(self) -> None:
         self._events().append("start")
@@ -59,9 +62,9 @@ class FileBackend:
         agent_id: str | None = None,
         top_k: int,
     ) -> list[Memory]:
-        if (user_id is None) == (agent_id is None):
-            raise ValueError("exactly one of user_id and agent_id")
         self.recalls.append({"user_id": user_id, "agent_id": agent_id, "top_k": top_k})
+        if (user_id is None) == (agent_id is None):
+            return []
         if self._fail_recall:
             raise RuntimeError("reference recall failure with secret tok-REF-1")
         track, who = ("user", user_id) if user_id is not None else ("agent", agent_id)
@@ -79,29 +82,24 @@ class FileBackend:
         scored.sort(key=lambda memory: -memory.score)
         return scored[:top_k]
 
-    async def store(
-        self,
-        session_id: str,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> None:
-        meta = dict(metadata or {})
-        self.stored.append((session_id, list(messages), meta))
+    async def store(self, session_id: str, messages: list[dict[str, Any]]) -> None:
+        self.stored.append((session_id, list(messages)))
+        # a user's message is that user's memory; the assistant's is the agent's
+        sides = {"user": "user", "assistant": "agent"}
         for track in self._tracks:
-            who = meta.get(f"{track}_id")
-            if not who:
+            who = self.config.get(f"{track}_id")
+            kept = [m for m in messages if sides.get(m["role"]) == track]
+            if not who or not kept:
                 continue
             path = self._file(track, str(who))
             async with self._lock:
                 rows = await anyio.to_thread.run_sync(_read, path)
-                for message in messages:
-                    if message["role"] == "user":
-                        rows.append({"text": message["content"], "meta": {"id": f"m{len(rows)}"}})
+                for message in kept:
+                    rows.append({"text": message["content"], "meta": {"id": f"m{len(rows)}"}})
                 await anyio.to_thread.run_sync(_write, path, rows)
 
-    async def feedback(self, signals: Sequence[Mapping[str, Any]]) -> None:
-        self.feedback_seen.extend(signals)
+    async def feedback(self, signals: dict[str, Any]) -> None:
+        self.feedback_seen.append(signals)
 
 
 def _read(path: Path) -> list[dict[str, Any]]:
@@ -131,3 +129,8 @@ def make_user_only_backend(ctx: BackendContext) -> FileBackend:
 def not_a_backend(ctx: BackendContext) -> object:
     """A factory returning something that is not a MemoryBackend."""
     return object()
+
+
+def raising_factory(ctx: BackendContext) -> FileBackend:
+    """A factory that fails: its backend is unavailable, the host boots without it."""
+    raise RuntimeError("reference factory failure with secret tok-REF-2")

@@ -19,11 +19,10 @@ class TestRavenUserTrackConformance(SourceConformance):
         ("store", {"messages": [{"role": "robot", "content": "x"}]}),
         ("store", {"messages": [{"role": "user", "content": "nul \x00 inside"}]}),
         ("store", {"messages": [{"role": "user", "content": "x"}], "colour": "red"}),
+        ("store", {"messages": [{"role": "user", "content": "x"}], "is_final": True}),
+        ("feedback", {"items": [{"memory_id": "m0", "helpful": True}]}),
+        ("feedback", {"items": [{"memory_id": "m0", "helpful": True, "x": 1}]}),
         ("feedback", {"signals": [{"type": "memory_usage", "memory_id": "m0", "helpful": True}]}),
-        (
-            "feedback",
-            {"signals": [{"type": "memory_usage", "memory_id": "m0", "helpful": True, "x": 1}]},
-        ),
     )
 
     def configure(self, directory: Path) -> dict[str, Any]:
@@ -49,7 +48,8 @@ class TestRavenAgentTrackConformance(SourceConformance):
         }
 
     def write(self, marker: str) -> tuple[str, dict[str, Any]]:
-        return "store", {"messages": [{"role": "user", "content": marker}]}
+        # the agent track keeps what the agent itself said: its own (assistant) turns
+        return "store", {"messages": [{"role": "assistant", "content": marker}]}
 
     def query(self, marker: str) -> tuple[str, dict[str, Any]]:
         return "recall", {"query": marker}

@@ -35,15 +35,17 @@ MANIFEST = textwrap.dedent(
     """
 )
 
-# written as a Raven author writes a backend: a factory taking the context, async methods
+# written as a Raven author writes a backend: a factory taking the context, async methods,
+# the identity from the plugin config
 BACKEND = textwrap.dedent(
     """
-    from mnemon_source_raven import Memory
+    from raven.memory_engine import Memory
 
     class LiteBackend:
         def __init__(self, ctx):
             self.rows = {}
             self.prefix = ctx.config.get("prefix", "")
+            self.owner = ctx.config.get("user_id") or ctx.config.get("agent_id")
 
         async def start(self):
             pass
@@ -56,9 +58,8 @@ BACKEND = textwrap.dedent(
             hits = [text for text in rows if query.lower() in text.lower()]
             return [Memory(text=self.prefix + text, score=0.5) for text in hits[:top_k]]
 
-        async def store(self, session_id, messages, *, metadata=None):
-            who = (metadata or {}).get("user_id") or (metadata or {}).get("agent_id")
-            self.rows.setdefault(who, []).extend(m["content"] for m in messages)
+        async def store(self, session_id, messages):
+            self.rows.setdefault(self.owner, []).extend(m["content"] for m in messages)
 
         async def feedback(self, signals):
             pass
@@ -174,24 +175,27 @@ async def test_an_unknown_name_lists_the_names_found(tmp_path: Path) -> None:
         raven.resolve_backend_factory("lite", project_dir=tmp_path / "elsewhere")
 
 
-async def test_a_factory_that_fails_to_import_names_the_plugin_never_the_text(
-    tmp_path: Path,
+async def test_a_factory_that_fails_to_import_is_unavailable_naming_the_plugin_never_the_text(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     broken = "raise RuntimeError('tok-SECRET-9 in the module')\n"
     drop_in(tmp_path / ".mnemon" / "plugins", backend=broken)
+    strategy = SelectAll()
     runner = MemoryCompositionRunner(config_dir=tmp_path, data_dir=tmp_path / "data")
     async with runner:
-        with pytest.raises(Exception) as failed:
-            await runner.mount(raven, instance_id="memory", config={"backend": "lite"})
-    messages: list[str] = []
-    error: BaseException | None = failed.value
-    while error is not None:
-        messages.append(str(error))
-        error = error.__cause__
-    assert any("'lite-memory'" in m and "RuntimeError" in m for m in messages), messages
-    # what a host logs: the messages and the traceback as Python prints it
-    shown = "".join(traceback.format_exception(failed.value))
-    assert "tok-SECRET" not in shown + "\n".join(messages)
+        await runner.mount(raven, instance_id="memory", config={"backend": "lite"})
+        await runner.mount(strategy, instance_id="all", config={"required": False})
+        turn = await runner.begin_turn({"scope": {"user_id": "ada"}})
+        await turn.release()
+    assert {(c.facts.availability, c.facts.reason) for c in strategy.seen} == {
+        ("unavailable", "backend-import-failed")
+    }
+    logged = [r.getMessage() for r in caplog.records]
+    assert any("'lite-memory'" in m and "RuntimeError" in m for m in logged), logged
+    shown = "\n".join(logged) + "".join(
+        "".join(traceback.format_exception(r.exc_info[1])) for r in caplog.records if r.exc_info
+    )
+    assert "tok-SECRET" not in shown
 
 
 def test_a_name_may_be_written_as_raven_writes_it() -> None:

@@ -15,7 +15,7 @@ import mnemon_source_raven as raven
 import pytest
 from everos_fake import FakeEveros, fake_for, shape
 from mnemon_source_raven import BackendContext, BackendServices, Memory
-from mnemon_source_raven.everos import EverosBackend, EverosSettings, owner_id
+from mnemon_source_raven.everos import EverosBackend, EverosSettings, owner_id, tenant_owner
 from mnemon_source_raven.testing import MemoryBackendContract
 
 from mnemon import ActionError, CompositionRejected, RouteError, SourceError
@@ -54,15 +54,15 @@ async def runner_for(tmp_path: Path, base_url: str, **extra: Any) -> MemoryCompo
 
 
 class TestEverosUserTrackContract(MemoryBackendContract):
-    def make_backend(self, workspace: Path) -> EverosBackend:
-        return backend(FakeEveros())
+    def make_backend(self, ctx: BackendContext) -> EverosBackend:
+        return backend(FakeEveros(), **ctx.config)
 
 
 class TestEverosAgentTrackContract(MemoryBackendContract):
     track = "agent"
 
-    def make_backend(self, workspace: Path) -> EverosBackend:
-        return backend(FakeEveros())
+    def make_backend(self, ctx: BackendContext) -> EverosBackend:
+        return backend(FakeEveros(), **ctx.config)
 
 
 class TestEverosConformance(SourceConformance):
@@ -219,7 +219,7 @@ async def test_api_version_v2_uses_the_canonical_prefix() -> None:
 # ---------------------------------------------------------------- writes
 
 
-async def test_store_sends_the_add_and_on_is_final_the_flush(tmp_path: Path) -> None:
+async def test_store_sends_the_add_under_the_scopes_identity(tmp_path: Path) -> None:
     url = unique_url()
     runner = await runner_for(tmp_path, url, backend_config={"app_id": "crm"})
     async with runner:
@@ -231,15 +231,14 @@ async def test_store_sends_the_add_and_on_is_final_the_flush(tmp_path: Path) -> 
             {"role": "tool", "content": "lookup result"},
         ]
         first = await turn.execute_action("source:ever/store", {"messages": messages}, allow)
-        final = await turn.execute_action(
-            "source:ever/store",
-            {"messages": messages[1:2], "project_id": "launch", "is_final": True},
-            allow,
-        )
+        await turn.release()
+        both = {"user_id": "bob", "agent_id": "planner", "tenant_id": "acme", "session_id": "s-1"}
+        turn = await runner.begin_turn({"scope": both})
+        await turn.execute_action("source:ever/store", {"messages": messages[1:3]}, allow)
         await turn.release()
     fake = fake_for(url)
     adds = fake.bodies("/api/v1/memory/add")
-    assert [receipt.completion for receipt in (first, final)] == ["accepted", "accepted"]
+    assert first.completion == "accepted"
     assert adds[0]["session_id"] == "ada.s-9"
     assert adds[0]["app_id"] == "crm"
     assert "project_id" not in adds[0]
@@ -248,33 +247,40 @@ async def test_store_sends_the_add_and_on_is_final_the_flush(tmp_path: Path) -> 
     stamps = [m["timestamp"] for m in adds[0]["messages"]]
     assert stamps == sorted(stamps)
     assert stamps[0] > 10**12  # milliseconds
-    assert adds[1]["project_id"] == "launch"
-    assert fake.bodies("/api/v1/memory/flush") == [
-        {"session_id": "ada.s-9", "app_id": "crm", "project_id": "launch"}
-    ]
+    # with both ids the assistant's turns are the agent's; the tenant keeps them apart
+    senders = [m["sender_id"] for m in adds[1]["messages"]]
+    assert senders == ["tenant+3Dacme+3Buser+3Dbob", "tenant+3Dacme+3Bagent+3Dplanner"]
+    assert adds[1]["session_id"] == "tenant+3Dacme+3Buser+3Dbob.s-1"
+    assert fake.bodies("/api/v1/memory/flush") == []  # EverOS extracts at its own boundaries
 
 
-async def test_a_failed_flush_keeps_the_add_accepted() -> None:
+async def test_flush_after_store_flushes_and_a_failed_flush_keeps_the_add() -> None:
     fake = FakeEveros()
-    ever = backend(fake)
+    ever = backend(fake, user_id="ada", project_id="launch", flush_after_store=True)
     await ever.start()
-    await ever.store(
-        "s", [{"role": "user", "content": "tea"}], metadata={"user_id": "ada", "is_final": True}
-    )
+    await ever.store("s", [{"role": "user", "content": "tea"}])
     calls = len(fake.requests)
-    fake.replies.clear()
-    await ever.store("s", [{"role": "user", "content": "more tea"}], metadata={"user_id": "ada"})
     fake.fail_next(lambda request: httpx.Response(200, json=shape("add.json")))
     fake.fail_next(lambda request: httpx.Response(503, json=shape("error-external-service.json")))
-    await ever.store(
-        "s", [{"role": "user", "content": "tea"}], metadata={"user_id": "ada", "is_final": True}
-    )
+    await ever.store("s", [{"role": "user", "content": "more tea"}])
     await ever.stop()
     assert calls == 3  # health, add, flush
+    assert fake.bodies("/api/v1/memory/flush")[0] == {"session_id": "ada.s", "project_id": "launch"}
     assert [path for _, path, _, _ in fake.requests][-2:] == [
         "/api/v1/memory/add",
         "/api/v1/memory/flush",
     ]
+
+
+async def test_store_without_an_identity_is_refused_and_writes_nothing() -> None:
+    fake = FakeEveros()
+    ever = backend(fake)
+    await ever.start()
+    with pytest.raises(SourceError) as refused:
+        await ever.store("s", [{"role": "user", "content": "tea"}])
+    await ever.stop()
+    assert (refused.value.code, refused.value.nothing_written) == ("invalid_payload", True)
+    assert fake.bodies("/api/v1/memory/add") == []
 
 
 def test_owner_ids_stay_plain_when_everos_takes_them_and_never_collide() -> None:
@@ -286,6 +292,10 @@ def test_owner_ids_stay_plain_when_everos_takes_them_and_never_collide() -> None
     assert owner_id("José") == "Jos+C3+A9"
     ids = ["a+b", "a+2Bb", "tenant=acme;user=ada", "tenant+3Dacme+3Buser+3Dada", ".", "+2E"]
     assert len({owner_id(value) for value in ids}) == len(ids)
+    # a tenant's ids: the form ids had before each identity got a backend of its own
+    assert tenant_owner("acme", "user", "ada") == "tenant+3Dacme+3Buser+3Dada"
+    assert tenant_owner(None, "agent", "planner") == "planner"
+    assert tenant_owner("a;b", "user", "c") != tenant_owner("a", "user", "b;c")
 
 
 # ---------------------------------------------------------------- failures
@@ -482,32 +492,50 @@ def test_the_factory_reads_its_context() -> None:
     assert isinstance(made, raven.MemoryBackend)
 
 
-def test_the_package_imports_httpx_only_for_the_everos_backend() -> None:
+def test_without_httpx_everos_is_a_no_op_that_says_so_once() -> None:
     script = (
-        "import sys\n"
-        "import mnemon_source_raven\n"
+        "import logging, sys\n"
+        "from pathlib import Path\n"
+        "logging.basicConfig(level=logging.WARNING, format='%(levelname)s %(message)s')\n"
+        "import mnemon_source_raven as raven\n"
         "assert 'httpx' not in sys.modules, 'imported with the package'\n"
-        "mnemon_source_raven.resolve_backend_factory('everos')\n"
+        "raven.resolve_backend_factory('everos')\n"
         "assert 'httpx' in sys.modules\n"
         "sys.modules['httpx'] = None\n"
         "del sys.modules['mnemon_source_raven.everos']\n"
-        "try:\n"
-        "    mnemon_source_raven.resolve_backend_factory('everos')\n"
-        "except mnemon_source_raven.DefinitionError as exc:\n"
-        "    print(exc)\n"
+        "make = raven.resolve_backend_factory('everos')\n"
+        "ctx = raven.BackendContext(config={}, services=raven.BackendServices(Path('.')))\n"
+        "made = [make(ctx), make(ctx)]\n"
+        "print(made[0].unavailable_reason, isinstance(made[1], raven.MemoryBackend))\n"
     )
     done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            script.replace(
-                "mnemon_source_raven.DefinitionError", "__import__('mnemon').DefinitionError"
-            ),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0, done.stderr
-    assert "pip install 'mnemon-source-raven[everos]'" in done.stdout
+    assert done.stdout.split() == ["substrate-missing", "True"]
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("WARNING")]
+    assert len(warnings) == 1  # once, however many identities get the no-op
+    assert "pip install 'mnemon-source-raven[everos]'" in warnings[0]
+
+
+async def test_without_httpx_the_everos_source_is_unavailable_and_the_host_serves_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "httpx", None)
+    monkeypatch.delitem(sys.modules, "mnemon_source_raven.everos")
+    strategy = SelectAll()
+    runner = MemoryCompositionRunner()
+    async with runner:
+        # a bad key cannot be checked without the library: the entry still mounts
+        config = {"backend": "everos", "backend_config": {"timeout_seconds": 0}}
+        await runner.mount(raven, instance_id="ever", config={**config, "data_dir": str(tmp_path)})
+        await runner.mount(StubSource(text="other memory"), instance_id="other")
+        await runner.mount(strategy, instance_id="all", config={"required": False})
+        turn = await runner.begin_turn({"scope": {"user_id": "ada"}})
+        view = turn.view
+        await turn.release()
+    assert [c.source_key for c in view.consistency] == ["source:other"]
+    assert ("unavailable", "substrate-missing") in {
+        (c.facts.availability, c.facts.reason) for c in strategy.seen
+    }
+    assert not [offer for offer in view.offers if offer.source_key == "source:ever"]

@@ -25,8 +25,7 @@ def allow(offer: object) -> bool:
 
 
 def newest(directory: Path) -> FileBackend:
-    workspace = str(directory / "sources" / "raven-backend" / "raven")
-    return [b for b in INSTANCES if str(b._folder) == workspace][-1]
+    return [b for b in INSTANCES if directory in b.workspace.parents][-1]
 
 
 async def read_and_write_failing(tmp_path: Path, failure: BaseException) -> tuple[Any, Any]:
