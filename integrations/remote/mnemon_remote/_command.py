@@ -1,4 +1,9 @@
-"""`mnemon plugin inspect` and `mnemon plugin test`: the contract runner on the command line.
+"""`mnemon plugin inspect|test|dev`: the contract runner on the command line.
+
+A manifest is judged by its content, not its file name: a folder names its manifest by the
+usual name (`mnemon-source.yaml` or `quivr-plugin.yaml`), a file may be called anything. A
+mnemon remote manifest declares a `source`; a Quivr manifest declares `contributions` and is
+judged by the runner `mnemon-strategy-quivr` registers in `mnemon.contract_runners`.
 
 Exit codes: 0 valid (inspect) or certified (test), 1 invalid or not certified, 2 usage error.
 The human report goes to stdout, the plugin's own output to stderr.
@@ -16,6 +21,8 @@ from typing import Any
 import anyio
 import click
 
+from mnemon import DefinitionError, parse_yaml
+
 from ._launch import MNEMON_RUN
 from ._manifest import MANIFEST_NAME, inspect_manifest
 from ._runner import certify
@@ -28,41 +35,75 @@ _MARKS = {"pass": "ok  ", "fail": "FAIL", "skip": "skip"}
 QUIVR_MANIFEST = "quivr-plugin.yaml"
 QUIVR_DISTRIBUTION = "mnemon-strategy-quivr"
 RUNNERS = "mnemon.contract_runners"
+# a manifest is read whole to tell its kind; no manifest is anywhere near this
+MAX_MANIFEST_BYTES = 1_048_576
 
 
 class _CannotJudge(click.ClickException):
     exit_code = 2  # a usage error, not a verdict on the plugin
 
 
-def _quivr_runner(path: Path) -> Any | None:
-    """The Quivr-compat runner when `path` is or holds a quivr-plugin.yaml, else None."""
+def _declares(path: Path) -> str | None:
+    """`source` or `contributions`, whichever the manifest file declares at its top, or None.
+
+    None when it declares neither, or cannot be read as YAML: its inspector says why.
+    """
+    try:
+        with path.open("rb") as file:
+            raw = file.read(MAX_MANIFEST_BYTES + 1)
+        value = parse_yaml(raw.decode("utf-8")) if len(raw) <= MAX_MANIFEST_BYTES else None
+    except (OSError, UnicodeDecodeError, DefinitionError):
+        return None
+    if not isinstance(value, dict):
+        return None
+    if "source" in value:
+        return "source"
+    if "contributions" in value:
+        return "contributions"
+    return None
+
+
+def _is_quivr(path: Path) -> bool:
+    """Whether `path` is, or is the folder of, a Quivr manifest (judged by content)."""
     if path.is_dir():
         if not (path / QUIVR_MANIFEST).is_file():
-            return None
+            return False
         if (path / MANIFEST_NAME).is_file():
             raise _CannotJudge(
                 f"the folder holds both {MANIFEST_NAME} and {QUIVR_MANIFEST}: name one of them"
             )
-    elif path.name != QUIVR_MANIFEST:
+        return True
+    declared = _declares(path)
+    # a file that says nothing of either goes by its name, and its inspector says what is wrong
+    return declared == "contributions" or (declared is None and path.name == QUIVR_MANIFEST)
+
+
+def _quivr_runner(path: Path) -> Any | None:
+    """The Quivr-compat runner when `path` is or holds a Quivr manifest, else None."""
+    if not _is_quivr(path):
         return None
     for entry in metadata.entry_points(group=RUNNERS, name="quivr"):
         return entry.load()
     raise _CannotJudge(
-        f"{QUIVR_MANIFEST} is a Quivr plugin; certifying it needs {QUIVR_DISTRIBUTION}, "
+        f"{path.name} is a Quivr plugin manifest; judging it needs {QUIVR_DISTRIBUTION}, "
         f"which is not installed: pip install {QUIVR_DISTRIBUTION}"
     )
 
 
 @click.group(name="plugin")
 def plugin_command() -> None:
-    """Inspect and certify remote Source plugins (protocol v0)."""
+    """Inspect, certify and develop remote Source plugins and Quivr plugins (protocol v0)."""
 
 
 @plugin_command.command(name="inspect")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.argument("directory", type=click.Path(exists=True, file_okay=True, path_type=Path))
 def inspect_plugin(as_json: bool, directory: Path) -> None:
-    """Check a plugin's mnemon-source.yaml (or quivr-plugin.yaml) and its compatibility."""
+    """Check a plugin manifest and its compatibility: a folder, or the manifest file itself.
+
+    The file may have any name: a Quivr manifest (it declares contributions) is judged by
+    Quivr's contract and lists which of its Contributions mnemon hosts.
+    """
     runner = _quivr_runner(directory)
     if runner is not None:
         _show_inspection(runner.inspect(directory), as_json)
@@ -94,7 +135,26 @@ def _show_inspection(value: dict[str, Any], as_json: bool) -> None:
             click.echo(f"  {key} {entry['range']!r}: {verdict} ({entry['version']})")
         for issue in value["issues"]:
             click.echo(f"  {issue['code']} at {issue['path']}: {issue['message']}")
+        _show_hosting(value)
     sys.exit(0 if value["valid"] else 1)
+
+
+def _show_hosting(value: dict[str, Any]) -> None:
+    """The Contributions of a valid plugin: each hosted or not, and what it becomes or why."""
+    listed = value.get("contributions") or []
+    if not value["valid"] or not listed:
+        return
+    click.echo("  contributions:")
+    for entry in listed:
+        verdict = "hosted" if entry["hosted"] else "not hosted"
+        click.echo(f"    {entry['name']}: {verdict} ({entry['reason']})")
+    if value.get("hosted"):
+        click.echo(f"  mnemon speaks Plugin API {value['hosted_plugin_api_version']} with it")
+    else:
+        click.echo(
+            "  mnemon hosts none of its Contributions: a valid plugin, of which mnemon can run "
+            "nothing"
+        )
 
 
 @plugin_command.command(name="test")

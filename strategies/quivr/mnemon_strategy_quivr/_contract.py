@@ -1,13 +1,15 @@
 """The contract runner's Quivr-compat mode: a Quivr plugin certified over the wire.
 
-`mnemon plugin test` runs this when the folder holds a `quivr-plugin.yaml`: the checks of
-Quivr's own contract runner for each Contribution mnemon hosts the plugin declares
-(`ingestion`, `retrieval`), each judged by this package's inspector and the rules the host
-judges answers by, reported in Quivr's contract report v1 shape. A check whose premise failed
-is skipped with the reason; the plugin is certified when no check failed. The report, the
-recorded exchanges and the launcher are mnemon-remote's, shared with its own runner. A
-launched plugin is certified as the host reaches it: every request to a Contribution signed
-with its per-launch key.
+`mnemon plugin test` runs this on a Quivr manifest (`quivr-plugin.yaml`, or any file with a
+Quivr manifest's content): the checks of Quivr's own contract runner for each Contribution
+the plugin declares that mnemon hosts (`ingestion`, `retrieval`), each judged by this
+package's inspector and the rules the host judges answers by, reported in Quivr's contract
+report v1 shape. The Contributions mnemon does not host are named, with the reason, in the
+`manifest` check's note; a plugin with none mnemon hosts fails `compatibility`
+(`not_hosted`). A check whose premise failed is skipped with the reason; the plugin is
+certified when no check failed. The report, the recorded exchanges and the launcher are
+mnemon-remote's, shared with its own runner. A launched plugin is certified as the host
+reaches it: every request to a Contribution signed with its per-launch key.
 """
 
 from __future__ import annotations
@@ -45,11 +47,13 @@ from ._contract_ingestion import (
     IngestionFixture,
     certify_ingestion,
 )
+from ._hosting import HostingPlan, plan_hosting
 from ._manifest import (
     ENGINE_VERSION,
-    HOSTED,
     PLUGIN_API_VERSIONS,
+    QUIVR_PLUGIN_API_VERSIONS,
     ManifestReport,
+    admitted_versions,
     inspect_manifest,
 )
 from ._plugin import HEALTH, SEARCH, QuivrPlugin, launch_plugin
@@ -78,8 +82,6 @@ DISCOVERY = "/v0/discovery"
 # Quivr labels its own normative fixtures this way in a report
 NORMATIVE = "contracts:"
 RETRIEVAL = "retrieval"
-# Contributions Quivr defines that mnemon does not host (docs/quivr.md says why)
-UNSUPPORTED = ("normalizer", "subscription", "connector")
 #: the checks of Quivr's runner for a retrieval plugin, in report order, with their titles
 QUIVR_CHECKS = ContractChecks(
     RETRIEVAL,
@@ -140,11 +142,17 @@ class _Run:
         return self.report.manifest or {}
 
     @property
+    def plan(self) -> HostingPlan:
+        """What mnemon hosts of the plugin (nothing while the manifest is invalid)."""
+        return plan_hosting(self.report)
+
+    @property
     def hosted(self) -> list[str]:
-        """The Contributions certified, in report order (retrieval when the manifest says none)."""
-        declared = self.manifest.get("contributions")
-        names = [c for c in HOSTED if isinstance(declared, Mapping) and c in declared]
-        return names or [RETRIEVAL]
+        """The Contributions certified, in report order.
+
+        Retrieval when none is hosted: the report then lists its checks, skipped.
+        """
+        return list(self.plan.hosted) or [RETRIEVAL]
 
     @property
     def contribution(self) -> Mapping[str, Any]:
@@ -171,51 +179,51 @@ def _read(path: Path) -> ManifestReport | None:
 
 
 def _spoken(report: ManifestReport) -> str:
-    return report.plugin_api or str(max(PLUGIN_API_VERSIONS))
+    """The Plugin API version mnemon speaks with the plugin, or its highest when none."""
+    return plan_hosting(report).plugin_api or str(max(PLUGIN_API_VERSIONS))
 
 
-def _compatibility(report: ManifestReport) -> dict[str, dict[str, Any]]:
-    """The report's `compatibility`: each declared range, the version judged and the verdict."""
+def _negotiated(report: ManifestReport) -> str:
+    """The Plugin API version Quivr's rule picks: the highest admitted, else its newest."""
+    admitted = admitted_versions(report.manifest or {})
+    return str(admitted[-1] if admitted else max(QUIVR_PLUGIN_API_VERSIONS))
+
+
+def _speaks(report: ManifestReport) -> bool:
+    """Whether the manifest's range admits a Plugin API version mnemon speaks."""
+    return bool(admitted_versions(report.manifest or {}, PLUGIN_API_VERSIONS))
+
+
+def _compatibility(
+    report: ManifestReport, plugin_api: str | None = None
+) -> dict[str, dict[str, Any]]:
+    """The `compatibility` of a report: each declared range, the version judged and the verdict.
+
+    `plugin_api` is the Plugin API version judged: Quivr's negotiated one for an inspection;
+    by default the one mnemon speaks with the plugin (a certification), which must exist.
+    """
     ranges = (report.manifest or {}).get("compatibility")
     if not isinstance(ranges, Mapping):
         return {}
     value: dict[str, dict[str, Any]] = {}
     codes = report.codes
-    for key, version in (("engine", ENGINE_VERSION), ("plugin_api", _spoken(report))):
+    certifying = plugin_api is None
+    judged = _spoken(report) if certifying else plugin_api
+    for key, version in (("engine", ENGINE_VERSION), ("plugin_api", judged)):
         text = ranges.get(key)
         if not isinstance(text, str):
             continue
+        compatible = f"incompatible_{key}" not in codes and not any(
+            i.path == f"/compatibility/{key}" for i in report.issues
+        )
+        if certifying and key == "plugin_api":
+            compatible = compatible and _speaks(report)
         value[key] = {
             "range": text,
             "version": version,
-            "compatible": f"incompatible_{key}" not in codes
-            and not any(i.path == f"/compatibility/{key}" for i in report.issues),
+            "compatible": compatible,
         }
     return value
-
-
-def _unsupported(report: ManifestReport) -> list[dict[str, str]]:
-    contributions = (report.manifest or {}).get("contributions")
-    if not isinstance(contributions, Mapping):
-        return []
-    issues = [
-        {
-            "code": "unsupported_contribution",
-            "path": f"/contributions/{name}",
-            "message": f"mnemon hosts only retrieval and ingestion plugins; it cannot run {name}",
-        }
-        for name in contributions
-        if name in UNSUPPORTED
-    ]
-    if not set(HOSTED) & set(contributions) and not issues:
-        issues.append(
-            {
-                "code": "unsupported_contribution",
-                "path": "/contributions",
-                "message": "the manifest declares no retrieval and no ingestion Contribution",
-            }
-        )
-    return issues
 
 
 def _manifest_issues(report: ManifestReport) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
@@ -225,19 +233,39 @@ def _manifest_issues(report: ManifestReport) -> tuple[list[dict[str, str]], list
     for issue in report.issues:
         value = {"code": issue.code, "path": issue.path, "message": issue.message}
         (compatibility if issue.code.startswith("incompatible_") else manifest).append(value)
-    if report.manifest is not None:
-        manifest.extend(_unsupported(report))
     return manifest, compatibility
 
 
-def inspect_plugin(path: Path) -> dict[str, Any]:
-    """Inspect a Quivr plugin's `quivr-plugin.yaml` (a folder or the file itself).
+def _hosting_issues(report: ManifestReport) -> list[dict[str, str]]:
+    """Why mnemon cannot certify a valid plugin: it hosts none of its Contributions."""
+    plan = plan_hosting(report)
+    if not report.valid or plan.hosted:
+        return []
+    if not _speaks(report):
+        return [
+            {
+                "code": "incompatible_plugin_api",
+                "path": "/compatibility/plugin_api",
+                "message": "the range admits no Plugin API version mnemon speaks "
+                f"({PLUGIN_API_VERSIONS[0]} to {PLUGIN_API_VERSIONS[-1]})",
+            }
+        ]
+    return [
+        {"code": "not_hosted", "path": f"/contributions/{c.name}", "message": c.reason}
+        for c in plan.contributions
+    ]
 
-    Returns what `mnemon plugin inspect --json` prints: `valid`, `manifest_path`,
-    `manifest_digest`, `id`, `version`, `plugin_api_version`, `compatibility` (`engine` and
-    `plugin_api`: `range`, `version`, `compatible`) and `issues` (`code`, `path`, `message`).
-    A manifest that declares a Contribution mnemon does not host is invalid
-    (`unsupported_contribution`). Messages never quote a value from the file.
+
+def inspect_plugin(path: Path) -> dict[str, Any]:
+    """Inspect a Quivr plugin's manifest (its folder's `quivr-plugin.yaml`, or a file).
+
+    Returns what `mnemon plugin inspect --json` prints: `valid` (by Quivr's contract),
+    `manifest_path`, `manifest_digest`, `id`, `version`, `plugin_api_version` (negotiated as
+    Quivr does), `compatibility` (`engine` and `plugin_api`: `range`, `version`, `compatible`),
+    `issues` (`code`, `path`, `message`), `contributions` (each declared one: `name`, `hosted`,
+    `reason`), `hosted` (whether mnemon hosts any) and `hosted_plugin_api_version` (the
+    version mnemon speaks with it, or null). A Contribution mnemon does not host is listed as
+    such, never an issue. Messages never quote a value from the file.
     """
     path = manifest_path(path)
     report = _read(path)
@@ -251,10 +279,14 @@ def inspect_plugin(path: Path) -> dict[str, Any]:
             "plugin_api_version": None,
             "compatibility": {},
             "issues": [{"code": "unreadable", "path": "", "message": "cannot read the manifest"}],
+            "contributions": [],
+            "hosted": False,
+            "hosted_plugin_api_version": None,
         }
     manifest, compatibility = _manifest_issues(report)
     issues = manifest + compatibility
     value = report.manifest or {}
+    plan = plan_hosting(report)
     return {
         "valid": not issues,
         "manifest_path": str(path),
@@ -262,8 +294,11 @@ def inspect_plugin(path: Path) -> dict[str, Any]:
         "id": value.get("id") if isinstance(value.get("id"), str) else None,
         "version": value.get("version") if isinstance(value.get("version"), str) else None,
         "plugin_api_version": report.plugin_api,
-        "compatibility": _compatibility(report),
+        "compatibility": _compatibility(report, _negotiated(report)),
         "issues": issues,
+        "contributions": [c.as_json() for c in plan.contributions],
+        "hosted": bool(plan.hosted),
+        "hosted_plugin_api_version": plan.plugin_api,
     }
 
 
@@ -274,13 +309,18 @@ def _add_issues(check: CheckResult, issues: Sequence[Mapping[str, str]]) -> None
 
 def _check_manifest(run: _Run) -> bool:
     manifest, compatibility = _manifest_issues(run.report)
-    _add_issues(run.add("manifest"), manifest)
+    check = run.add("manifest")
+    _add_issues(check, manifest)
+    unhosted = run.plan.not_hosted
+    if run.plan.hosted and unhosted:
+        # valid Quivr, and only what mnemon hosts is certified: the rest is named, not failed
+        check.note = "not hosted, not certified: " + "; ".join(c.line() for c in unhosted)
     title = f"engine {ENGINE_VERSION} and Plugin API {_spoken(run.report)} satisfy the ranges"
     compat = run.add("compatibility", title)
-    _add_issues(compat, compatibility)
+    _add_issues(compat, compatibility or _hosting_issues(run.report))
     if not compatibility and any(i["path"].startswith("/compatibility") for i in manifest):
         compat.skip("a compatibility range is missing or invalid; see the manifest check")
-    return not manifest and not compatibility and run.report.manifest is not None
+    return not check.issues and not compat.issues and run.report.manifest is not None
 
 
 async def _healthy(client: httpx.AsyncClient) -> bool:
