@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -23,13 +24,14 @@ import click
 
 from mnemon import DefinitionError, parse_yaml
 
+from ._develop import POLL_SECONDS, DevelopmentSession, develop, open_remote_development
 from ._launch import MNEMON_RUN
 from ._manifest import MANIFEST_NAME, inspect_manifest
+from ._report import check_lines
 from ._runner import certify
 
 __all__ = ["plugin_command"]
 
-_MARKS = {"pass": "ok  ", "fail": "FAIL", "skip": "skip"}
 # a Quivr retrieval plugin is certified by the runner mnemon-strategy-quivr brings, found by
 # its entry point: one plugin distribution never imports another
 QUIVR_MANIFEST = "quivr-plugin.yaml"
@@ -223,12 +225,8 @@ def test_plugin(
     plugin = report["plugin"]
     click.echo(f"{plugin.get('id', '?')} {plugin.get('version', '')}".rstrip())
     for check in report["checks"]:
-        line = f"  {_MARKS[check['status']]} {check['id']}: {check['title']}"
-        if check.get("note"):
-            line += f" ({check['note']})"
-        click.echo(line)
-        for issue in check["issues"]:
-            click.echo(f"       {issue['code']} at {issue['path']}: {issue['message']}")
+        for line in check_lines(check):
+            click.echo(line)
     summary = report["summary"]
     verdict = "certified" if report["certified"] else "NOT certified"
     click.echo(
@@ -238,3 +236,94 @@ def test_plugin(
     if report_path is not None:
         report_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     sys.exit(0 if report["certified"] else 1)
+
+
+@plugin_command.command(name="dev")
+@click.option(
+    "--fixture",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Replay this fixture after the plugin starts, print its answer, exit 0 or 1.",
+)
+@click.option(
+    "--watch", is_flag=True, help="With --fixture: keep running, and restart on every change."
+)
+@click.option(
+    "--port", type=click.IntRange(1, 65535), help="The loopback port (default: a free one)."
+)
+@click.option(
+    "--startup-timeout",
+    type=click.FloatRange(0, 300, min_open=True),
+    default=10.0,
+    show_default=True,
+    help="Seconds the plugin may take to answer GET /v0/health.",
+)
+@click.option(
+    "--poll-interval",
+    type=click.FloatRange(0.01, 60),
+    default=POLL_SECONDS,
+    show_default=True,
+    envvar="MNEMON_PLUGIN_DEV_POLL",
+    help="Seconds between two looks at the plugin's folder for changes.",
+)
+@click.argument("directory", type=click.Path(exists=True, file_okay=True, path_type=Path))
+def dev_plugin(
+    fixture: Path | None,
+    watch: bool,
+    port: int | None,
+    startup_timeout: float,
+    poll_interval: float,
+    directory: Path,
+) -> None:
+    """Run a plugin while you write it: launched, checked, restarted when its files change.
+
+    Inspects the manifest, starts run.command by the plugin's run convention (its own process
+    group, 127.0.0.1 and a port), waits for GET /v0/health and checks GET /v0/discovery
+    against the manifest. With --fixture it replays the fixture through the checks `mnemon
+    plugin test` uses, prints the answer and exits 0 (every check passed) or 1. Without
+    --fixture, or with --watch, it keeps running and restarts the plugin when a file of its
+    folder changes (hidden folders, __pycache__, virtual environments and build outputs
+    aside); Ctrl-C or SIGTERM stops it: SIGTERM to the plugin's group, SIGKILL after 5 s.
+    """
+    directory = directory.absolute()
+    runner = _quivr_runner(directory)
+    session: DevelopmentSession
+    if runner is not None:
+        session = runner.develop(
+            directory, fixture=fixture, startup_timeout=startup_timeout, port=port
+        )
+    else:
+        session = open_remote_development(
+            directory, fixture=fixture, startup_timeout=startup_timeout, port=port
+        )
+    folder = directory if directory.is_dir() else directory.parent
+    # a signal ends a session that runs until stopped; it interrupts a single replay
+    stopped = 0 if fixture is None or watch else 1
+
+    async def run() -> int:
+        status = stopped
+        async with anyio.create_task_group() as group:
+
+            async def main() -> None:
+                nonlocal status
+                status = await develop(
+                    session,
+                    folder,
+                    fixture=fixture,
+                    watch=watch,
+                    poll_interval=poll_interval,
+                    echo=click.echo,
+                )
+                group.cancel_scope.cancel()
+
+            async def signals() -> None:
+                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as received:
+                    async for _ in received:
+                        click.echo("stopping the plugin")
+                        group.cancel_scope.cancel()
+                        return
+
+            group.start_soon(signals)
+            group.start_soon(main)
+        return status
+
+    sys.exit(anyio.run(run))

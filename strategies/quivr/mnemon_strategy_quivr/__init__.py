@@ -23,8 +23,10 @@ from __future__ import annotations
 from mnemon import RangeError, Version, VersionRange, parse_range, parse_version
 
 from ._certify import FixtureIssue, FixtureOutcome, invoke_fixture, serve_fixture
-from ._contract import ContractRunner, certify_plugin, contract_runner, inspect_plugin
+from ._contract import ContractRunner, certify_plugin, inspect_plugin
+from ._develop import QuivrDevelopment, open_development
 from ._embedder import QuivrEmbedder, define_quivr_embedder
+from ._entry import contract_runner
 from ._hosting import ContributionHosting, HostingPlan, plan_hosting
 from ._ingestion import (
     IngestionContribution,
@@ -94,6 +96,7 @@ __all__ = [
     "PluginLink",
     "PluginRefused",
     "PluginUnavailable",
+    "QuivrDevelopment",
     "QuivrEmbedder",
     "QuivrPlugin",
     "QuivrRanker",
@@ -125,6 +128,7 @@ __all__ = [
     "launch_plugin",
     "memory_plugin",
     "offered_spaces",
+    "open_development",
     "parse_range",
     "parse_version",
     "plan_hosting",

@@ -71,10 +71,19 @@ __all__ = [
     "INGESTION_CHECKS",
     "MANIFEST_NAME",
     "QUIVR_CHECKS",
+    "ContractRun",
     "ContractRunner",
+    "RetrievalSearch",
     "certify_plugin",
-    "contract_runner",
+    "check_discovery",
+    "check_fixtures",
+    "check_health",
+    "check_manifest",
+    "check_search",
     "inspect_plugin",
+    "manifest_path",
+    "now",
+    "read_manifest",
 ]
 
 MANIFEST_NAME = "quivr-plugin.yaml"
@@ -100,7 +109,7 @@ QUIVR_CHECKS = ContractChecks(
 
 
 @dataclass
-class _Search:
+class RetrievalSearch:
     """One fixture that builds valid searches: its label, value and the profiles to run."""
 
     label: str
@@ -113,7 +122,7 @@ CHECKS = {RETRIEVAL: QUIVR_CHECKS, INGESTION: INGESTION_CHECKS}
 
 
 @dataclass
-class _Run:
+class ContractRun:
     manifest_path: Path
     report: ManifestReport
     mode: str
@@ -171,7 +180,7 @@ def manifest_path(path: Path) -> Path:
     return path / MANIFEST_NAME if path.is_dir() else path
 
 
-def _read(path: Path) -> ManifestReport | None:
+def read_manifest(path: Path) -> ManifestReport | None:
     try:
         return inspect_manifest(path)
     except OSError:
@@ -268,7 +277,7 @@ def inspect_plugin(path: Path) -> dict[str, Any]:
     such, never an issue. Messages never quote a value from the file.
     """
     path = manifest_path(path)
-    report = _read(path)
+    report = read_manifest(path)
     if report is None:
         return {
             "valid": False,
@@ -307,7 +316,7 @@ def _add_issues(check: CheckResult, issues: Sequence[Mapping[str, str]]) -> None
         check.issue(issue["code"], issue["path"], issue["message"])
 
 
-def _check_manifest(run: _Run) -> bool:
+def check_manifest(run: ContractRun) -> bool:
     manifest, compatibility = _manifest_issues(run.report)
     check = run.add("manifest")
     _add_issues(check, manifest)
@@ -335,7 +344,7 @@ async def _healthy(client: httpx.AsyncClient) -> bool:
     return response.status_code == 200 and health_validator().is_valid(body)
 
 
-async def _check_health(run: _Run, client: httpx.AsyncClient, launched: bool) -> bool:
+async def check_health(run: ContractRun, client: httpx.AsyncClient, launched: bool) -> bool:
     check = run.add("health")
     with timed(check):
         healthy = False
@@ -355,12 +364,12 @@ async def _check_health(run: _Run, client: httpx.AsyncClient, launched: bool) ->
     return healthy
 
 
-def _admitted(run: _Run, version: str) -> bool:
+def _admitted(run: ContractRun, version: str) -> bool:
     declared = parse_range(str(run.manifest["compatibility"]["plugin_api"]))
     return any(str(v) == version and declared.admits(v) for v in PLUGIN_API_VERSIONS)
 
 
-async def _check_discovery(run: _Run, client: httpx.AsyncClient) -> None:
+async def check_discovery(run: ContractRun, client: httpx.AsyncClient) -> None:
     check = run.add("discovery")
     with timed(check):
         try:
@@ -405,7 +414,7 @@ def _normative(name: str) -> Any:
 
 
 def _fixture_problems(
-    run: _Run, fixture: Any
+    run: ContractRun, fixture: Any
 ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """A fixture's shape problems, and the ones of its configuration: (path, message) each."""
     shape = [
@@ -448,7 +457,7 @@ class _OwnFixtures:
     strays: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _own_fixtures(run: _Run, extra: Sequence[Path]) -> _OwnFixtures:
+def _own_fixtures(run: ContractRun, extra: Sequence[Path]) -> _OwnFixtures:
     """`fixtures/*.json` beside the manifest and `extra`, each by its top-level key."""
     folder = run.manifest_path.parent
     own = _OwnFixtures()
@@ -479,29 +488,38 @@ def _own_fixtures(run: _Run, extra: Sequence[Path]) -> _OwnFixtures:
     return own
 
 
-def _check_fixtures(
-    run: _Run, own: Sequence[tuple[str, dict[str, Any]]], strays: Sequence[tuple[str, str]]
-) -> list[_Search]:
+def check_fixtures(
+    run: ContractRun,
+    own: Sequence[tuple[str, dict[str, Any]]],
+    strays: Sequence[tuple[str, str]],
+    *,
+    normative: bool = True,
+) -> list[RetrievalSearch]:
+    """The `fixtures` check: the retrieval fixtures that build valid searches.
+
+    Quivr's normative `newsroom.json` first (unless `normative` is false), then `own`;
+    `strays` are (path, message) of files no Contribution can use.
+    """
     check = run.add("fixtures")
-    searches: list[_Search] = []
+    searches: list[RetrievalSearch] = []
     notes: list[str] = []
     with timed(check):
         for where, message in strays:
             check.issue("invalid_fixture", where, message)
         label = NORMATIVE + "retrieval/newsroom.json"
         fixture = _normative("retrieval/newsroom.json")
-        shape, configuration = _fixture_problems(run, fixture)
+        shape, configuration = _fixture_problems(run, fixture) if normative else ([], [])
         if shape or configuration:
             where, message = (shape + configuration)[0]
             notes.append(f"{label} skipped: {message} at {where}")
-        else:
-            searches.append(_Search(label, fixture, _profiles(run, fixture)))
+        elif normative:
+            searches.append(RetrievalSearch(label, fixture, _profiles(run, fixture)))
         for label, fixture in own:
             shape, configuration = _fixture_problems(run, fixture)
             for where, message in shape + configuration:
                 check.issue("invalid_fixture", where, f"{label}: {message}")
             if not shape and not configuration:
-                searches.append(_Search(label, fixture, _profiles(run, fixture)))
+                searches.append(RetrievalSearch(label, fixture, _profiles(run, fixture)))
         if not searches and not check.issues:
             check.issue(
                 "no_fixture",
@@ -514,7 +532,7 @@ def _check_fixtures(
     return searches
 
 
-def _profiles(run: _Run, fixture: Mapping[str, Any]) -> list[str]:
+def _profiles(run: ContractRun, fixture: Mapping[str, Any]) -> list[str]:
     return list(fixture["retrieval"].get("profiles") or run.profiles)
 
 
@@ -522,8 +540,12 @@ def _outcome_issues(outcome: FixtureOutcome) -> list[dict[str, str]]:
     return [{"code": i.code, "path": i.path, "message": i.message} for i in outcome.issues]
 
 
-async def _check_search(run: _Run, plugin: QuivrPlugin, search: _Search) -> None:
+async def check_search(
+    run: ContractRun, plugin: QuivrPlugin, search: RetrievalSearch
+) -> list[FixtureOutcome]:
+    """`invoke` per profile and `replay` of one fixture; the outcome of each profile."""
     first: FixtureOutcome | None = None
+    outcomes = []
     limits = RetrievalLimits.from_manifest(run.contribution)
     for profile in search.profiles:
         declared = run.profiles[profile]
@@ -535,6 +557,7 @@ async def _check_search(run: _Run, plugin: QuivrPlugin, search: _Search) -> None
         check = run.add("invoke", title, search.label)
         with timed(check):
             outcome = await invoke_fixture(plugin, run.report, search.fixture, profile)
+        outcomes.append(outcome)
         _add_issues(check, _outcome_issues(outcome))
         if outcome.passed:
             check.note = f"{len(outcome.hits)} hits in {outcome.rounds} rounds"
@@ -542,7 +565,7 @@ async def _check_search(run: _Run, plugin: QuivrPlugin, search: _Search) -> None
     replay = run.add("replay", fixture=search.label)
     if first is None:
         replay.skip("no search succeeded")
-        return
+        return outcomes
     with timed(replay):
         again = await invoke_fixture(
             plugin, run.report, search.fixture, first.profile, suffix="-replay"
@@ -557,9 +580,10 @@ async def _check_search(run: _Run, plugin: QuivrPlugin, search: _Search) -> None
                 f"two identical searches differ at /ranking/hits{where if where != '/' else ''}"
                 "; the same search must rank the same way",
             )
+    return outcomes
 
 
-def _invalid_cases(run: _Run, search: _Search) -> list[tuple[str, str, bytes]]:
+def _invalid_cases(run: ContractRun, search: RetrievalSearch) -> list[tuple[str, str, bytes]]:
     session = fixture_session(run.report, search.fixture, search.profiles[0])
     valid = fixture_request(session, search.fixture, "-invalid")
     cases = [
@@ -589,7 +613,7 @@ def _invalid_cases(run: _Run, search: _Search) -> list[tuple[str, str, bytes]]:
 
 
 async def _check_invalid_requests(
-    run: _Run, client: httpx.AsyncClient, search: _Search | None
+    run: ContractRun, client: httpx.AsyncClient, search: RetrievalSearch | None
 ) -> None:
     if search is None:
         run.add("invalid_request").skip(
@@ -617,7 +641,7 @@ async def _check_invalid_requests(
         judge_refusal(check, SEARCH, response.status_code, answer, reason)
 
 
-def _check_credentials(run: _Run, output: bytes, contribution: str) -> None:
+def _check_credentials(run: ContractRun, output: bytes, contribution: str) -> None:
     check = run.add("credentials", contribution=contribution)
     if not run.secrets and not (run.manifest.get("secrets") or []):
         check.skip("the manifest declares no secrets")
@@ -638,15 +662,17 @@ def _check_credentials(run: _Run, output: bytes, contribution: str) -> None:
             )
 
 
-async def _run_checks(run: _Run, launched: LaunchedPlugin | None, fixtures: Sequence[Path]) -> None:
+async def _run_checks(
+    run: ContractRun, launched: LaunchedPlugin | None, fixtures: Sequence[Path]
+) -> None:
     plugin_id = str(run.manifest["id"])
-    auth = None if run.key is None else EngineRequestAuth(run.key, plugin_id=plugin_id, clock=_now)
+    auth = None if run.key is None else EngineRequestAuth(run.key, plugin_id=plugin_id, clock=now)
     async with httpx.AsyncClient(
         base_url=run.base_url, transport=run.transport, timeout=None, auth=auth
     ) as client:
-        if not await _check_health(run, client, launched is not None):
+        if not await check_health(run, client, launched is not None):
             return
-        await _check_discovery(run, client)
+        await check_discovery(run, client)
         own = _own_fixtures(run, fixtures)
         # the plugin's error codes go into the report: the runner's secrets are scrubbed first
         plugin = QuivrPlugin(
@@ -665,20 +691,20 @@ async def _run_checks(run: _Run, launched: LaunchedPlugin | None, fixtures: Sequ
                         run.report, client, plugin, run.checks, own.ingestion, strays
                     )
                     continue
-                searches = _check_fixtures(run, own.retrieval, strays)
+                searches = check_fixtures(run, own.retrieval, strays)
                 for search in searches:
-                    await _check_search(run, plugin, search)
+                    await check_search(run, plugin, search)
                 await _check_invalid_requests(run, client, searches[0] if searches else None)
         finally:
             await plugin.aclose()
 
 
-def _now() -> int:
+def now() -> int:
     return int(time.time())
 
 
 async def _reach(
-    run: _Run, fixtures: Sequence[Path], endpoint: str | None, captured: IO[bytes]
+    run: ContractRun, fixtures: Sequence[Path], endpoint: str | None, captured: IO[bytes]
 ) -> None:
     if endpoint is not None:
         run.base_url = endpoint.rstrip("/")
@@ -723,7 +749,7 @@ async def _reach(
         await launched.stop()
 
 
-def _why_skipped(run: _Run) -> str:
+def _why_skipped(run: ContractRun) -> str:
     for check_id in ("manifest", "compatibility", "health"):
         if run.failed(check_id):
             return f"skipped: the {check_id} check failed"
@@ -757,13 +783,13 @@ async def certify_plugin(
         plugin_output: where a launched plugin's stdout and stderr are copied afterwards.
     """
     path = manifest_path(directory)
-    report = _read(path)
+    report = read_manifest(path)
     mode = "endpoint" if endpoint is not None else "launch"
-    run = _Run(path, report or ManifestReport(None, "", (), None), mode, startup_timeout)
+    run = ContractRun(path, report or ManifestReport(None, "", (), None), mode, startup_timeout)
     output = b""
     if report is None:
         run.add("manifest").issue("unreadable", "", "cannot read quivr-plugin.yaml")
-    elif _check_manifest(run):
+    elif check_manifest(run):
         with tempfile.TemporaryFile() as captured:
             try:
                 await _reach(run, fixtures, endpoint, captured)
@@ -782,7 +808,7 @@ async def certify_plugin(
     return _report(run)
 
 
-def _skip_missing(run: _Run, *, credentials: bool) -> None:
+def _skip_missing(run: ContractRun, *, credentials: bool) -> None:
     """Add every check that did not run, skipped with the reason (`credentials` last)."""
     present = {(check.id, check.contribution) for check in run.checks}
     for contribution in run.hosted:
@@ -794,7 +820,7 @@ def _skip_missing(run: _Run, *, credentials: bool) -> None:
                 present.add((probe.id, probe.contribution))
 
 
-def _report(run: _Run) -> dict[str, Any]:
+def _report(run: ContractRun) -> dict[str, Any]:
     plugin: dict[str, Any] = {"manifest_path": str(run.manifest_path)}
     manifest = run.manifest
     if isinstance(manifest.get("id"), str):
@@ -827,22 +853,18 @@ def _report(run: _Run) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class ContractRunner:
-    """What `mnemon plugin inspect|test` finds through the `mnemon.contract_runners` entry point.
+    """What `mnemon plugin inspect|test|dev` finds in the `mnemon.contract_runners` entry point.
 
     Attributes:
         manifest_name: the manifest file that selects this runner in a plugin's folder.
         distribution: the distribution to install for it.
         inspect: `inspect_plugin`.
         certify: `certify_plugin`.
+        develop: opens the `mnemon plugin dev` session of a plugin (`open_development`).
     """
 
     manifest_name: str
     distribution: str
     inspect: Callable[[Path], dict[str, Any]]
     certify: Callable[..., Awaitable[dict[str, Any]]]
-
-
-#: the Quivr-compat mode of the contract runner
-contract_runner = ContractRunner(
-    MANIFEST_NAME, "mnemon-strategy-quivr", inspect_plugin, certify_plugin
-)
+    develop: Callable[..., Any]

@@ -144,7 +144,8 @@ def answer(request, mode, call=0):
 
 
 def discovery(mode, also=()):
-    with open(MANIFEST, "rb") as manifest:
+    # the run convention names the manifest the host inspected; in-process, the one beside
+    with open(os.environ.get("QUIVR_PLUGIN_MANIFEST", MANIFEST), "rb") as manifest:
         digest = "sha256:" + hashlib.sha256(manifest.read()).hexdigest()
     if mode == "wrong_digest":
         digest = "sha256:" + "0" * 64
