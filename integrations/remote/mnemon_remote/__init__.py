@@ -7,6 +7,9 @@
 - `certify(...)` is the contract runner behind `mnemon plugin inspect` and `mnemon plugin test`;
   `develop(session, ...)` runs `mnemon plugin dev`'s loop over a `DevelopmentSession` (a
   remote Source's from `open_remote_development`, a Quivr plugin's from its runner).
+- `mnemon new remote-source NAME` (the `mnemon.scaffolds` entry point `remote_source_scaffold`,
+  a `TemplateScaffold` of the real files in `mnemon_remote/scaffolds/remote-source/`): a
+  remote Source in Python's standard library, certified by `mnemon plugin test`.
 - The out-of-process kit every plugin family that runs plugins in their own process builds on:
   `launch_plugin` (a `RunConvention`, a minimal environment, a per-launch caller secret, the
   process group killed on stop), `read_bounded`/`decode_answer` (answers read up to a cap,
@@ -73,6 +76,7 @@ from ._report import (
     timed,
 )
 from ._runner import certify
+from ._scaffolds import TemplateScaffold, remote_source_scaffold, template_words
 from ._server import LOOPBACK_HOSTS, create_app, serve
 from ._wire import Envelope, parse_envelope
 
@@ -103,6 +107,7 @@ __all__ = [
     "RemoteSettings",
     "RemoteSource",
     "RunConvention",
+    "TemplateScaffold",
     "apply",
     "certify",
     "check_lines",
@@ -120,8 +125,10 @@ __all__ = [
     "plugin_command",
     "plugin_environment",
     "read_bounded",
+    "remote_source_scaffold",
     "report_validator",
     "serve",
     "summarize",
+    "template_words",
     "timed",
 ]

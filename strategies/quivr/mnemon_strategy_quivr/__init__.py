@@ -26,7 +26,7 @@ from ._certify import FixtureIssue, FixtureOutcome, invoke_fixture, serve_fixtur
 from ._contract import ContractRunner, certify_plugin, inspect_plugin
 from ._develop import QuivrDevelopment, open_development
 from ._embedder import QuivrEmbedder, define_quivr_embedder
-from ._entry import contract_runner
+from ._entry import contract_runner, quivr_ranker_scaffold
 from ._hosting import ContributionHosting, HostingPlan, plan_hosting
 from ._ingestion import (
     IngestionContribution,
@@ -133,6 +133,7 @@ __all__ = [
     "parse_version",
     "plan_hosting",
     "plugin_link",
+    "quivr_ranker_scaffold",
     "searches_by_meaning",
     "segment_request_body",
     "segment_request_from_body",
