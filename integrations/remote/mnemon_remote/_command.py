@@ -263,6 +263,7 @@ def test_plugin(
     default=POLL_SECONDS,
     show_default=True,
     envvar="MNEMON_PLUGIN_DEV_POLL",
+    show_envvar=True,
     help="Seconds between two looks at the plugin's folder for changes.",
 )
 @click.argument("directory", type=click.Path(exists=True, file_okay=True, path_type=Path))

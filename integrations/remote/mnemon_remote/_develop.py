@@ -266,7 +266,8 @@ class _RemoteDevelopment:
             health.issue(
                 "plugin_unavailable",
                 "/v0/health",
-                f"the plugin did not answer HTTP within {self._startup_timeout:g} s",
+                "the plugin's run.command did not start, or did not answer HTTP within "
+                f"{self._startup_timeout:g} s",
             )
             return step
         async with httpx.AsyncClient(timeout=None) as client:

@@ -90,14 +90,15 @@ class QuivrDevelopment:
                 output=2,  # the plugin's stdout and stderr go to the developer's stderr
                 port=self._port,
             )
-        except PluginUnavailable:
+        except PluginUnavailable as unavailable:
             check = run.add("health")
             check.note = "launched " + " ".join(str(part) for part in command)
+            # the launcher's reason: run.command could not start, or no 200 from its health
             check.issue(
                 "unhealthy",
                 HEALTH,
-                f"the launched plugin did not answer GET /v0/health with 200 within "
-                f"{self._startup_timeout:g} s",
+                f"{unavailable} (GET /v0/health must answer 200 within "
+                f"{self._startup_timeout:g} s)",
             )
             return DevelopmentStep(run.checks)
         run.base_url = self._launched.endpoint

@@ -162,3 +162,12 @@ async def test_a_change_in_the_folder_restarts_the_plugin(tmp_path: Path) -> Non
     assert ended_within(first["child"], 5.0)
     # cancelling the session stopped the running plugin the same way
     assert ended_within(second["child"], 5.0)
+
+
+def test_a_run_command_that_cannot_start_is_named(tmp_path: Path) -> None:
+    folder = ranker_folder(tmp_path / "ranker").parent
+    edit_manifest(folder, lambda manifest: manifest["run"].update(command=["no-such-program-x"]))
+    status, output = dev("--startup-timeout", "1", "--fixture", str(NEWSROOM), str(folder))
+    assert status == 1
+    assert "  FAIL health:" in output
+    assert "the plugin's run.command cannot be started" in output
