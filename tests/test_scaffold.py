@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shutil
@@ -193,3 +194,135 @@ def test_directory_chooses_the_folder(tmp_path: Path) -> None:
     result = new("strategy", "even-split", "--directory", "plugins/even", cwd=tmp_path)
     assert result.exit_code == 0, result.output
     assert (tmp_path / "plugins" / "even" / "even_split" / "_strategy.py").is_file()
+
+
+# ------------------------------------------------ kinds other distributions add (mnemon.scaffolds)
+
+
+class _Kind:
+    """A scaffold as a distribution registers one: a summary, render(name), next steps."""
+
+    summary = "A demo plugin: one file per name"
+    next_steps = ("cd {folder}", "run it")
+
+    def __init__(self, files: dict[str, object] | None = None) -> None:
+        self.files = files
+
+    def render(self, name: str) -> dict[str, object]:
+        if self.files is not None:
+            return self.files
+        return {"README.md": f"# {name}\n", "src/plugin.txt": f"{name} plugin\n"}
+
+
+class _Point:
+    """An installed entry point of the `mnemon.scaffolds` group."""
+
+    group = "mnemon.scaffolds"
+
+    def __init__(self, name: str, value: object) -> None:
+        self.name = name
+        self.value = f"demo_dist:{name}"
+        self._loaded = value
+
+    def load(self) -> object:
+        if isinstance(self._loaded, Exception):
+            raise self._loaded
+        return self._loaded
+
+
+@pytest.fixture
+def kinds(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    """The scaffolds installed for the test, by kind; the real group is left alone."""
+    installed: dict[str, object] = {}
+    real = importlib.metadata.entry_points
+
+    def entry_points(**selection: object) -> object:
+        if selection.get("group") == "mnemon.scaffolds":
+            return [_Point(name, value) for name, value in installed.items()]
+        return real(**selection)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
+    return installed
+
+
+def test_a_kind_a_distribution_registers_is_listed_and_written(
+    kinds: dict[str, object], tmp_path: Path
+) -> None:
+    kinds["demo-kind"] = _Kind()
+    listed = new("--help", cwd=tmp_path)
+    assert listed.exit_code == 0
+    assert "demo-kind" in listed.output
+    assert "A demo plugin" in listed.output
+    result = new("demo-kind", "my-demo", cwd=tmp_path)
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        "created demo-kind plugin my-demo in my-demo/ (2 files)",
+        "next:",
+        "  cd my-demo",
+        "  run it",
+    ]
+    assert (tmp_path / "my-demo" / "src" / "plugin.txt").read_text() == "my-demo plugin\n"
+    report = json.loads(new("demo-kind", "other", "--json", cwd=tmp_path).output)
+    assert report == {
+        "kind": "demo-kind",
+        "name": "other",
+        "files": ["README.md", "src/plugin.txt"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        ({"../outside.txt": "x"}, "not a plain one inside the new folder"),
+        ({"/etc/passwd": "x"}, "not a plain one inside the new folder"),
+        ({"a/./b": "x", "ok.txt": "y"}, "not a plain one inside the new folder"),
+        ({"ok.txt": b"bytes"}, "a file that is not text"),
+        ({}, "rendered no files"),
+    ],
+    ids=["parent", "absolute", "dot", "bytes", "empty"],
+)
+def test_a_scaffold_that_renders_a_bad_file_writes_nothing(
+    kinds: dict[str, object], tmp_path: Path, files: dict[str, object], message: str
+) -> None:
+    kinds["demo-kind"] = _Kind(files)
+    result = new("demo-kind", "my-demo", cwd=tmp_path)
+    assert result.exit_code == 1
+    assert message in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_broken_scaffold_says_why_and_breaks_no_other_kind(
+    kinds: dict[str, object], tmp_path: Path
+) -> None:
+    kinds["no-render"] = type("NoRender", (), {"summary": "x", "next_steps": ()})()
+    kinds["unimportable"] = ImportError("no module named demo_dist")
+    listed = new("--help", cwd=tmp_path)
+    assert listed.exit_code == 0
+    assert "no-render" in listed.output
+    result = new("no-render", "my-demo", cwd=tmp_path)
+    assert result.exit_code == 1
+    assert "the no-render scaffold (demo_dist:no-render) has no usable render" in result.output
+    result = new("unimportable", "my-demo", cwd=tmp_path)
+    assert result.exit_code == 1
+    assert "cannot be loaded; reinstall its distribution" in result.output
+    assert list(tmp_path.iterdir()) == []
+    assert new("strategy", "even-split", cwd=tmp_path).exit_code == 0
+
+
+def test_a_distribution_cannot_replace_a_built_in_kind(
+    kinds: dict[str, object], tmp_path: Path
+) -> None:
+    kinds["source"] = _Kind()
+    result = new("source", "todo-list", "--json", cwd=tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "todo_list/mnemon-plugin.toml" in json.loads(result.output)["files"]
+
+
+def test_a_bad_name_is_refused_before_a_scaffold_renders(
+    kinds: dict[str, object], tmp_path: Path
+) -> None:
+    kinds["demo-kind"] = _Kind()
+    result = new("demo-kind", "--", "Bad_Name", cwd=tmp_path)
+    assert result.exit_code == 2
+    assert "lowercase letters" in result.output
+    assert list(tmp_path.iterdir()) == []

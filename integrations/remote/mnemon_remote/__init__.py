@@ -4,7 +4,12 @@
   gives the ASGI app itself).
 - Mounting this package with `{manifest, endpoint | launch: true, configuration}` installs the
   client Source `remote`: the plugin's Source, reached over HTTP.
-- `certify(...)` is the contract runner behind `mnemon plugin inspect` and `mnemon plugin test`.
+- `certify(...)` is the contract runner behind `mnemon plugin inspect` and `mnemon plugin test`;
+  `develop(session, ...)` runs `mnemon plugin dev`'s loop over a `DevelopmentSession` (a
+  remote Source's from `open_remote_development`, a Quivr plugin's from its runner).
+- `mnemon new remote-source NAME` (the `mnemon.scaffolds` entry point `remote_source_scaffold`,
+  a `TemplateScaffold` of the real files in `mnemon_remote/scaffolds/remote-source/`): a
+  remote Source in Python's standard library, certified by `mnemon plugin test`.
 - The out-of-process kit every plugin family that runs plugins in their own process builds on:
   `launch_plugin` (a `RunConvention`, a minimal environment, a per-launch caller secret, the
   process group killed on stop), `read_bounded`/`decode_answer` (answers read up to a cap,
@@ -35,6 +40,14 @@ from ._client import (
     memory_plugin,
 )
 from ._command import plugin_command
+from ._develop import (
+    IGNORED_FOLDERS,
+    DevelopmentSession,
+    DevelopmentStep,
+    develop,
+    folder_state,
+    open_remote_development,
+)
 from ._launch import (
     INHERITED_VARIABLES,
     MNEMON_RUN,
@@ -53,13 +66,23 @@ from ._manifest import (
     inspect_manifest,
 )
 from ._recording import Exchange, RecordingTransport
-from ._report import CHECKS, CheckResult, ContractChecks, report_validator, summarize, timed
+from ._report import (
+    CHECKS,
+    CheckResult,
+    ContractChecks,
+    check_lines,
+    report_validator,
+    summarize,
+    timed,
+)
 from ._runner import certify
+from ._scaffolds import TemplateScaffold, remote_source_scaffold, template_words
 from ._server import LOOPBACK_HOSTS, create_app, serve
 from ._wire import Envelope, parse_envelope
 
 __all__ = [
     "CHECKS",
+    "IGNORED_FOLDERS",
     "INHERITED_VARIABLES",
     "LOOPBACK_HOSTS",
     "MANIFEST_NAME",
@@ -69,6 +92,8 @@ __all__ = [
     "AnswerTooLarge",
     "CheckResult",
     "ContractChecks",
+    "DevelopmentSession",
+    "DevelopmentStep",
     "DiscoveryMismatch",
     "Envelope",
     "Exchange",
@@ -82,21 +107,28 @@ __all__ = [
     "RemoteSettings",
     "RemoteSource",
     "RunConvention",
+    "TemplateScaffold",
     "apply",
     "certify",
+    "check_lines",
     "create_app",
     "decode_answer",
     "define_remote_source",
+    "develop",
     "engine_version",
+    "folder_state",
     "inspect_manifest",
     "launch_plugin",
     "memory_plugin",
+    "open_remote_development",
     "parse_envelope",
     "plugin_command",
     "plugin_environment",
     "read_bounded",
+    "remote_source_scaffold",
     "report_validator",
     "serve",
     "summarize",
+    "template_words",
     "timed",
 ]

@@ -1,4 +1,9 @@
-"""`mnemon plugin inspect` and `mnemon plugin test`: the contract runner on the command line.
+"""`mnemon plugin inspect|test|dev`: the contract runner on the command line.
+
+A manifest is judged by its content, not its file name: a folder names its manifest by the
+usual name (`mnemon-source.yaml` or `quivr-plugin.yaml`), a file may be called anything. A
+mnemon remote manifest declares a `source`; a Quivr manifest declares `contributions` and is
+judged by the runner `mnemon-strategy-quivr` registers in `mnemon.contract_runners`.
 
 Exit codes: 0 valid (inspect) or certified (test), 1 invalid or not certified, 2 usage error.
 The human report goes to stdout, the plugin's own output to stderr.
@@ -8,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -16,53 +22,90 @@ from typing import Any
 import anyio
 import click
 
+from mnemon import DefinitionError, parse_yaml
+
+from ._develop import POLL_SECONDS, DevelopmentSession, develop, open_remote_development
 from ._launch import MNEMON_RUN
 from ._manifest import MANIFEST_NAME, inspect_manifest
+from ._report import check_lines
 from ._runner import certify
 
 __all__ = ["plugin_command"]
 
-_MARKS = {"pass": "ok  ", "fail": "FAIL", "skip": "skip"}
 # a Quivr retrieval plugin is certified by the runner mnemon-strategy-quivr brings, found by
 # its entry point: one plugin distribution never imports another
 QUIVR_MANIFEST = "quivr-plugin.yaml"
 QUIVR_DISTRIBUTION = "mnemon-strategy-quivr"
 RUNNERS = "mnemon.contract_runners"
+# a manifest is read whole to tell its kind; no manifest is anywhere near this
+MAX_MANIFEST_BYTES = 1_048_576
 
 
 class _CannotJudge(click.ClickException):
     exit_code = 2  # a usage error, not a verdict on the plugin
 
 
-def _quivr_runner(path: Path) -> Any | None:
-    """The Quivr-compat runner when `path` is or holds a quivr-plugin.yaml, else None."""
+def _declares(path: Path) -> str | None:
+    """`source` or `contributions`, whichever the manifest file declares at its top, or None.
+
+    None when it declares neither, or cannot be read as YAML: its inspector says why.
+    """
+    try:
+        with path.open("rb") as file:
+            raw = file.read(MAX_MANIFEST_BYTES + 1)
+        value = parse_yaml(raw.decode("utf-8")) if len(raw) <= MAX_MANIFEST_BYTES else None
+    except (OSError, UnicodeDecodeError, DefinitionError):
+        return None
+    if not isinstance(value, dict):
+        return None
+    if "source" in value:
+        return "source"
+    if "contributions" in value:
+        return "contributions"
+    return None
+
+
+def _is_quivr(path: Path) -> bool:
+    """Whether `path` is, or is the folder of, a Quivr manifest (judged by content)."""
     if path.is_dir():
         if not (path / QUIVR_MANIFEST).is_file():
-            return None
+            return False
         if (path / MANIFEST_NAME).is_file():
             raise _CannotJudge(
                 f"the folder holds both {MANIFEST_NAME} and {QUIVR_MANIFEST}: name one of them"
             )
-    elif path.name != QUIVR_MANIFEST:
+        return True
+    declared = _declares(path)
+    # a file that says nothing of either goes by its name, and its inspector says what is wrong
+    return declared == "contributions" or (declared is None and path.name == QUIVR_MANIFEST)
+
+
+def _quivr_runner(path: Path) -> Any | None:
+    """The Quivr-compat runner when `path` is or holds a Quivr manifest, else None."""
+    if not _is_quivr(path):
         return None
     for entry in metadata.entry_points(group=RUNNERS, name="quivr"):
         return entry.load()
     raise _CannotJudge(
-        f"{QUIVR_MANIFEST} is a Quivr plugin; certifying it needs {QUIVR_DISTRIBUTION}, "
+        f"{path.name} is a Quivr plugin manifest; judging it needs {QUIVR_DISTRIBUTION}, "
         f"which is not installed: pip install {QUIVR_DISTRIBUTION}"
     )
 
 
 @click.group(name="plugin")
 def plugin_command() -> None:
-    """Inspect and certify remote Source plugins (protocol v0)."""
+    """Inspect, certify and develop remote Source plugins and Quivr plugins (protocol v0)."""
 
 
 @plugin_command.command(name="inspect")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @click.argument("directory", type=click.Path(exists=True, file_okay=True, path_type=Path))
 def inspect_plugin(as_json: bool, directory: Path) -> None:
-    """Check a plugin's mnemon-source.yaml (or quivr-plugin.yaml) and its compatibility."""
+    """Check a plugin manifest and its compatibility: a folder, or the manifest file itself.
+
+    The file may have any name: a Quivr manifest (it declares contributions) is judged by
+    Quivr's contract and lists which of its Contributions mnemon hosts.
+    """
     runner = _quivr_runner(directory)
     if runner is not None:
         _show_inspection(runner.inspect(directory), as_json)
@@ -94,7 +137,26 @@ def _show_inspection(value: dict[str, Any], as_json: bool) -> None:
             click.echo(f"  {key} {entry['range']!r}: {verdict} ({entry['version']})")
         for issue in value["issues"]:
             click.echo(f"  {issue['code']} at {issue['path']}: {issue['message']}")
+        _show_hosting(value)
     sys.exit(0 if value["valid"] else 1)
+
+
+def _show_hosting(value: dict[str, Any]) -> None:
+    """The Contributions of a valid plugin: each hosted or not, and what it becomes or why."""
+    listed = value.get("contributions") or []
+    if not value["valid"] or not listed:
+        return
+    click.echo("  contributions:")
+    for entry in listed:
+        verdict = "hosted" if entry["hosted"] else "not hosted"
+        click.echo(f"    {entry['name']}: {verdict} ({entry['reason']})")
+    if value.get("hosted"):
+        click.echo(f"  mnemon speaks Plugin API {value['hosted_plugin_api_version']} with it")
+    else:
+        click.echo(
+            "  mnemon hosts none of its Contributions: a valid plugin, of which mnemon can run "
+            "nothing"
+        )
 
 
 @plugin_command.command(name="test")
@@ -163,12 +225,8 @@ def test_plugin(
     plugin = report["plugin"]
     click.echo(f"{plugin.get('id', '?')} {plugin.get('version', '')}".rstrip())
     for check in report["checks"]:
-        line = f"  {_MARKS[check['status']]} {check['id']}: {check['title']}"
-        if check.get("note"):
-            line += f" ({check['note']})"
-        click.echo(line)
-        for issue in check["issues"]:
-            click.echo(f"       {issue['code']} at {issue['path']}: {issue['message']}")
+        for line in check_lines(check):
+            click.echo(line)
     summary = report["summary"]
     verdict = "certified" if report["certified"] else "NOT certified"
     click.echo(
@@ -178,3 +236,95 @@ def test_plugin(
     if report_path is not None:
         report_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     sys.exit(0 if report["certified"] else 1)
+
+
+@plugin_command.command(name="dev")
+@click.option(
+    "--fixture",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Replay this fixture after the plugin starts, print its answer, exit 0 or 1.",
+)
+@click.option(
+    "--watch", is_flag=True, help="With --fixture: keep running, and restart on every change."
+)
+@click.option(
+    "--port", type=click.IntRange(1, 65535), help="The loopback port (default: a free one)."
+)
+@click.option(
+    "--startup-timeout",
+    type=click.FloatRange(0, 300, min_open=True),
+    default=10.0,
+    show_default=True,
+    help="Seconds the plugin may take to answer GET /v0/health.",
+)
+@click.option(
+    "--poll-interval",
+    type=click.FloatRange(0.01, 60),
+    default=POLL_SECONDS,
+    show_default=True,
+    envvar="MNEMON_PLUGIN_DEV_POLL",
+    show_envvar=True,
+    help="Seconds between two looks at the plugin's folder for changes.",
+)
+@click.argument("directory", type=click.Path(exists=True, file_okay=True, path_type=Path))
+def dev_plugin(
+    fixture: Path | None,
+    watch: bool,
+    port: int | None,
+    startup_timeout: float,
+    poll_interval: float,
+    directory: Path,
+) -> None:
+    """Run a plugin while you write it: launched, checked, restarted when its files change.
+
+    Inspects the manifest, starts run.command by the plugin's run convention (its own process
+    group, 127.0.0.1 and a port), waits for GET /v0/health and checks GET /v0/discovery
+    against the manifest. With --fixture it replays the fixture through the checks `mnemon
+    plugin test` uses, prints the answer and exits 0 (every check passed) or 1. Without
+    --fixture, or with --watch, it keeps running and restarts the plugin when a file of its
+    folder changes (hidden folders, __pycache__, virtual environments and build outputs
+    aside); Ctrl-C or SIGTERM stops it: SIGTERM to the plugin's group, SIGKILL after 5 s.
+    """
+    directory = directory.absolute()
+    runner = _quivr_runner(directory)
+    session: DevelopmentSession
+    if runner is not None:
+        session = runner.develop(
+            directory, fixture=fixture, startup_timeout=startup_timeout, port=port
+        )
+    else:
+        session = open_remote_development(
+            directory, fixture=fixture, startup_timeout=startup_timeout, port=port
+        )
+    folder = directory if directory.is_dir() else directory.parent
+    # a signal ends a session that runs until stopped; it interrupts a single replay
+    stopped = 0 if fixture is None or watch else 1
+
+    async def run() -> int:
+        status = stopped
+        async with anyio.create_task_group() as group:
+
+            async def main() -> None:
+                nonlocal status
+                status = await develop(
+                    session,
+                    folder,
+                    fixture=fixture,
+                    watch=watch,
+                    poll_interval=poll_interval,
+                    echo=click.echo,
+                )
+                group.cancel_scope.cancel()
+
+            async def signals() -> None:
+                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as received:
+                    async for _ in received:
+                        click.echo("stopping the plugin")
+                        group.cancel_scope.cancel()
+                        return
+
+            group.start_soon(signals)
+            group.start_soon(main)
+        return status
+
+    sys.exit(anyio.run(run))

@@ -188,6 +188,7 @@ async def launch_plugin(
     secrets: Mapping[str, str] | None = None,
     variables: Mapping[str, str] | None = None,
     startup_timeout: float = 10.0,
+    port: int | None = None,
     ready: Callable[[httpx.AsyncClient], Awaitable[bool]] | None = None,
     stdout: IO[bytes] | int | None = None,
     stderr: IO[bytes] | int | None = None,
@@ -202,6 +203,7 @@ async def launch_plugin(
         variables: more protocol variables (they win over secrets too), for example the
             plugin's configuration.
         startup_timeout: seconds the plugin has to be ready.
+        port: the loopback port it is told to serve on; by default a free one.
         ready: judges readiness with a client bound to the plugin (its caller secret set);
             by default, any HTTP answer at the convention's health path.
         stdout: where the plugin's standard output goes (inherited by default).
@@ -213,7 +215,7 @@ async def launch_plugin(
     if not command:
         raise PluginUnavailable("the manifest declares no run.command to launch")
     manifest = manifest_path.resolve()  # noqa: ASYNC240 (no I/O to wait for); once: the folder it runs in and the path it is told
-    port = _free_port()
+    port = port or _free_port()
     token = _secrets.token_urlsafe(32) if convention.token else None
     protocol = {
         **(variables or {}),

@@ -25,6 +25,7 @@ __all__ = [
     "WHOLE_PLUGIN",
     "CheckResult",
     "ContractChecks",
+    "check_lines",
     "report_validator",
     "summarize",
     "timed",
@@ -46,6 +47,7 @@ CHECKS = {
 #: the checks that judge the plugin as a whole: the report names no Contribution for them
 WHOLE_PLUGIN = frozenset({"manifest", "compatibility", "health", "discovery"})
 Status = Literal["pass", "fail", "skip"]
+_MARKS = {"pass": "ok  ", "fail": "FAIL", "skip": "skip"}
 
 
 @dataclass
@@ -169,3 +171,14 @@ def summarize(checks: Sequence[CheckResult]) -> dict[str, int]:
         "failed": sum(check.status == "fail" for check in checks),
         "skipped": sum(check.status == "skip" for check in checks),
     }
+
+
+def check_lines(check: Mapping[str, Any]) -> list[str]:
+    """A check of a report (its JSON) as the human report prints it: a line, then its issues."""
+    line = f"  {_MARKS[check['status']]} {check['id']}: {check['title']}"
+    if check.get("note"):
+        line += f" ({check['note']})"
+    return [
+        line,
+        *(f"       {i['code']} at {i['path']}: {i['message']}" for i in check["issues"]),
+    ]

@@ -55,7 +55,16 @@ from ._recording import Exchange, RecordingTransport
 from ._report import CHECKS, MNEMON_CHECKS, CheckResult, report_validator, summarize, timed
 from ._wire import CALLS, DISCOVERY, HEALTH, error_class_contradicts, parse_envelope
 
-__all__ = ["certify"]
+__all__ = [
+    "certify",
+    "check_compatibility",
+    "check_discovery",
+    "check_health",
+    "check_manifest",
+    "development_run",
+    "invoke_fixture",
+    "load_fixture",
+]
 
 CONTRACT_KEY = "source:contract"
 _TIMEOUT_CODES = {"timeout"}
@@ -132,7 +141,9 @@ class _Run:
     mode: str = "launch"
     endpoint: str | None = None
     token: str | None = None
-    output: IO[bytes] | None = None
+    #: where a launched plugin's stdout and stderr go (a file, or a descriptor)
+    output: IO[bytes] | int | None = None
+    port: int | None = None
     secrets: dict[str, str] = field(default_factory=dict)
     transport: RecordingTransport = field(default_factory=RecordingTransport)
     probes: list[Exchange] = field(default_factory=list)
@@ -176,6 +187,7 @@ class _Run:
                 secrets=self.secrets,
                 variables={CONFIGURATION_VARIABLE: json.dumps(dict(configuration))},
                 startup_timeout=self.startup_timeout,
+                port=self.port,
                 stdout=self.output,
                 stderr=self.output,
             )
@@ -183,6 +195,10 @@ class _Run:
             return None
         assert launched.token is not None  # the run convention gives one
         return _Target(launched.endpoint, launched.token, launched)
+
+    def launched(self) -> list[LaunchedPlugin]:
+        """The plugin processes the run launched."""
+        return [t.launched for t in self.targets.values() if t and t.launched is not None]
 
     async def stop(self) -> None:
         for target in self.targets.values():
@@ -198,7 +214,7 @@ def _pointer(path: str) -> str:
     )
 
 
-def _check_manifest(run: _Run) -> bool:
+def check_manifest(run: _Run) -> bool:
     result = run.check("manifest")
     for issue in run.report.issues:
         if not issue.code.startswith("incompatible_"):
@@ -206,7 +222,7 @@ def _check_manifest(run: _Run) -> bool:
     return result.status == "pass"
 
 
-def _check_compatibility(run: _Run) -> bool:
+def check_compatibility(run: _Run) -> bool:
     result = run.check("compatibility")
     for issue in run.report.issues:
         if issue.code.startswith("incompatible_"):
@@ -235,7 +251,7 @@ async def _request(
             return response.status_code, await read_bounded(response.aiter_bytes(), limit)
 
 
-async def _check_health(run: _Run, client: httpx.AsyncClient, target: _Target) -> None:
+async def check_health(run: _Run, client: httpx.AsyncClient, target: _Target) -> None:
     result = run.check("health")
     with timed(result):
         try:
@@ -253,7 +269,7 @@ async def _check_health(run: _Run, client: httpx.AsyncClient, target: _Target) -
             )
 
 
-async def _check_discovery(run: _Run, client: httpx.AsyncClient, target: _Target) -> bool:
+async def check_discovery(run: _Run, client: httpx.AsyncClient, target: _Target) -> bool:
     result = run.check("discovery")
     with timed(result):
         try:
@@ -287,51 +303,75 @@ async def _check_discovery(run: _Run, client: httpx.AsyncClient, target: _Target
 
 def _load_fixtures(run: _Run, extra: Sequence[Path]) -> None:
     result = run.check("fixtures")
-    validator = Draft202012Validator(load_schema("fixture.schema.json"))
     paths = sorted((run.directory / "fixtures").glob("*.json")) + list(extra)
+    for path in paths:
+        loaded = _read_fixture(run, result, path)
+        if loaded is not None:
+            run.fixtures.append(loaded)
+    if not paths:
+        result.skip("the plugin ships no fixtures (fixtures/*.json) and none was given")
+
+
+def load_fixture(run: _Run, path: Path) -> tuple[str, dict[str, Any]] | None:
+    """One fixture file, checked against the manifest (`fixtures`); None when it is not valid."""
+    result = run.check("fixtures")
+    with timed(result):
+        return _read_fixture(run, result, path)
+
+
+def development_run(path: Path, *, startup_timeout: float, port: int | None = None) -> _Run:
+    """A run for `mnemon plugin dev`: the manifest inspected, the plugin's output on stderr."""
+    path = Path(path).absolute()  # once: every launch agrees on where the plugin is
+    report = inspect_manifest(path)
+    return _Run(
+        directory=path if path.is_dir() else path.parent,
+        report=report,
+        startup_timeout=startup_timeout,
+        output=2,  # the plugin's stdout and stderr go to the developer's stderr
+        port=port,
+        # as a host gives them: each declared secret from the variable of its name, when set
+        secrets={name: os.environ[name] for name in report.secret_names if os.environ.get(name)},
+    )
+
+
+def _read_fixture(run: _Run, result: CheckResult, path: Path) -> tuple[str, dict[str, Any]] | None:
+    validator = Draft202012Validator(load_schema("fixture.schema.json"))
     source = run.report.source
     assert source is not None
     routes = {r.id: r for r in source.routes}
     actions = {a.id: a for a in source.actions}
     schema = run.report.configuration_schema
-    for path in paths:
-        label = path.name
-        try:
-            value = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            result.issue("invalid_fixture", label, "the fixture is not readable JSON")
-            continue
-        problems = [
-            f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
-            for e in validator.iter_errors(value)
-        ]
-        if not problems:
-            calls = [("writes", w["action"], w["input"]) for w in value.get("writes", [])]
-            calls += [("reads", r["route"], r["input"]) for r in value.get("reads", [])]
-            isolation = value.get("isolation")
-            if isolation:
-                calls.append(("isolation/write", isolation["write"]["action"], {}))
-                calls.append(
-                    ("isolation/read", isolation["read"]["route"], isolation["read"]["input"])
-                )
-            for where, target, given in calls:
-                declared = (actions if "write" in where else routes).get(target)
-                if declared is None:
-                    problems.append(f"{where}: {target!r} is not declared by the manifest")
-                elif where != "isolation/write" and not Draft202012Validator(
-                    dict(declared.input_schema)
-                ).is_valid(given):
-                    problems.append(f"{where}: the input of {target!r} breaks its input schema")
-            if schema is not None and not Draft202012Validator(schema).is_valid(
-                value.get("configuration", {})
-            ):
-                problems.append("configuration: breaks the plugin's configuration schema")
-        for problem in problems:
-            result.issue("invalid_fixture", label, problem)
-        if not problems:
-            run.fixtures.append((label, value))
-    if not paths:
-        result.skip("the plugin ships no fixtures (fixtures/*.json) and none was given")
+    label = path.name
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        result.issue("invalid_fixture", label, "the fixture is not readable JSON")
+        return None
+    problems = [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(value)
+    ]
+    if not problems:
+        calls = [("writes", w["action"], w["input"]) for w in value.get("writes", [])]
+        calls += [("reads", r["route"], r["input"]) for r in value.get("reads", [])]
+        isolation = value.get("isolation")
+        if isolation:
+            calls.append(("isolation/write", isolation["write"]["action"], {}))
+            calls.append(("isolation/read", isolation["read"]["route"], isolation["read"]["input"]))
+        for where, target, given in calls:
+            declared = (actions if "write" in where else routes).get(target)
+            if declared is None:
+                problems.append(f"{where}: {target!r} is not declared by the manifest")
+            elif where != "isolation/write" and not Draft202012Validator(
+                dict(declared.input_schema)
+            ).is_valid(given):
+                problems.append(f"{where}: the input of {target!r} breaks its input schema")
+        if schema is not None and not Draft202012Validator(schema).is_valid(
+            value.get("configuration", {})
+        ):
+            problems.append("configuration: breaks the plugin's configuration schema")
+    for problem in problems:
+        result.issue("invalid_fixture", label, problem)
+    return None if problems else (label, value)
 
 
 async def _open_host(
@@ -381,9 +421,19 @@ def _view_issues(result: CheckResult, label: str, view: Any) -> bool:
     return ok
 
 
-async def _invoke_fixture(
-    run: _Run, result: CheckResult, label: str, fixture: Mapping[str, Any]
+async def invoke_fixture(
+    run: _Run,
+    result: CheckResult,
+    label: str,
+    fixture: Mapping[str, Any],
+    answers: list[dict[str, Any]] | None = None,
 ) -> None:
+    """Drive one fixture through real turns: its writes, then its reads, judged into `result`.
+
+    `answers`, when given, receives what the plugin answered: each write's receipt and each
+    read's evidence, as JSON.
+    """
+    answers = [] if answers is None else answers
     async with AsyncExitStack() as stack:
         host = await _open_host(run, stack, fixture.get("configuration", {}))
         async with host.turn(scope=fixture["scope"]) as turn:
@@ -391,11 +441,14 @@ async def _invoke_fixture(
                 return
             for index, write in enumerate(fixture.get("writes", [])):
                 try:
-                    await turn.execute_action(
+                    receipt = await turn.execute_action(
                         f"{CONTRACT_KEY}/{write['action']}",
                         write["input"],
                         lambda offer: True,
                         idempotency_key=f"contract-{fixture['name']}-{index}",
+                    )
+                    answers.append(
+                        {"write": write["action"], "receipt": receipt.model_dump(mode="json")}
                     )
                 except ActionError as error:
                     result.issue(_code_of(error), f"{label}/writes/{index}", str(error))
@@ -410,6 +463,9 @@ async def _invoke_fixture(
                 except RouteError as error:
                     result.issue(_code_of(error), f"{label}/reads/{index}", str(error))
                     continue
+                answers.append(
+                    {"read": read["route"], "evidence": evidence.model_dump(mode="json")}
+                )
                 shown = " ".join(item.text for item in evidence.items)
                 if not all(wanted in shown for wanted in read.get("expect_contains", [])):
                     result.issue(
@@ -427,7 +483,7 @@ async def _check_invoke(run: _Run) -> None:
     with timed(result):
         for label, fixture in fixtures:
             try:
-                await _invoke_fixture(run, result, label, fixture)
+                await invoke_fixture(run, result, label, fixture)
             except MnemonError as error:
                 # the core refused the plugin's answer while composing (the message names the
                 # rule), or the plugin did not start: a failed check, never a crash
@@ -763,10 +819,10 @@ async def certify(
                 f"an endpoint needs the plugin's caller secret: set {MNEMON_RUN.token_variable}"
             )
     with timed(run.check("manifest")):
-        ready = _check_manifest(run)
+        ready = check_manifest(run)
     if ready:
         with timed(run.check("compatibility")):
-            ready = _check_compatibility(run)
+            ready = check_compatibility(run)
     if ready and endpoint is None and not (report.manifest or {}).get("run"):
         run.check("health").issue(
             "no_run_command", "/run/command", "nothing to launch: give --endpoint or run.command"
@@ -821,10 +877,10 @@ def _why_skipped(run: _Run) -> str:
 
 async def _run_checks(run: _Run, target: _Target) -> None:
     async with httpx.AsyncClient(timeout=None) as client:
-        await _check_health(run, client, target)
+        await check_health(run, client, target)
         if any(i["code"] == "plugin_unavailable" for i in run.check("health").issues):
             return
-        if await _check_discovery(run, client, target):
+        if await check_discovery(run, client, target):
             # a host refuses a plugin whose discovery disagrees: nothing more would reach it
             await _check_invoke(run)
             await _check_replay(run, client)

@@ -145,3 +145,27 @@ def test_plugin_test_of_an_endpoint_needs_its_caller_secret() -> None:
     assert result.returncode == 2
     assert "caller secret: set MNEMON_PLUGIN_TOKEN" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _inspect_in_process(path: Path) -> tuple[int, dict[str, object]]:
+    result = CliRunner().invoke(cli, ["plugin", "inspect", "--json", str(path)])
+    return result.exit_code, json.loads(result.output)
+
+
+def test_a_manifest_is_judged_by_its_content_not_its_name(tmp_path: Path) -> None:
+    text = (PLUGINS / "notes" / "mnemon-source.yaml").read_bytes()
+    renamed = tmp_path / "plugin.yaml"
+    renamed.write_bytes(text)
+    status, value = _inspect_in_process(renamed)
+    assert (status, value["valid"], value["id"]) == (0, True, "example.notes")
+    assert value["plugin_api_version"] == "0.2.0"  # mnemon's protocol, not Quivr's
+    # a mnemon manifest under Quivr's usual name is still a mnemon manifest
+    misnamed = tmp_path / "quivr-plugin.yaml"
+    misnamed.write_bytes(text)
+    status, value = _inspect_in_process(misnamed)
+    assert (status, value["id"], value["plugin_api_version"]) == (0, "example.notes", "0.2.0")
+    # a file of neither kind goes to mnemon's inspector, which says what is wrong
+    (tmp_path / "other.yaml").write_text("id: x\n", encoding="utf-8")
+    status, value = _inspect_in_process(tmp_path / "other.yaml")
+    assert status == 1
+    assert value["issues"][0]["code"] == "schema_violation"

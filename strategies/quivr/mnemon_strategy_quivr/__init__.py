@@ -7,8 +7,10 @@ Mount the package with a configuration to host a Quivr plugin reached over HTTP:
 the Sources beside it use to recall by meaning; a plugin declaring both runs once for both.
 
 The rule engine (`check_search_output`, `judge_segment_answer`, `judge_query_vector`), the
-manifest inspector (`inspect_manifest`) and the signed-request helpers judge a plugin exactly
-as Quivr's normative fixtures do; `certify_plugin` is the contract runner's Quivr-compat mode
+manifest inspector (`inspect_manifest`, every Contribution of Quivr's contract) and the
+signed-request helpers judge a plugin exactly as Quivr's normative fixtures do;
+`plan_hosting` says which Contributions of a valid manifest mnemon hosts, and why not the
+others; `certify_plugin` is the contract runner's Quivr-compat mode
 behind `mnemon plugin test`.
 
 Plugins run in their own processes through mnemon-remote's out-of-process kit: `launch_plugin`
@@ -21,8 +23,11 @@ from __future__ import annotations
 from mnemon import RangeError, Version, VersionRange, parse_range, parse_version
 
 from ._certify import FixtureIssue, FixtureOutcome, invoke_fixture, serve_fixture
-from ._contract import ContractRunner, certify_plugin, contract_runner, inspect_plugin
+from ._contract import ContractRunner, certify_plugin, inspect_plugin
+from ._develop import QuivrDevelopment, open_development
 from ._embedder import QuivrEmbedder, define_quivr_embedder
+from ._entry import contract_runner, quivr_ranker_scaffold
+from ._hosting import ContributionHosting, HostingPlan, plan_hosting
 from ._ingestion import (
     IngestionContribution,
     check_embed_query_request,
@@ -37,6 +42,7 @@ from ._manifest import (
     ENGINE_VERSION,
     HOSTED,
     PLUGIN_API_VERSIONS,
+    QUIVR_PLUGIN_API_VERSIONS,
     ManifestIssue,
     ManifestReport,
     inspect_manifest,
@@ -74,12 +80,15 @@ __all__ = [
     "HOSTED",
     "PLUGIN_API_VERSIONS",
     "QUIVR_CONFIGURATION",
+    "QUIVR_PLUGIN_API_VERSIONS",
     "TYPE_ID",
     "ContractRunner",
+    "ContributionHosting",
     "EngineRequestAuth",
     "EngineRequestClaims",
     "FixtureIssue",
     "FixtureOutcome",
+    "HostingPlan",
     "IngestionContribution",
     "LaunchedPlugin",
     "ManifestIssue",
@@ -87,6 +96,7 @@ __all__ = [
     "PluginLink",
     "PluginRefused",
     "PluginUnavailable",
+    "QuivrDevelopment",
     "QuivrEmbedder",
     "QuivrPlugin",
     "QuivrRanker",
@@ -118,9 +128,12 @@ __all__ = [
     "launch_plugin",
     "memory_plugin",
     "offered_spaces",
+    "open_development",
     "parse_range",
     "parse_version",
+    "plan_hosting",
     "plugin_link",
+    "quivr_ranker_scaffold",
     "searches_by_meaning",
     "segment_request_body",
     "segment_request_from_body",

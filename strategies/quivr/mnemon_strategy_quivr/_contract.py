@@ -1,13 +1,15 @@
 """The contract runner's Quivr-compat mode: a Quivr plugin certified over the wire.
 
-`mnemon plugin test` runs this when the folder holds a `quivr-plugin.yaml`: the checks of
-Quivr's own contract runner for each Contribution mnemon hosts the plugin declares
-(`ingestion`, `retrieval`), each judged by this package's inspector and the rules the host
-judges answers by, reported in Quivr's contract report v1 shape. A check whose premise failed
-is skipped with the reason; the plugin is certified when no check failed. The report, the
-recorded exchanges and the launcher are mnemon-remote's, shared with its own runner. A
-launched plugin is certified as the host reaches it: every request to a Contribution signed
-with its per-launch key.
+`mnemon plugin test` runs this on a Quivr manifest (`quivr-plugin.yaml`, or any file with a
+Quivr manifest's content): the checks of Quivr's own contract runner for each Contribution
+the plugin declares that mnemon hosts (`ingestion`, `retrieval`), each judged by this
+package's inspector and the rules the host judges answers by, reported in Quivr's contract
+report v1 shape. The Contributions mnemon does not host are named, with the reason, in the
+`manifest` check's note; a plugin with none mnemon hosts fails `compatibility`
+(`not_hosted`). A check whose premise failed is skipped with the reason; the plugin is
+certified when no check failed. The report, the recorded exchanges and the launcher are
+mnemon-remote's, shared with its own runner. A launched plugin is certified as the host
+reaches it: every request to a Contribution signed with its per-launch key.
 """
 
 from __future__ import annotations
@@ -45,11 +47,13 @@ from ._contract_ingestion import (
     IngestionFixture,
     certify_ingestion,
 )
+from ._hosting import HostingPlan, plan_hosting
 from ._manifest import (
     ENGINE_VERSION,
-    HOSTED,
     PLUGIN_API_VERSIONS,
+    QUIVR_PLUGIN_API_VERSIONS,
     ManifestReport,
+    admitted_versions,
     inspect_manifest,
 )
 from ._plugin import HEALTH, SEARCH, QuivrPlugin, launch_plugin
@@ -67,10 +71,19 @@ __all__ = [
     "INGESTION_CHECKS",
     "MANIFEST_NAME",
     "QUIVR_CHECKS",
+    "ContractRun",
     "ContractRunner",
+    "RetrievalSearch",
     "certify_plugin",
-    "contract_runner",
+    "check_discovery",
+    "check_fixtures",
+    "check_health",
+    "check_manifest",
+    "check_search",
     "inspect_plugin",
+    "manifest_path",
+    "now",
+    "read_manifest",
 ]
 
 MANIFEST_NAME = "quivr-plugin.yaml"
@@ -78,8 +91,6 @@ DISCOVERY = "/v0/discovery"
 # Quivr labels its own normative fixtures this way in a report
 NORMATIVE = "contracts:"
 RETRIEVAL = "retrieval"
-# Contributions Quivr defines that mnemon does not host (docs/quivr.md says why)
-UNSUPPORTED = ("normalizer", "subscription", "connector")
 #: the checks of Quivr's runner for a retrieval plugin, in report order, with their titles
 QUIVR_CHECKS = ContractChecks(
     RETRIEVAL,
@@ -98,7 +109,7 @@ QUIVR_CHECKS = ContractChecks(
 
 
 @dataclass
-class _Search:
+class RetrievalSearch:
     """One fixture that builds valid searches: its label, value and the profiles to run."""
 
     label: str
@@ -111,7 +122,7 @@ CHECKS = {RETRIEVAL: QUIVR_CHECKS, INGESTION: INGESTION_CHECKS}
 
 
 @dataclass
-class _Run:
+class ContractRun:
     manifest_path: Path
     report: ManifestReport
     mode: str
@@ -140,11 +151,17 @@ class _Run:
         return self.report.manifest or {}
 
     @property
+    def plan(self) -> HostingPlan:
+        """What mnemon hosts of the plugin (nothing while the manifest is invalid)."""
+        return plan_hosting(self.report)
+
+    @property
     def hosted(self) -> list[str]:
-        """The Contributions certified, in report order (retrieval when the manifest says none)."""
-        declared = self.manifest.get("contributions")
-        names = [c for c in HOSTED if isinstance(declared, Mapping) and c in declared]
-        return names or [RETRIEVAL]
+        """The Contributions certified, in report order.
+
+        Retrieval when none is hosted: the report then lists its checks, skipped.
+        """
+        return list(self.plan.hosted) or [RETRIEVAL]
 
     @property
     def contribution(self) -> Mapping[str, Any]:
@@ -163,7 +180,7 @@ def manifest_path(path: Path) -> Path:
     return path / MANIFEST_NAME if path.is_dir() else path
 
 
-def _read(path: Path) -> ManifestReport | None:
+def read_manifest(path: Path) -> ManifestReport | None:
     try:
         return inspect_manifest(path)
     except OSError:
@@ -171,51 +188,51 @@ def _read(path: Path) -> ManifestReport | None:
 
 
 def _spoken(report: ManifestReport) -> str:
-    return report.plugin_api or str(max(PLUGIN_API_VERSIONS))
+    """The Plugin API version mnemon speaks with the plugin, or its highest when none."""
+    return plan_hosting(report).plugin_api or str(max(PLUGIN_API_VERSIONS))
 
 
-def _compatibility(report: ManifestReport) -> dict[str, dict[str, Any]]:
-    """The report's `compatibility`: each declared range, the version judged and the verdict."""
+def _negotiated(report: ManifestReport) -> str:
+    """The Plugin API version Quivr's rule picks: the highest admitted, else its newest."""
+    admitted = admitted_versions(report.manifest or {})
+    return str(admitted[-1] if admitted else max(QUIVR_PLUGIN_API_VERSIONS))
+
+
+def _speaks(report: ManifestReport) -> bool:
+    """Whether the manifest's range admits a Plugin API version mnemon speaks."""
+    return bool(admitted_versions(report.manifest or {}, PLUGIN_API_VERSIONS))
+
+
+def _compatibility(
+    report: ManifestReport, plugin_api: str | None = None
+) -> dict[str, dict[str, Any]]:
+    """The `compatibility` of a report: each declared range, the version judged and the verdict.
+
+    `plugin_api` is the Plugin API version judged: Quivr's negotiated one for an inspection;
+    by default the one mnemon speaks with the plugin (a certification), which must exist.
+    """
     ranges = (report.manifest or {}).get("compatibility")
     if not isinstance(ranges, Mapping):
         return {}
     value: dict[str, dict[str, Any]] = {}
     codes = report.codes
-    for key, version in (("engine", ENGINE_VERSION), ("plugin_api", _spoken(report))):
+    certifying = plugin_api is None
+    judged = _spoken(report) if certifying else plugin_api
+    for key, version in (("engine", ENGINE_VERSION), ("plugin_api", judged)):
         text = ranges.get(key)
         if not isinstance(text, str):
             continue
+        compatible = f"incompatible_{key}" not in codes and not any(
+            i.path == f"/compatibility/{key}" for i in report.issues
+        )
+        if certifying and key == "plugin_api":
+            compatible = compatible and _speaks(report)
         value[key] = {
             "range": text,
             "version": version,
-            "compatible": f"incompatible_{key}" not in codes
-            and not any(i.path == f"/compatibility/{key}" for i in report.issues),
+            "compatible": compatible,
         }
     return value
-
-
-def _unsupported(report: ManifestReport) -> list[dict[str, str]]:
-    contributions = (report.manifest or {}).get("contributions")
-    if not isinstance(contributions, Mapping):
-        return []
-    issues = [
-        {
-            "code": "unsupported_contribution",
-            "path": f"/contributions/{name}",
-            "message": f"mnemon hosts only retrieval and ingestion plugins; it cannot run {name}",
-        }
-        for name in contributions
-        if name in UNSUPPORTED
-    ]
-    if not set(HOSTED) & set(contributions) and not issues:
-        issues.append(
-            {
-                "code": "unsupported_contribution",
-                "path": "/contributions",
-                "message": "the manifest declares no retrieval and no ingestion Contribution",
-            }
-        )
-    return issues
 
 
 def _manifest_issues(report: ManifestReport) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
@@ -225,22 +242,42 @@ def _manifest_issues(report: ManifestReport) -> tuple[list[dict[str, str]], list
     for issue in report.issues:
         value = {"code": issue.code, "path": issue.path, "message": issue.message}
         (compatibility if issue.code.startswith("incompatible_") else manifest).append(value)
-    if report.manifest is not None:
-        manifest.extend(_unsupported(report))
     return manifest, compatibility
 
 
-def inspect_plugin(path: Path) -> dict[str, Any]:
-    """Inspect a Quivr plugin's `quivr-plugin.yaml` (a folder or the file itself).
+def _hosting_issues(report: ManifestReport) -> list[dict[str, str]]:
+    """Why mnemon cannot certify a valid plugin: it hosts none of its Contributions."""
+    plan = plan_hosting(report)
+    if not report.valid or plan.hosted:
+        return []
+    if not _speaks(report):
+        return [
+            {
+                "code": "incompatible_plugin_api",
+                "path": "/compatibility/plugin_api",
+                "message": "the range admits no Plugin API version mnemon speaks "
+                f"({PLUGIN_API_VERSIONS[0]} to {PLUGIN_API_VERSIONS[-1]})",
+            }
+        ]
+    return [
+        {"code": "not_hosted", "path": f"/contributions/{c.name}", "message": c.reason}
+        for c in plan.contributions
+    ]
 
-    Returns what `mnemon plugin inspect --json` prints: `valid`, `manifest_path`,
-    `manifest_digest`, `id`, `version`, `plugin_api_version`, `compatibility` (`engine` and
-    `plugin_api`: `range`, `version`, `compatible`) and `issues` (`code`, `path`, `message`).
-    A manifest that declares a Contribution mnemon does not host is invalid
-    (`unsupported_contribution`). Messages never quote a value from the file.
+
+def inspect_plugin(path: Path) -> dict[str, Any]:
+    """Inspect a Quivr plugin's manifest (its folder's `quivr-plugin.yaml`, or a file).
+
+    Returns what `mnemon plugin inspect --json` prints: `valid` (by Quivr's contract),
+    `manifest_path`, `manifest_digest`, `id`, `version`, `plugin_api_version` (negotiated as
+    Quivr does), `compatibility` (`engine` and `plugin_api`: `range`, `version`, `compatible`),
+    `issues` (`code`, `path`, `message`), `contributions` (each declared one: `name`, `hosted`,
+    `reason`), `hosted` (whether mnemon hosts any) and `hosted_plugin_api_version` (the
+    version mnemon speaks with it, or null). A Contribution mnemon does not host is listed as
+    such, never an issue. Messages never quote a value from the file.
     """
     path = manifest_path(path)
-    report = _read(path)
+    report = read_manifest(path)
     if report is None:
         return {
             "valid": False,
@@ -251,10 +288,14 @@ def inspect_plugin(path: Path) -> dict[str, Any]:
             "plugin_api_version": None,
             "compatibility": {},
             "issues": [{"code": "unreadable", "path": "", "message": "cannot read the manifest"}],
+            "contributions": [],
+            "hosted": False,
+            "hosted_plugin_api_version": None,
         }
     manifest, compatibility = _manifest_issues(report)
     issues = manifest + compatibility
     value = report.manifest or {}
+    plan = plan_hosting(report)
     return {
         "valid": not issues,
         "manifest_path": str(path),
@@ -262,8 +303,11 @@ def inspect_plugin(path: Path) -> dict[str, Any]:
         "id": value.get("id") if isinstance(value.get("id"), str) else None,
         "version": value.get("version") if isinstance(value.get("version"), str) else None,
         "plugin_api_version": report.plugin_api,
-        "compatibility": _compatibility(report),
+        "compatibility": _compatibility(report, _negotiated(report)),
         "issues": issues,
+        "contributions": [c.as_json() for c in plan.contributions],
+        "hosted": bool(plan.hosted),
+        "hosted_plugin_api_version": plan.plugin_api,
     }
 
 
@@ -272,15 +316,20 @@ def _add_issues(check: CheckResult, issues: Sequence[Mapping[str, str]]) -> None
         check.issue(issue["code"], issue["path"], issue["message"])
 
 
-def _check_manifest(run: _Run) -> bool:
+def check_manifest(run: ContractRun) -> bool:
     manifest, compatibility = _manifest_issues(run.report)
-    _add_issues(run.add("manifest"), manifest)
+    check = run.add("manifest")
+    _add_issues(check, manifest)
+    unhosted = run.plan.not_hosted
+    if run.plan.hosted and unhosted:
+        # valid Quivr, and only what mnemon hosts is certified: the rest is named, not failed
+        check.note = "not hosted, not certified: " + "; ".join(c.line() for c in unhosted)
     title = f"engine {ENGINE_VERSION} and Plugin API {_spoken(run.report)} satisfy the ranges"
     compat = run.add("compatibility", title)
-    _add_issues(compat, compatibility)
+    _add_issues(compat, compatibility or _hosting_issues(run.report))
     if not compatibility and any(i["path"].startswith("/compatibility") for i in manifest):
         compat.skip("a compatibility range is missing or invalid; see the manifest check")
-    return not manifest and not compatibility and run.report.manifest is not None
+    return not check.issues and not compat.issues and run.report.manifest is not None
 
 
 async def _healthy(client: httpx.AsyncClient) -> bool:
@@ -295,7 +344,7 @@ async def _healthy(client: httpx.AsyncClient) -> bool:
     return response.status_code == 200 and health_validator().is_valid(body)
 
 
-async def _check_health(run: _Run, client: httpx.AsyncClient, launched: bool) -> bool:
+async def check_health(run: ContractRun, client: httpx.AsyncClient, launched: bool) -> bool:
     check = run.add("health")
     with timed(check):
         healthy = False
@@ -315,12 +364,12 @@ async def _check_health(run: _Run, client: httpx.AsyncClient, launched: bool) ->
     return healthy
 
 
-def _admitted(run: _Run, version: str) -> bool:
+def _admitted(run: ContractRun, version: str) -> bool:
     declared = parse_range(str(run.manifest["compatibility"]["plugin_api"]))
     return any(str(v) == version and declared.admits(v) for v in PLUGIN_API_VERSIONS)
 
 
-async def _check_discovery(run: _Run, client: httpx.AsyncClient) -> None:
+async def check_discovery(run: ContractRun, client: httpx.AsyncClient) -> None:
     check = run.add("discovery")
     with timed(check):
         try:
@@ -365,7 +414,7 @@ def _normative(name: str) -> Any:
 
 
 def _fixture_problems(
-    run: _Run, fixture: Any
+    run: ContractRun, fixture: Any
 ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """A fixture's shape problems, and the ones of its configuration: (path, message) each."""
     shape = [
@@ -408,7 +457,7 @@ class _OwnFixtures:
     strays: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _own_fixtures(run: _Run, extra: Sequence[Path]) -> _OwnFixtures:
+def _own_fixtures(run: ContractRun, extra: Sequence[Path]) -> _OwnFixtures:
     """`fixtures/*.json` beside the manifest and `extra`, each by its top-level key."""
     folder = run.manifest_path.parent
     own = _OwnFixtures()
@@ -439,29 +488,38 @@ def _own_fixtures(run: _Run, extra: Sequence[Path]) -> _OwnFixtures:
     return own
 
 
-def _check_fixtures(
-    run: _Run, own: Sequence[tuple[str, dict[str, Any]]], strays: Sequence[tuple[str, str]]
-) -> list[_Search]:
+def check_fixtures(
+    run: ContractRun,
+    own: Sequence[tuple[str, dict[str, Any]]],
+    strays: Sequence[tuple[str, str]],
+    *,
+    normative: bool = True,
+) -> list[RetrievalSearch]:
+    """The `fixtures` check: the retrieval fixtures that build valid searches.
+
+    Quivr's normative `newsroom.json` first (unless `normative` is false), then `own`;
+    `strays` are (path, message) of files no Contribution can use.
+    """
     check = run.add("fixtures")
-    searches: list[_Search] = []
+    searches: list[RetrievalSearch] = []
     notes: list[str] = []
     with timed(check):
         for where, message in strays:
             check.issue("invalid_fixture", where, message)
         label = NORMATIVE + "retrieval/newsroom.json"
         fixture = _normative("retrieval/newsroom.json")
-        shape, configuration = _fixture_problems(run, fixture)
+        shape, configuration = _fixture_problems(run, fixture) if normative else ([], [])
         if shape or configuration:
             where, message = (shape + configuration)[0]
             notes.append(f"{label} skipped: {message} at {where}")
-        else:
-            searches.append(_Search(label, fixture, _profiles(run, fixture)))
+        elif normative:
+            searches.append(RetrievalSearch(label, fixture, _profiles(run, fixture)))
         for label, fixture in own:
             shape, configuration = _fixture_problems(run, fixture)
             for where, message in shape + configuration:
                 check.issue("invalid_fixture", where, f"{label}: {message}")
             if not shape and not configuration:
-                searches.append(_Search(label, fixture, _profiles(run, fixture)))
+                searches.append(RetrievalSearch(label, fixture, _profiles(run, fixture)))
         if not searches and not check.issues:
             check.issue(
                 "no_fixture",
@@ -474,7 +532,7 @@ def _check_fixtures(
     return searches
 
 
-def _profiles(run: _Run, fixture: Mapping[str, Any]) -> list[str]:
+def _profiles(run: ContractRun, fixture: Mapping[str, Any]) -> list[str]:
     return list(fixture["retrieval"].get("profiles") or run.profiles)
 
 
@@ -482,8 +540,12 @@ def _outcome_issues(outcome: FixtureOutcome) -> list[dict[str, str]]:
     return [{"code": i.code, "path": i.path, "message": i.message} for i in outcome.issues]
 
 
-async def _check_search(run: _Run, plugin: QuivrPlugin, search: _Search) -> None:
+async def check_search(
+    run: ContractRun, plugin: QuivrPlugin, search: RetrievalSearch
+) -> list[FixtureOutcome]:
+    """`invoke` per profile and `replay` of one fixture; the outcome of each profile."""
     first: FixtureOutcome | None = None
+    outcomes = []
     limits = RetrievalLimits.from_manifest(run.contribution)
     for profile in search.profiles:
         declared = run.profiles[profile]
@@ -495,6 +557,7 @@ async def _check_search(run: _Run, plugin: QuivrPlugin, search: _Search) -> None
         check = run.add("invoke", title, search.label)
         with timed(check):
             outcome = await invoke_fixture(plugin, run.report, search.fixture, profile)
+        outcomes.append(outcome)
         _add_issues(check, _outcome_issues(outcome))
         if outcome.passed:
             check.note = f"{len(outcome.hits)} hits in {outcome.rounds} rounds"
@@ -502,7 +565,7 @@ async def _check_search(run: _Run, plugin: QuivrPlugin, search: _Search) -> None
     replay = run.add("replay", fixture=search.label)
     if first is None:
         replay.skip("no search succeeded")
-        return
+        return outcomes
     with timed(replay):
         again = await invoke_fixture(
             plugin, run.report, search.fixture, first.profile, suffix="-replay"
@@ -517,9 +580,10 @@ async def _check_search(run: _Run, plugin: QuivrPlugin, search: _Search) -> None
                 f"two identical searches differ at /ranking/hits{where if where != '/' else ''}"
                 "; the same search must rank the same way",
             )
+    return outcomes
 
 
-def _invalid_cases(run: _Run, search: _Search) -> list[tuple[str, str, bytes]]:
+def _invalid_cases(run: ContractRun, search: RetrievalSearch) -> list[tuple[str, str, bytes]]:
     session = fixture_session(run.report, search.fixture, search.profiles[0])
     valid = fixture_request(session, search.fixture, "-invalid")
     cases = [
@@ -549,7 +613,7 @@ def _invalid_cases(run: _Run, search: _Search) -> list[tuple[str, str, bytes]]:
 
 
 async def _check_invalid_requests(
-    run: _Run, client: httpx.AsyncClient, search: _Search | None
+    run: ContractRun, client: httpx.AsyncClient, search: RetrievalSearch | None
 ) -> None:
     if search is None:
         run.add("invalid_request").skip(
@@ -577,7 +641,7 @@ async def _check_invalid_requests(
         judge_refusal(check, SEARCH, response.status_code, answer, reason)
 
 
-def _check_credentials(run: _Run, output: bytes, contribution: str) -> None:
+def _check_credentials(run: ContractRun, output: bytes, contribution: str) -> None:
     check = run.add("credentials", contribution=contribution)
     if not run.secrets and not (run.manifest.get("secrets") or []):
         check.skip("the manifest declares no secrets")
@@ -598,15 +662,17 @@ def _check_credentials(run: _Run, output: bytes, contribution: str) -> None:
             )
 
 
-async def _run_checks(run: _Run, launched: LaunchedPlugin | None, fixtures: Sequence[Path]) -> None:
+async def _run_checks(
+    run: ContractRun, launched: LaunchedPlugin | None, fixtures: Sequence[Path]
+) -> None:
     plugin_id = str(run.manifest["id"])
-    auth = None if run.key is None else EngineRequestAuth(run.key, plugin_id=plugin_id, clock=_now)
+    auth = None if run.key is None else EngineRequestAuth(run.key, plugin_id=plugin_id, clock=now)
     async with httpx.AsyncClient(
         base_url=run.base_url, transport=run.transport, timeout=None, auth=auth
     ) as client:
-        if not await _check_health(run, client, launched is not None):
+        if not await check_health(run, client, launched is not None):
             return
-        await _check_discovery(run, client)
+        await check_discovery(run, client)
         own = _own_fixtures(run, fixtures)
         # the plugin's error codes go into the report: the runner's secrets are scrubbed first
         plugin = QuivrPlugin(
@@ -625,20 +691,20 @@ async def _run_checks(run: _Run, launched: LaunchedPlugin | None, fixtures: Sequ
                         run.report, client, plugin, run.checks, own.ingestion, strays
                     )
                     continue
-                searches = _check_fixtures(run, own.retrieval, strays)
+                searches = check_fixtures(run, own.retrieval, strays)
                 for search in searches:
-                    await _check_search(run, plugin, search)
+                    await check_search(run, plugin, search)
                 await _check_invalid_requests(run, client, searches[0] if searches else None)
         finally:
             await plugin.aclose()
 
 
-def _now() -> int:
+def now() -> int:
     return int(time.time())
 
 
 async def _reach(
-    run: _Run, fixtures: Sequence[Path], endpoint: str | None, captured: IO[bytes]
+    run: ContractRun, fixtures: Sequence[Path], endpoint: str | None, captured: IO[bytes]
 ) -> None:
     if endpoint is not None:
         run.base_url = endpoint.rstrip("/")
@@ -683,7 +749,7 @@ async def _reach(
         await launched.stop()
 
 
-def _why_skipped(run: _Run) -> str:
+def _why_skipped(run: ContractRun) -> str:
     for check_id in ("manifest", "compatibility", "health"):
         if run.failed(check_id):
             return f"skipped: the {check_id} check failed"
@@ -717,13 +783,13 @@ async def certify_plugin(
         plugin_output: where a launched plugin's stdout and stderr are copied afterwards.
     """
     path = manifest_path(directory)
-    report = _read(path)
+    report = read_manifest(path)
     mode = "endpoint" if endpoint is not None else "launch"
-    run = _Run(path, report or ManifestReport(None, "", (), None), mode, startup_timeout)
+    run = ContractRun(path, report or ManifestReport(None, "", (), None), mode, startup_timeout)
     output = b""
     if report is None:
         run.add("manifest").issue("unreadable", "", "cannot read quivr-plugin.yaml")
-    elif _check_manifest(run):
+    elif check_manifest(run):
         with tempfile.TemporaryFile() as captured:
             try:
                 await _reach(run, fixtures, endpoint, captured)
@@ -742,7 +808,7 @@ async def certify_plugin(
     return _report(run)
 
 
-def _skip_missing(run: _Run, *, credentials: bool) -> None:
+def _skip_missing(run: ContractRun, *, credentials: bool) -> None:
     """Add every check that did not run, skipped with the reason (`credentials` last)."""
     present = {(check.id, check.contribution) for check in run.checks}
     for contribution in run.hosted:
@@ -754,7 +820,7 @@ def _skip_missing(run: _Run, *, credentials: bool) -> None:
                 present.add((probe.id, probe.contribution))
 
 
-def _report(run: _Run) -> dict[str, Any]:
+def _report(run: ContractRun) -> dict[str, Any]:
     plugin: dict[str, Any] = {"manifest_path": str(run.manifest_path)}
     manifest = run.manifest
     if isinstance(manifest.get("id"), str):
@@ -787,22 +853,18 @@ def _report(run: _Run) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class ContractRunner:
-    """What `mnemon plugin inspect|test` finds through the `mnemon.contract_runners` entry point.
+    """What `mnemon plugin inspect|test|dev` finds in the `mnemon.contract_runners` entry point.
 
     Attributes:
         manifest_name: the manifest file that selects this runner in a plugin's folder.
         distribution: the distribution to install for it.
         inspect: `inspect_plugin`.
         certify: `certify_plugin`.
+        develop: opens the `mnemon plugin dev` session of a plugin (`open_development`).
     """
 
     manifest_name: str
     distribution: str
     inspect: Callable[[Path], dict[str, Any]]
     certify: Callable[..., Awaitable[dict[str, Any]]]
-
-
-#: the Quivr-compat mode of the contract runner
-contract_runner = ContractRunner(
-    MANIFEST_NAME, "mnemon-strategy-quivr", inspect_plugin, certify_plugin
-)
+    develop: Callable[..., Any]

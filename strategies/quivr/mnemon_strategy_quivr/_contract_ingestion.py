@@ -46,7 +46,13 @@ from ._schemas import (
 )
 from ._verdicts import first_difference, judge_refusal
 
-__all__ = ["INGESTION", "INGESTION_CHECKS", "IngestionFixture", "certify_ingestion"]
+__all__ = [
+    "INGESTION",
+    "INGESTION_CHECKS",
+    "IngestionFixture",
+    "certify_ingestion",
+    "develop_ingestion",
+]
 
 INGESTION = "ingestion"
 NORMATIVE = "contracts:"
@@ -200,8 +206,13 @@ class _Ingestion:
         )
 
     def check_fixtures(
-        self, own: Sequence[IngestionFixture], strays: Sequence[tuple[str, str]]
+        self,
+        own: Sequence[IngestionFixture],
+        strays: Sequence[tuple[str, str]],
+        *,
+        normative: bool = True,
     ) -> list[_Text]:
+        """The `fixtures` check: Quivr's `article.json` (unless not `normative`), then `own`."""
         check = self.add("fixtures")
         texts: list[_Text] = []
         notes: list[str] = []
@@ -210,10 +221,10 @@ class _Ingestion:
                 check.issue("invalid_fixture", where, message)
             name = "ingestion/article.json"
             raw = resources.files(__package__).joinpath("contracts", name).read_bytes()
-            normative = IngestionFixture(NORMATIVE + name, raw, json.loads(raw))
-            for fixture in [normative, *own]:
+            article = IngestionFixture(NORMATIVE + name, raw, json.loads(raw))
+            for fixture in [article, *own] if normative else own:
                 shape, configuration = self.problems(fixture)
-                if fixture is normative and (shape or configuration):
+                if fixture is article and (shape or configuration):
                     notes.append(f"{fixture.label} skipped: {(shape + configuration)[0]}")
                     continue
                 for message in shape + configuration:
@@ -504,3 +515,25 @@ async def certify_ingestion(
     for text in texts:
         await ingestion.check_embed_query(text)
     await ingestion.check_invalid_requests(texts[0] if texts else None)
+
+
+async def develop_ingestion(
+    report: ManifestReport,
+    client: httpx.AsyncClient,
+    plugin: QuivrPlugin,
+    checks: list[CheckResult],
+    fixture: IngestionFixture,
+) -> Any:
+    """Replay one ingestion fixture for `mnemon plugin dev`; return the plugin's answer.
+
+    The checks `mnemon plugin test` runs on a fixture, appended to `checks`: `fixtures`,
+    `invoke` (`segment_and_embed`) and `embed_query`. The answer is the judged
+    `segment_and_embed` one, or None when it broke a rule or never came.
+    """
+    ingestion = _Ingestion(report, client, plugin, checks)
+    texts = ingestion.check_fixtures([fixture], [], normative=False)
+    if not texts:
+        return None
+    answer = await ingestion.check_invoke(texts[0])
+    await ingestion.check_embed_query(texts[0])
+    return answer

@@ -1,9 +1,12 @@
 """The `quivr-plugin.yaml` inspector: shape, ranges, compatibility and the semantic rules.
 
 It reads a manifest without running the plugin and reports every rule it breaks with Quivr's
-codes, as `quivr plugin inspect` does, for the Contributions mnemon hosts, `retrieval` and
-`ingestion`, and the protocol-level rules every manifest shares. The YAML is read by mnemon-remote's
-manifest loader, which refuses aliases and deep nesting before anything walks the value.
+codes, as `quivr plugin inspect` does: for every Contribution (`normalizer`, `subscription`,
+`connector`, `ingestion`, `retrieval`), whether mnemon hosts it or not, and the protocol-level
+rules every manifest shares. A manifest is judged against Quivr's contract, every Plugin API
+version it defines; which of its Contributions mnemon hosts, and the version mnemon speaks with
+it, is `plan_hosting`'s answer. The YAML is read by the core's safe loader, which refuses
+aliases and deep nesting before anything walks the value.
 """
 
 from __future__ import annotations
@@ -13,9 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 
 from mnemon import (
     DefinitionError,
@@ -27,24 +27,33 @@ from mnemon import (
     parse_yaml,
 )
 
+from ._issues import Feature, ManifestIssue, compiles
 from ._schemas import manifest_validator
+from ._unhosted import connector_rules, subscription_rules
 
 __all__ = [
     "ENGINE_VERSION",
     "HOSTED",
     "PLUGIN_API_VERSIONS",
+    "QUIVR_PLUGIN_API_VERSIONS",
+    "SINCE",
     "ManifestIssue",
     "ManifestReport",
+    "admitted_versions",
+    "contribution_features",
     "inspect_manifest",
 ]
 
 # the Quivr engine version mnemon answers to, for `compatibility.engine`
 ENGINE_VERSION = "0.1.0"
-# the Plugin API versions mnemon speaks, for `compatibility.plugin_api`; 0.14 signs requests
-PLUGIN_API_VERSIONS = tuple(
-    parse_version(f"0.{minor}.{patch}") for minor, patch in [(m, 0) for m in range(15)] + [(3, 1)]
+#: every Plugin API version of Quivr's contract, lowest first (0.19 is the newest one a
+#: normative fixture uses): a manifest is compatible when its range admits one of them
+QUIVR_PLUGIN_API_VERSIONS = tuple(
+    sorted([parse_version(f"0.{minor}.0") for minor in range(1, 20)] + [parse_version("0.3.1")])
 )
-# the first Plugin API version of each Contribution and feature
+#: the ones mnemon speaks with a plugin it hosts, the highest one admitted; 0.14 signs requests
+PLUGIN_API_VERSIONS = tuple(v for v in QUIVR_PLUGIN_API_VERSIONS if v <= parse_version("0.14.0"))
+#: the first Plugin API version of each Contribution, and of later fields of those mnemon hosts
 SINCE = {
     "normalizer": parse_version("0.1.0"),
     "subscription": parse_version("0.2.0"),
@@ -63,15 +72,6 @@ HOSTED = ("ingestion", "retrieval")
 
 
 @dataclass(frozen=True)
-class ManifestIssue:
-    """One broken rule: its code, the JSON path at fault, and a message naming the rule."""
-
-    code: str
-    path: str
-    message: str
-
-
-@dataclass(frozen=True)
 class ManifestReport:
     """What inspecting one manifest found.
 
@@ -79,7 +79,9 @@ class ManifestReport:
         manifest: the parsed value (None when the file is not a YAML mapping).
         digest: `sha256:<hex>` of the manifest's exact bytes.
         issues: every broken rule.
-        plugin_api: the Plugin API version spoken (the highest admitted), when compatible.
+        plugin_api: the Plugin API version negotiated by Quivr's rule (the highest version of
+            its contract the range admits), when the manifest is valid; mnemon may speak a
+            lower one with the plugin (`plan_hosting`).
     """
 
     manifest: Mapping[str, Any] | None
@@ -123,7 +125,7 @@ def inspect_manifest(source: str | bytes | Path) -> ManifestReport:
         return ManifestReport(None, digest, (issue,), None)
     issues = _shape(value)
     issues += _semantics(value)
-    admitted = _admitted(value)
+    admitted = admitted_versions(value)
     spoken = str(admitted[-1]) if admitted and not issues else None
     unique = tuple(dict.fromkeys(issues))
     return ManifestReport(value, digest, unique, spoken)
@@ -157,8 +159,10 @@ def _range(value: Any, path: str, issues: list[ManifestIssue]) -> VersionRange |
         return None
 
 
-def _admitted(value: Mapping[str, Any]) -> list[Version]:
-    """Plugin API versions mnemon speaks that the manifest admits, lowest first."""
+def admitted_versions(
+    value: Mapping[str, Any], versions: tuple[Version, ...] = QUIVR_PLUGIN_API_VERSIONS
+) -> list[Version]:
+    """The `versions` a manifest's `plugin_api` range admits, lowest first."""
     compatibility = value.get("compatibility")
     if not isinstance(compatibility, Mapping):
         return []
@@ -166,7 +170,7 @@ def _admitted(value: Mapping[str, Any]) -> list[Version]:
         declared = parse_range(str(compatibility.get("plugin_api")))
     except RangeError:
         return []
-    return sorted(version for version in PLUGIN_API_VERSIONS if declared.admits(version))
+    return sorted(version for version in versions if declared.admits(version))
 
 
 def _semantics(value: Mapping[str, Any]) -> list[ManifestIssue]:
@@ -174,6 +178,10 @@ def _semantics(value: Mapping[str, Any]) -> list[ManifestIssue]:
     compatibility = value.get("compatibility")
     contributions = value.get("contributions")
     contributions = contributions if isinstance(contributions, Mapping) else {}
+    rules = [
+        subscription_rules(contributions.get("subscription")),
+        connector_rules(contributions.get("connector")),
+    ]
     if isinstance(compatibility, Mapping):
         engine = _range(compatibility.get("engine"), "/compatibility/engine", issues)
         if engine is not None and not engine.admits(ENGINE_VERSION):
@@ -186,7 +194,8 @@ def _semantics(value: Mapping[str, Any]) -> list[ManifestIssue]:
             )
         plugin_api = _range(compatibility.get("plugin_api"), "/compatibility/plugin_api", issues)
         if plugin_api is not None:
-            issues.extend(_plugin_api(value, contributions, _admitted(value)))
+            later = [feature for _, found in rules for feature in found]
+            issues.extend(_plugin_api(value, contributions, later))
     for name in contributions:
         if name in RESERVED:
             issues.append(
@@ -199,6 +208,8 @@ def _semantics(value: Mapping[str, Any]) -> list[ManifestIssue]:
         for index, item in enumerate(requires):
             if isinstance(item, Mapping) and "version" in item:
                 _range(item["version"], f"/requires/{index}/version", issues)
+    for broken, _ in rules:
+        issues.extend(broken)
     issues.extend(_namespaces(value))
     issues.extend(_spaces(value))
     issues.extend(_secrets(value))
@@ -206,28 +217,50 @@ def _semantics(value: Mapping[str, Any]) -> list[ManifestIssue]:
     return issues
 
 
+def contribution_features(value: Mapping[str, Any], name: str) -> list[Feature]:
+    """A declared Contribution and its later fields mnemon hosts, each with its version.
+
+    The Contribution `name` itself first, then (for `ingestion`) a space's `input_price` and
+    `paging: true`; nothing when the manifest does not declare it.
+    """
+    contributions = value.get("contributions")
+    if not isinstance(contributions, Mapping) or name not in contributions or name not in SINCE:
+        return []
+    features = [Feature(f"/contributions/{name}", name, SINCE[name])]
+    if name == "ingestion":
+        features.extend(
+            Feature(f"/contributions/ingestion/{field}", field, SINCE[field])
+            for field in _ingestion_features(contributions["ingestion"])
+        )
+    return features
+
+
 def _plugin_api(
-    value: Mapping[str, Any], contributions: Mapping[str, Any], admitted: list[Version]
+    value: Mapping[str, Any], contributions: Mapping[str, Any], later: list[Feature]
 ) -> list[ManifestIssue]:
-    path = "/compatibility/plugin_api"
+    admitted = admitted_versions(value)
     if not admitted:
+        first, last = QUIVR_PLUGIN_API_VERSIONS[0], QUIVR_PLUGIN_API_VERSIONS[-1]
         return [
             ManifestIssue(
-                "incompatible_plugin_api", path, "no Plugin API version mnemon speaks is admitted"
+                "incompatible_plugin_api",
+                "/compatibility/plugin_api",
+                f"no Plugin API version of Quivr's contract ({first} to {last}) is admitted",
             )
         ]
-    features = [name for name in contributions if name in SINCE]
+    needed = [f for name in contributions for f in contribution_features(value, name)]
     if "requires" in value:
-        features.append("requires")
-    features.extend(_ingestion_features(contributions.get("ingestion")))
+        needed.append(Feature("/requires", "requires", SINCE["requires"]))
+    # the field at fault is named, as Quivr's inspector does: `/contributions/connector/...`
     return [
         ManifestIssue(
             "incompatible_plugin_api",
-            path,
-            f"{feature} needs Plugin API {SINCE[feature]} or later, outside the declared range",
+            feature.path,
+            f"{feature.label}: Plugin API {feature.since} or later, which the declared range "
+            "does not admit",
         )
-        for feature in features
-        if admitted[-1] < SINCE[feature]
+        for feature in [*needed, *later]
+        if admitted[-1] < feature.since
     ]
 
 
@@ -301,18 +334,10 @@ def _secrets(value: Mapping[str, Any]) -> list[ManifestIssue]:
     return issues
 
 
-def _compiles(schema: Any) -> bool:
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError:
-        return False
-    return True
-
-
 def _schemas(value: Mapping[str, Any]) -> list[ManifestIssue]:
     issues = []
     configuration = value.get("configuration")
-    if isinstance(configuration, Mapping) and not _compiles(configuration.get("schema", True)):
+    if isinstance(configuration, Mapping) and not compiles(configuration.get("schema", True)):
         issues.append(
             ManifestIssue(
                 "invalid_config_schema",
@@ -326,7 +351,7 @@ def _schemas(value: Mapping[str, Any]) -> list[ManifestIssue]:
             if not isinstance(versions, Mapping):
                 continue
             for version, schema in versions.items():
-                if not _compiles(schema):
+                if not compiles(schema):
                     issues.append(
                         ManifestIssue(
                             "invalid_extension_schema",

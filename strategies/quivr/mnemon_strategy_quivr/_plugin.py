@@ -190,7 +190,8 @@ async def launch_plugin(
     *,
     startup_timeout: float = 10.0,
     secrets: Mapping[str, str] | None = None,
-    output: IO[bytes] | None = None,
+    output: IO[bytes] | int | None = None,
+    port: int | None = None,
 ) -> LaunchedPlugin:
     """Start the plugin's `run.command` by Quivr's run convention and wait for its health.
 
@@ -205,7 +206,9 @@ async def launch_plugin(
         report: the inspected manifest (with `run.command`).
         startup_timeout: seconds the plugin has to answer `GET /v0/health` with 200.
         secrets: values by their names, set in the plugin's environment.
-        output: where the plugin's stdout and stderr go (a file); None inherits them.
+        output: where the plugin's stdout and stderr go (a file or a file descriptor); None
+            inherits them.
+        port: the loopback port it serves on; by default a free one.
 
     Raises:
         PluginUnavailable: when the manifest has no `run.command`, or the plugin is not healthy
@@ -218,6 +221,7 @@ async def launch_plugin(
         convention=QUIVR_RUN,
         secrets=secrets,
         startup_timeout=startup_timeout,
+        port=port,
         ready=answers_healthy,
         stdout=output,
         stderr=output,

@@ -2,7 +2,8 @@
 
 The manifest schema shipped here is Quivr's Plugin API 0.6 version: it predates the
 `retrieval` Contribution, profile names and `requires`, which the retrieval request schema
-refers to, and a vector space's `input_price` and the ingestion `paging` switch. Quivr's
+refers to, a vector space's `input_price`, the ingestion `paging` switch, subscription
+`vectors` (0.10, reserved before) and a connector kind's `api` routes (0.11). Quivr's
 normative fixtures (index.json) are newer; the definitions added below follow them. The
 segment_and_embed response schema is newer than what mnemon speaks (Plugin API 0.14 at most):
 its Plugin API 0.17 and 0.18 fields are taken out. The embed_query schemas were not found
@@ -116,6 +117,23 @@ INPUT_PRICE = {
     "properties": {"usd_per_million_tokens": {"type": "number", "minimum": 0}},
 }
 PAGING = {"type": "boolean"}
+# subscription vectors (Plugin API 0.10, the protocol's manifest table): what the core sends,
+# and the expression's query text, a JSON Pointer that `query: true` needs
+VECTORS = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "parts": {"type": "boolean"},
+        "query": {"type": "boolean"},
+        "query_text_pointer": {"type": "string", "pattern": "^(/([^~/]|~[01])*)+$"},
+        "query_expression_schema": {"type": ["object", "boolean"]},
+    },
+    "if": {"required": ["query"], "properties": {"query": {"const": True}}},
+    "then": {"required": ["query_text_pointer"]},
+}
+# a connector kind's API routes (Plugin API 0.11): judged whole by their own rules, so that
+# every problem in them is `invalid_connector_api` (index.json), never `schema_violation`
+CONNECTOR_API = {"type": "object"}
 #: `POST /v0/contributions/ingestion/embed_query`: the envelope, the space and a text query
 EMBED_QUERY_REQUEST = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -181,6 +199,8 @@ def _loaded() -> dict[str, Any]:
     manifest["properties"]["requires"] = REQUIRES
     manifest["$defs"]["VectorSpace"]["properties"]["input_price"] = INPUT_PRICE
     manifest["$defs"]["Ingestion"]["properties"]["paging"] = PAGING
+    manifest["$defs"]["Subscription"]["properties"]["vectors"] = VECTORS
+    manifest["$defs"]["ConnectorKind"]["properties"]["api"] = CONNECTOR_API
     schemas["plugin-manifest.schema.json"] = manifest
     answer = copy.deepcopy(schemas["ingestion-segment-and-embed-response.schema.json"])
     for name in NEWER_ANSWER_FIELDS:

@@ -30,8 +30,9 @@ from mnemon import (
 )
 
 from ._embedder import define_quivr_embedder
+from ._hosting import plan_hosting
 from ._link import PluginLink
-from ._manifest import HOSTED, inspect_manifest
+from ._manifest import inspect_manifest
 from ._ranking import QuivrRanker
 from ._rules import RetrievalProfile
 
@@ -126,8 +127,10 @@ def plugin_link(config: Mapping[str, Any]) -> PluginLink:
     if not report.valid:
         raise _fail("manifest", f"the manifest is invalid ({', '.join(sorted(report.codes))})")
     manifest = report.manifest or {}
-    if not set(manifest["contributions"]) & set(HOSTED):
-        raise _fail("manifest", "the plugin declares neither retrieval nor ingestion")
+    plan = plan_hosting(report)
+    if not plan.hosted:
+        reasons = "; ".join(c.line() for c in plan.contributions)
+        raise _fail("manifest", f"mnemon hosts none of the plugin's Contributions ({reasons})")
     endpoint = config.get("endpoint")
     if (endpoint is None) == (not config.get("launch", False)):
         raise _fail("endpoint", "give either an endpoint or launch: true")
@@ -167,9 +170,9 @@ def create_ranker(config: Mapping[str, Any], link: PluginLink | None = None) -> 
         InstallError: naming the configuration key at fault (never its value).
     """
     link = link or plugin_link(config)
-    retrieval = (link.report.manifest or {})["contributions"].get("retrieval")
-    if retrieval is None:
-        raise _fail("manifest", "the plugin declares no retrieval Contribution")
+    if "retrieval" not in plan_hosting(link.report).hosted:
+        raise _fail("manifest", "the plugin has no retrieval Contribution mnemon hosts")
+    retrieval = (link.report.manifest or {})["contributions"]["retrieval"]
     name = str(config.get("profile", "default"))
     declared = retrieval["profiles"].get(name)
     if declared is None:
@@ -263,7 +266,8 @@ def apply(ctx: PluginContext) -> None:
 
     A `retrieval` Contribution becomes the `quivr-ranking` Strategy, an `ingestion` one an
     embedder of the plugin's spaces; both reach the same plugin, launched once, and unmounting
-    the entry stops it.
+    the entry stops it. The Contributions mnemon does not host (`normalizer`, `subscription`,
+    `connector`) are left alone: the plugin may declare them beside these.
 
     Raises:
         InstallError: naming the configuration key at fault.
@@ -271,10 +275,10 @@ def apply(ctx: PluginContext) -> None:
     """
     config = QUIVR_CONFIGURATION.validate(ctx.configuration)
     link = plugin_link(config)
-    contributions = (link.report.manifest or {})["contributions"]
+    hosted = plan_hosting(link.report).hosted
     strategies = []
-    if "retrieval" in contributions:
+    if "retrieval" in hosted:
         strategies.append(define_ranking_strategy(create_ranker(config, link)))
-    embedders = [define_quivr_embedder(link)] if "ingestion" in contributions else []
+    embedders = [define_quivr_embedder(link)] if "ingestion" in hosted else []
     ctx.on_dispose(link.aclose)
     install_memory(ctx, strategies=strategies, embedders=embedders)

@@ -166,14 +166,16 @@ def test_inspect_a_quivr_manifest(tmp_path: Path) -> None:
     assert value["id"] == "mnemon.bm25"
     assert value["plugin_api_version"] == "0.14.0"
     assert value["compatibility"]["engine"]["compatible"] is True
-    # a normalizer plugin is a valid Quivr plugin mnemon cannot host
+    # a normalizer plugin is a valid Quivr plugin mnemon cannot host: listed, not an error
     (tmp_path / "quivr-plugin.yaml").write_bytes(
         (Path(__file__).parent / "fixtures/quivr/fixtures/manifests/valid/full.yaml").read_bytes()
     )
     result = _mnemon("inspect", str(tmp_path))
-    assert result.returncode == 1
-    assert "unsupported_contribution at /contributions/normalizer" in result.stdout
-    assert inspect_plugin(tmp_path)["issues"][0]["code"] == "unsupported_contribution"
+    assert result.returncode == 0, result.stdout
+    assert "normalizer: not hosted (" in result.stdout
+    value = inspect_plugin(tmp_path)
+    assert (value["valid"], value["issues"], value["hosted"]) == (True, [], False)
+    assert value["contributions"][0]["name"] == "normalizer"
 
 
 def test_usage_errors_exit_2(tmp_path: Path, plugin_dir: Path) -> None:
@@ -399,3 +401,42 @@ async def test_the_launched_plugin_gets_its_secrets_and_nothing_else_of_the_host
     assert environment["BM25_API_KEY"].startswith("quivr-contract-")
     assert environment["QUIVR_PLUGIN_HOST"] == "127.0.0.1"
     assert environment["QUIVR_PLUGIN_MANIFEST"] == str(manifest.resolve())
+
+
+def _with_unhosted(manifest: dict[str, Any]) -> None:
+    """Declare a normalizer and a connector beside retrieval, as Quivr's fixtures write them."""
+    for name, fixture in (("normalizer", "full.yaml"), ("connector", "connector.yaml")):
+        manifest["contributions"][name] = load(f"manifests/valid/{fixture}")["contributions"][name]
+    manifest["run"]["command"].extend(["--also", "normalizer", "--also", "connector"])
+
+
+async def test_what_mnemon_hosts_is_certified_and_the_rest_is_named(plugin_dir: Path) -> None:
+    edit_manifest(plugin_dir, _with_unhosted)
+    report = await certify_plugin(plugin_dir, startup_timeout=5.0)
+    _report_validator().validate(report)
+    assert report["certified"] is True, _failed(report)
+    manifest_check = report["checks"][0]
+    assert manifest_check["id"] == "manifest"
+    assert manifest_check["status"] == "pass"
+    assert manifest_check["note"].startswith("not hosted, not certified: normalizer: not hosted")
+    assert "connector: not hosted" in manifest_check["note"]
+    assert {c.get("contribution") for c in report["checks"][4:]} == {"retrieval"}
+
+
+async def test_a_plugin_mnemon_hosts_nothing_of_is_not_certified(tmp_path: Path) -> None:
+    (tmp_path / "quivr-plugin.yaml").write_bytes(
+        (Path(__file__).parent / "fixtures/quivr/fixtures/manifests/valid/full.yaml").read_bytes()
+    )
+    report = await certify_plugin(tmp_path, startup_timeout=1.0)
+    _report_validator().validate(report)
+    assert report["certified"] is False
+    assert _failed(report) == {"compatibility": {"not_hosted"}}
+    [compatibility] = [c for c in report["checks"] if c["id"] == "compatibility"]
+    assert [i["path"] for i in compatibility["issues"]] == ["/contributions/normalizer"]
+    assert "no such pipeline" in compatibility["issues"][0]["message"]
+    # nothing was launched: the manifest passed, every later check skipped with the reason
+    assert report["checks"][0]["status"] == "pass"
+    assert all(
+        c["status"] == "skip" and c["note"] == "skipped: the compatibility check failed"
+        for c in report["checks"][2:]
+    )

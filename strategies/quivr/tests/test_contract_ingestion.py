@@ -226,11 +226,14 @@ def test_an_ingestion_plugin_is_a_plugin_mnemon_hosts() -> None:
     assert value["issues"] == []
 
 
-def test_a_manifest_with_neither_contribution_mnemon_hosts_is_unsupported(tmp_path: Path) -> None:
+def test_a_manifest_with_neither_contribution_mnemon_hosts_lists_what_it_declares(
+    tmp_path: Path,
+) -> None:
     manifest = yaml.safe_load((EMBEDDERS / "quivr-plugin.yaml").read_text(encoding="utf-8"))
     del manifest["contributions"]["ingestion"]
     manifest["contributions"]["normalizer"] = {"media_types": ["text/plain"]}
     (tmp_path / "quivr-plugin.yaml").write_text(json.dumps(manifest), encoding="utf-8")
-    [issue] = inspect_plugin(tmp_path)["issues"]
-    assert issue["code"] == "unsupported_contribution"
-    assert issue["path"] == "/contributions/normalizer"
+    value = inspect_plugin(tmp_path)
+    assert (value["valid"], value["issues"], value["hosted"]) == (True, [], False)
+    [normalizer] = value["contributions"]
+    assert (normalizer["name"], normalizer["hosted"]) == ("normalizer", False)

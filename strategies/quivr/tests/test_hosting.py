@@ -13,7 +13,7 @@ import httpx
 import mnemon_source_spaces as spaces
 import mnemon_strategy_quivr as quivr
 import pytest
-from launched import ended_within, kill, ranker_folder, recorded, running
+from launched import edit_manifest, ended_within, kill, ranker_folder, recorded, running
 
 from mnemon import InstallError, install_memory
 from mnemon_testing import MemoryCompositionRunner
@@ -217,6 +217,21 @@ async def test_a_launched_ranker_ranks_and_stops_with_the_entry(tmp_path):
     assert evidence.items[0].text.startswith("Tea with lemon")
 
 
+async def test_a_ranker_declared_beside_contributions_mnemon_does_not_host_ranks(tmp_path):
+    def beside(manifest):
+        manifest["contributions"]["subscription"] = {"expression_schema": {"type": "object"}}
+        manifest["run"]["command"].extend(["--also", "subscription"])
+
+    manifest = ranker_folder(tmp_path / "ranker")
+    edit_manifest(manifest.parent, beside)
+    runner = await _runner(tmp_path, manifest=str(manifest), launch=True)
+    try:
+        evidence = await _recall(runner, "tea", limit=3)
+    finally:
+        await runner.dispose()
+    assert evidence.output["status"] == "ranked"
+
+
 async def test_unmounting_stops_the_launched_plugin(tmp_path):
     class Launching:
         def apply(self, ctx):
@@ -343,6 +358,21 @@ async def test_an_invalid_manifest_is_refused_with_its_codes_not_its_path(tmp_pa
             await runner.mount(
                 quivr, instance_id="quivr", config={"endpoint": "http://127.0.0.1:1"}
             )
+    finally:
+        await runner.dispose()
+
+
+async def test_a_plugin_mnemon_hosts_nothing_of_is_refused_with_the_reasons(tmp_path):
+    full = Path(__file__).parent / "fixtures/quivr/fixtures/manifests/valid/full.yaml"
+    runner = MemoryCompositionRunner()
+    try:
+        with pytest.raises(InstallError, match="mnemon hosts none") as caught:
+            await runner.mount(
+                quivr,
+                instance_id="quivr",
+                config={"manifest": str(full), "endpoint": "http://127.0.0.1:1"},
+            )
+        assert "normalizer: not hosted" in str(caught.value)
     finally:
         await runner.dispose()
 

@@ -8,39 +8,41 @@ from pathlib import Path
 
 import pytest
 import yaml
-from mnemon_strategy_quivr import RangeError, inspect_manifest, parse_range, parse_version
+from mnemon_strategy_quivr import (
+    RangeError,
+    inspect_manifest,
+    parse_range,
+    parse_version,
+    plan_hosting,
+)
 from quivr_fixtures import FIXTURES, ROOT, load, rows
 
 RANGES = json.loads((ROOT / "ranges.json").read_text("utf-8"))
-# manifests whose Contributions mnemon knows: retrieval, ingestion and the protocol-level rules
-KNOWN = {"normalizer", "retrieval", "ingestion", "enricher"}
 MANIFESTS = rows("manifests/")
-
-
-def _outside(row):
-    # only the manifests of the subset are vendored; the others declare connector or subscription
-    if not (FIXTURES / row["file"]).exists():
-        return {"connector or subscription (not vendored)"}
-    return set(load(row["file"]).get("contributions") or {}) - KNOWN
 
 
 @pytest.mark.parametrize("row", MANIFESTS, ids=lambda row: row["file"].removeprefix("manifests/"))
 def test_every_manifest_row_yields_exactly_its_codes(row):
-    outside = _outside(row)
-    if outside:
-        pytest.skip(
-            f"{sorted(outside)}: outside what mnemon hosts (retrieval, ingestion): not inspected"
-        )
     report = inspect_manifest(FIXTURES / row["file"])
-    assert report.codes == frozenset(row.get("errors", [])), [i.message for i in report.issues]
+    assert report.codes == frozenset(row.get("errors") or []), [i.message for i in report.issues]
     assert report.valid == row["valid"]
 
 
-def test_the_subset_covers_the_retrieval_ingestion_and_protocol_rows():
-    inspected = [row for row in MANIFESTS if not _outside(row)]
-    assert len(inspected) == 25
-    assert len([row for row in inspected if "/ingestion" in row["file"]]) == 5
-    codes = set().union(*(row["errors"] for row in inspected))
+def test_every_manifest_row_is_vendored_and_every_contribution_is_judged():
+    assert len(MANIFESTS) == 58
+    assert all((FIXTURES / row["file"]).is_file() for row in MANIFESTS)
+    declared = set()
+    for row in MANIFESTS:
+        declared |= set(load(row["file"]).get("contributions") or {})
+    assert declared == {
+        "normalizer",
+        "subscription",
+        "connector",
+        "ingestion",
+        "retrieval",
+        "enricher",
+    }
+    codes = set().union(*(row.get("errors") or [] for row in MANIFESTS))
     assert codes == {
         "foreign_space",
         "invalid_range",
@@ -49,7 +51,11 @@ def test_the_subset_covers_the_retrieval_ingestion_and_protocol_rows():
         "reserved_contribution",
         "foreign_namespace",
         "invalid_config_schema",
+        "invalid_credential_schema",
+        "invalid_expression_schema",
         "invalid_extension_schema",
+        "invalid_connector_api",
+        "invalid_modes",
         "schema_violation",
         "duplicate_secret",
     }
@@ -68,21 +74,29 @@ def test_a_valid_manifest_reports_the_spoken_plugin_api_and_digest():
     )
 
 
-# Quivr ingestion manifests index.json does not list yet: valid or not for Quivr, each needs a
-# Plugin API mnemon does not speak (0.17 multi-part segments, 0.18 paging; mnemon speaks 0.14)
+# Quivr ingestion manifests index.json does not list yet: valid for Quivr, each needs a Plugin
+# API mnemon does not speak (0.17 multi-part segments, 0.18 paging; mnemon speaks up to 0.14)
 NEWER = [
     "valid/ingestion-multi-part.yaml",
     "valid/ingestion-paged.yaml",
     "valid/ingestion-paging-disabled.yaml",
-    "invalid/ingestion-pages-old-api.yaml",
 ]
 
 
 @pytest.mark.parametrize("name", NEWER)
-def test_ingestion_manifests_newer_than_mnemon_are_incompatible_not_malformed(name):
+def test_ingestion_manifests_newer_than_mnemon_are_valid_and_not_hosted(name):
     report = inspect_manifest(FIXTURES / "manifests" / name)
+    assert report.valid
+    [ingestion] = plan_hosting(report).contributions
+    assert not ingestion.hosted
+    assert "admits none of the versions mnemon speaks, 0.1.0 to 0.14.0" in ingestion.reason
+    assert plan_hosting(report).plugin_api is None
+
+
+def test_paging_in_a_range_before_it_is_incompatible():
+    report = inspect_manifest(FIXTURES / "manifests/invalid/ingestion-pages-old-api.yaml")
     assert report.codes == {"incompatible_plugin_api"}
-    assert report.plugin_api is None
+    assert report.issues[0].path == "/contributions/ingestion/paging"
 
 
 def _ingestion(**changes):
@@ -97,7 +111,18 @@ def test_paging_needs_a_plugin_api_mnemon_does_not_speak():
     assert inspect_manifest(_ingestion(paging=False)).valid
     paged = inspect_manifest(_ingestion(paging=True))
     assert paged.codes == {"incompatible_plugin_api"}
-    assert "paging needs Plugin API 0.18.0" in paged.issues[0].message
+    assert "paging: Plugin API 0.18.0 or later" in paged.issues[0].message
+    # a range that admits 0.18 makes it valid Quivr, which mnemon still cannot host
+    manifest = yaml.safe_load(_ingestion(paging=True))
+    manifest["compatibility"]["plugin_api"] = ">=0.6.0 <0.19.0"
+    report = inspect_manifest(yaml.safe_dump(manifest))
+    assert report.valid
+    assert report.plugin_api == "0.18.0"
+    [ingestion] = plan_hosting(report).contributions
+    assert (ingestion.hosted, ingestion.reason) == (
+        False,
+        "paging needs Plugin API 0.18.0; mnemon speaks 0.1.0 to 0.14.0",
+    )
 
 
 def test_a_space_price_is_valid_where_the_range_admits_0_9():

@@ -5,7 +5,8 @@ deliberate defect (each breaks one rule or one certification check) or `correct`
 ranker takes its options from its argv, the only way a test reaches it (its environment is the
 run convention's): `--mode MODE`, `--record FILE` (write what it was started with: its
 environment and the pid of its child), `--with-child` (start a worker process that ignores
-SIGTERM, as a careless plugin's helper would).
+SIGTERM, as a careless plugin's helper would), `--also NAME` (discovery lists Contribution NAME
+too, for a manifest that declares it beside retrieval; the ranker serves none of its routes).
 """
 
 from __future__ import annotations
@@ -142,8 +143,9 @@ def answer(request, mode, call=0):
     return result
 
 
-def discovery(mode):
-    with open(MANIFEST, "rb") as manifest:
+def discovery(mode, also=()):
+    # the run convention names the manifest the host inspected; in-process, the one beside
+    with open(os.environ.get("QUIVR_PLUGIN_MANIFEST", MANIFEST), "rb") as manifest:
         digest = "sha256:" + hashlib.sha256(manifest.read()).hexdigest()
     if mode == "wrong_digest":
         digest = "sha256:" + "0" * 64
@@ -152,12 +154,13 @@ def discovery(mode):
         "plugin_api": "0.6.0" if mode == "old_plugin_api" else "0.14.0",
         "plugin": {"id": "mnemon.bm25", "version": "0.1.0"},
         "manifest_digest": digest,
-        "contributions": ["retrieval"],
+        "contributions": ["retrieval", *also],
     }
 
 
 class Handler(BaseHTTPRequestHandler):
     mode = "correct"
+    also = ()
     rankings = itertools.count()  # each server gets its own (serve, __main__)
 
     def log_message(self, format, *args):  # quiet: tests read stdout/stderr
@@ -186,7 +189,7 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self._send(200, {"status": "ok"})
         elif self.path == "/v0/discovery":
-            self._send(200, discovery(self.mode))
+            self._send(200, discovery(self.mode, self.also))
         else:
             self._send(404, {"code": "not_found", "message": "no such route", "retryable": False})
 
@@ -258,6 +261,7 @@ if __name__ == "__main__":
     options.add_argument("--mode", default="correct")
     options.add_argument("--record")
     options.add_argument("--with-child", action="store_true")
+    options.add_argument("--also", action="append", default=[])
     arguments = options.parse_args()
     mode = arguments.mode
     child = start_child() if arguments.with_child else None
@@ -267,7 +271,11 @@ if __name__ == "__main__":
         print(f"bm25 ranker starting with key {os.environ.get(SECRET)}", file=sys.stderr)
     else:
         print("bm25 ranker starting", file=sys.stderr)
-    handler = type("ModeHandler", (Handler,), {"mode": mode, "rankings": itertools.count()})
+    handler = type(
+        "ModeHandler",
+        (Handler,),
+        {"mode": mode, "rankings": itertools.count(), "also": tuple(arguments.also)},
+    )
     server = ThreadingHTTPServer(
         (os.environ["QUIVR_PLUGIN_HOST"], int(os.environ["QUIVR_PLUGIN_PORT"])), handler
     )
