@@ -22,6 +22,7 @@ from .._models import ActionOffer, Evidence, MutationReceipt, Scope, View, ViewR
 from .._profile import PROFILE_FILE, Profile
 from .._text import visible_text
 from ._manage import register as register_management
+from ._operations import manage
 from ._options import (
     CommandError,
     FlagError,
@@ -670,6 +671,7 @@ def plugin(ctx: click.Context, args: tuple[str, ...]) -> None:
 
 
 register_management(cli)
+cli.add_command(manage)  # `mnemon manage ENTRY [OPERATION] [JSON]`
 register_transfer(cli)
 register_plugins(cli)
 register_reindex(cli)
