@@ -145,6 +145,13 @@ def test_without_a_revision_read_first_the_change_reads_it_itself(mnemon: Comman
             id="input-outside-the-schema",
         ),
         pytest.param(
+            ("manage", "mem0", "status", *USER, "--expected-revision", "state:x"),
+            2,
+            "invalid-flag",
+            "--expected-revision: status only reads; a change is what it fences",
+            id="a-read-is-not-fenced",
+        ),
+        pytest.param(
             ("manage", "mem0", "enable", "--yes"),
             1,
             "no-revision",

@@ -138,6 +138,10 @@ async def _run_operation(
             "kind": operation.kind,
         }
         if operation.kind == "read":
+            if expected is not None:
+                raise FlagError(
+                    f"--expected-revision: {operation.id} only reads; a change is what it fences"
+                )
             result["output"] = await client.read(operation.id, value)
             result["revision"] = await _revision(host, entry, scope)
             return result
