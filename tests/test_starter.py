@@ -107,8 +107,11 @@ def test_a_raven_and_a_nexent_entry_added_to_the_starter_profile_serve_beside_sp
         for item in found.items
         for entry in item.provenance["sources"]
     }
-    assert scales["source:raven"] == "normalized"
-    assert scales["source:mem0"] == "provider-native"
+    assert scales == {
+        "source:spaces": "normalized",
+        "source:raven": "normalized",
+        "source:mem0": "provider-native",
+    }
     assert API_KEY not in str(found.model_dump()) + wake
     # a person's `mnemon recall` reads the profile's first long-term memory, not the first by key
     recalled = mnemon("recall", "green tea", "--user", "ada", "--json")
