@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from mnemon._cli._commands import main
-from mnemon._cli._starter import starter_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 RAVEN_TESTS = ROOT / "sources" / "raven" / "tests"
@@ -30,11 +29,42 @@ API_KEY = "sk-test-SECRET-4242"
 ADA = {"user_id": "ada", "workspace": "billing"}
 
 
-def with_second_memory(folder: Path, endpoint: str) -> Path:
-    """`mnemon init`'s profile in `folder`, with a Raven and a Nexent entry appended."""
+@dataclass(frozen=True)
+class Ran:
+    status: int
+    stdout: str
+    stderr: str
+
+
+class Command:
+    """`mnemon --no-color ...` run in this process, in `folder`, as a user types it."""
+
+    def __init__(self, folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.monkeypatch = monkeypatch
+        monkeypatch.chdir(folder)
+        monkeypatch.setenv("MNEMON_HOME", str(folder / "home"))
+        monkeypatch.setenv("NO_COLOR", "1")
+        monkeypatch.delenv("MNEMON_PROFILE", raising=False)
+
+    def __call__(self, *arguments: str, stdin: str = "") -> Ran:
+        out, err = io.StringIO(), io.StringIO()
+        self.monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        status: object = 0
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main(["--no-color", *arguments])
+            except SystemExit as exit:
+                status = exit.code
+        return Ran(int(status or 0), out.getvalue(), err.getvalue())
+
+
+def with_second_memory(mnemon: Command, folder: Path, endpoint: str) -> Path:
+    """The profile `mnemon init` writes in `folder`, with a Raven and a Nexent entry appended."""
+    written = mnemon("init", "--embedder", "none")
+    assert written.status == 0, written.stderr
     profile = folder / "mnemon.toml"
     profile.write_text(
-        starter_profile()
+        profile.read_text(encoding="utf-8")
         + f"""
 # a second long-term memory: a Raven backend
 [[entries]]
@@ -67,32 +97,3 @@ def nexent_service(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         yield service
     finally:
         service.close()
-
-
-@dataclass(frozen=True)
-class Ran:
-    status: int
-    stdout: str
-    stderr: str
-
-
-class Command:
-    """`mnemon --no-color ...` run in this process, in `folder`, as a user types it."""
-
-    def __init__(self, folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.monkeypatch = monkeypatch
-        monkeypatch.chdir(folder)
-        monkeypatch.setenv("MNEMON_HOME", str(folder / "home"))
-        monkeypatch.setenv("NO_COLOR", "1")
-        monkeypatch.delenv("MNEMON_PROFILE", raising=False)
-
-    def __call__(self, *arguments: str, stdin: str = "") -> Ran:
-        out, err = io.StringIO(), io.StringIO()
-        self.monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-        status: object = 0
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                main(["--no-color", *arguments])
-            except SystemExit as exit:
-                status = exit.code
-        return Ran(int(status or 0), out.getvalue(), err.getvalue())

@@ -27,8 +27,9 @@ def service(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
 @pytest.fixture
 def mnemon(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, service: Any) -> Command:
-    with_second_memory(tmp_path, service.url)
-    return Command(tmp_path, monkeypatch)
+    mnemon = Command(tmp_path, monkeypatch)
+    with_second_memory(mnemon, tmp_path, service.url)
+    return mnemon
 
 
 def recall(folder: Path) -> tuple[View, Evidence]:

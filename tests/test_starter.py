@@ -56,8 +56,8 @@ def service(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 def test_a_raven_and_a_nexent_entry_added_to_the_starter_profile_serve_beside_spaces(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, service: Any
 ) -> None:
-    profile_path = with_second_memory(tmp_path, service.url)
     mnemon = Command(tmp_path, monkeypatch)
+    profile_path = with_second_memory(mnemon, tmp_path, service.url)
     message = {"messages": [{"role": "user", "content": "Ada's green tea comes from Uji."}]}
     stored = mnemon("act", "source:raven/store", json.dumps(message), "--yes", "--user", "ada")
     assert stored.status == 0, stored.stderr
