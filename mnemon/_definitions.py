@@ -368,6 +368,22 @@ class RouteReader(Protocol):
         """Read through the pinned grant and return normalized evidence."""
         ...
 
+    def sibling(self, route_id: str) -> RouteReader:
+        """A reader of another route of the same View, to answer this one from several.
+
+        `route_id` is a View-wide id, of a route the model sees (`View.routes`) or of one
+        pinned for the policy alone (`View.policy_routes`). The sibling reads through that
+        route's own grant, within that route's own ceilings, counts against that route's
+        `max_calls`, has no input of its own (pass `input`), and dies with this reader.
+        Evidence the policy returns still answers the route the model called: say in each
+        item's provenance which Source it came from.
+
+        Raises:
+            RouteError: `unknown-route` when the View pins no such route; `contract` once
+                the policy has returned.
+        """
+        ...
+
 
 class StrategyTurn(Protocol):
     """A Strategy's per-turn read policy, made by `create_turn(view)` once per turn."""

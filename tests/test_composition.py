@@ -58,7 +58,8 @@ async def test_a_replayed_composition_gives_an_identical_id() -> None:
     assert hashlib.sha256(canonical).hexdigest() == first.view.digest
     assert sorted(body) == [
         "consistency", "diagnostics", "explanation", "extensions", "fragments", "grants",
-        "guidance", "offers", "request", "routes", "strategy_key", "strategy_type_id",
+        "guidance", "offers", "policy_routes", "request", "routes", "strategy_key",
+        "strategy_type_id",
     ]  # fmt: skip
 
 

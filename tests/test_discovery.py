@@ -28,8 +28,8 @@ FIRST_PARTY = {
 }  # fmt: skip
 # manifests saying `bundled = true`, and the examples, which say `bundled = false`
 BUNDLED = {
-    "auto-capture", "documents", "general", "light-context", "quivr-ranking", "runtime",
-    "scoped", "spaces",
+    "auto-capture", "documents", "general", "layered", "light-context", "quivr-ranking",
+    "runtime", "scoped", "spaces",
 }  # fmt: skip
 EXAMPLES = {"focus", "notes"}
 

@@ -22,6 +22,7 @@ from .._models import ActionOffer, Evidence, MutationReceipt, Scope, View, ViewR
 from .._profile import PROFILE_FILE, Profile
 from .._text import visible_text
 from ._manage import register as register_management
+from ._operations import manage
 from ._options import (
     CommandError,
     FlagError,
@@ -269,21 +270,30 @@ def _source_types(host: MemoryHost) -> dict[str, str]:
     return {item["key"]: item["type_id"] for item in serving.get("sources", [])}
 
 
+def _declared(profile: Profile, key: str) -> int:
+    """Where the entry that installed Source `key` stands in the profile (its order)."""
+    for index, entry in enumerate(profile.entries):
+        if key == f"source:{entry.id}" or key.startswith(f"source:{entry.id}/"):
+            return index
+    return len(profile.entries)
+
+
 def _route_named(
     view: View, name: str, source: str | None, profile: Profile, host: MemoryHost
 ) -> ViewRoute:
-    for route in view.routes:
-        if route.route_id == name and source in (None, route.source_key):
-            return route
+    found = [r for r in view.routes if r.route_id == name and source in (None, r.source_key)]
+    if found:
+        # several Sources offer it (spaces and a Raven backend): the profile's first entry
+        return min(found, key=lambda route: _declared(profile, route.source_key))
     raise _missing("route", name, view, profile, host, source)
 
 
 def _offer_named(
     view: View, name: str, source: str | None, profile: Profile, host: MemoryHost
 ) -> ActionOffer:
-    for offer in view.offers:
-        if offer.action_id == name and source in (None, offer.source_key):
-            return offer
+    found = [o for o in view.offers if o.action_id == name and source in (None, o.source_key)]
+    if found:
+        return min(found, key=lambda offer: _declared(profile, offer.source_key))
     raise _missing("action", name, view, profile, host, source)
 
 
@@ -331,7 +341,9 @@ async def _recall(
     help="How many memories at most (up to the route's own maximum).",
 )
 @click.option("--space", "spaces", multiple=True, help="Only these spaces (repeatable).")
-@click.option("--source", default=None, help="The Source to recall from (default: the first).")
+@click.option(
+    "--source", default=None, help="The Source to recall from (default: the profile's first)."
+)
 @identity
 @json_option
 @click.pass_context
@@ -400,7 +412,9 @@ async def _remember(
 @click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
 @click.option("--entity", "entities", multiple=True, help="An entity (repeatable).")
 @click.option("--key", "idempotency_key", default=None, help="An idempotency key.")
-@click.option("--source", default=None, help="The Source to write to (default: the first).")
+@click.option(
+    "--source", default=None, help="The Source to write to (default: the profile's first)."
+)
 @click.option("--yes", "-y", is_flag=True, help="Authorize the write without asking.")
 @identity
 @json_option
@@ -657,6 +671,7 @@ def plugin(ctx: click.Context, args: tuple[str, ...]) -> None:
 
 
 register_management(cli)
+cli.add_command(manage)  # `mnemon manage ENTRY [OPERATION] [JSON]`
 register_transfer(cli)
 register_plugins(cli)
 register_reindex(cli)

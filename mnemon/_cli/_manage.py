@@ -7,7 +7,6 @@ Source's current revision) or on the operator's View; none of it is what the mod
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -27,6 +26,7 @@ from ._options import (
     echo_json,
     error_code,
     identity,
+    json_input,
     json_option,
     printer_of,
     profile_path,
@@ -579,17 +579,6 @@ def docs_show(
 # ---------------------------------------------------------------------- route and act
 
 
-def _json_input(text: str | None, file: Path | None) -> dict[str, Any]:
-    raw = read_text_argument(text if text is not None or file else "{}", file, what="JSON")
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise FlagError(f"JSON: not valid JSON (line {exc.lineno}, column {exc.colno})") from None
-    if not isinstance(value, dict):
-        raise FlagError('JSON: must be a JSON object, e.g. \'{"query": "tea"}\'')
-    return value
-
-
 def _qualified(identifier: str) -> str:
     return identifier if identifier.startswith("source:") else f"source:{identifier}"
 
@@ -633,7 +622,7 @@ def route(
     **options: Any,
 ) -> None:
     """Read through any Source's route ID (e.g. source:todo/lookup) with the JSON input."""
-    value = _json_input(payload, file)
+    value = json_input(payload, file)
     found = run(functools.partial(_route, profile_path(ctx), scope_of(options), route_id, value))
     if as_json:
         echo_json(found.model_dump_json(indent=2))
@@ -694,7 +683,7 @@ def act(
     **options: Any,
 ) -> None:
     """Write through any Source's action ID (e.g. source:todo/add) with the JSON input."""
-    value = _json_input(payload, file)
+    value = json_input(payload, file)
     if payload == "-" and not yes:
         raise FlagError("JSON from standard input needs --yes (the prompt reads the same input)")
 

@@ -37,6 +37,7 @@ __all__ = [
     "hint",
     "identity",
     "interrupted",
+    "json_input",
     "json_option",
     "printer_of",
     "profile_path",
@@ -274,6 +275,22 @@ def read_text_argument(text: str | None, file: Path | None, *, what: str = "TEXT
         except UnicodeDecodeError:
             raise FlagError(f"{what} from standard input: must be UTF-8 text") from None
     return text
+
+
+def json_input(text: str | None, file: Path | None) -> dict[str, Any]:
+    """The JSON object of an argument (or `-`, or `--file FILE`); `{}` when neither is given.
+
+    Raises:
+        FlagError: the text is not JSON, or not a JSON object.
+    """
+    raw = read_text_argument(text if text is not None or file else "{}", file, what="JSON")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise FlagError(f"JSON: not valid JSON (line {exc.lineno}, column {exc.colno})") from None
+    if not isinstance(value, dict):
+        raise FlagError('JSON: must be a JSON object, e.g. \'{"query": "tea"}\'')
+    return value
 
 
 def confirm(question: str, *, err: bool = False) -> bool:

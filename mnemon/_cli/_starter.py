@@ -115,9 +115,13 @@ description = "Decisions and facts about the work."
 type = "sqlite"
 {embedder.entry() if embedder else ""}
 # The Strategy: working context resident, documents and long-term memory on request.
+# Add a second long-term memory (a Raven backend, a Nexent provider) and both serve: the
+# model recalls them through one route, fused, and its writes still go to spaces.
 [[entries]]
 id = "layered"
 use = "mnemon_strategy_layered"
+[entries.config]
+write_sources = ["source:spaces"]
 
 # View extensions ship disabled: set enabled = true to use one.
 [[entries]]

@@ -351,6 +351,7 @@ def _validate_spec(
             )
         for kind, chosen, offered in (
             ("route", selection.route_ids, candidate.routes),
+            ("policy route", selection.policy_route_ids, candidate.routes),
             ("action", selection.action_ids, candidate.actions),
         ):
             if len(set(chosen)) != len(chosen):
@@ -362,7 +363,19 @@ def _validate_spec(
                         f"{subject} selected {kind} {item_id!r}, which Source {source_key} "
                         "does not offer"
                     )
-        routes += len(selection.route_ids)
+        if selection.policy_route_ids:
+            if strategy.create_turn is None:
+                raise CompositionRejected(
+                    f"{subject} pins policy routes of {source_key}, but has no turn policy "
+                    "(create_turn) to read them"
+                )
+            both = sorted(set(selection.route_ids) & set(selection.policy_route_ids))
+            if both:
+                raise CompositionRejected(
+                    f"{subject} selected route {both[0]!r} of {source_key} both for the model "
+                    "and for its turn policy alone"
+                )
+        routes += len(selection.route_ids) + len(selection.policy_route_ids)
         actions += len(selection.action_ids)
         if selection.projection is not None:
             projected += selection.projection.max_characters
@@ -406,7 +419,7 @@ def _checked_contribution(
     grant = contribution.grant
     if grant is not None and grant.source_key != slot.key:
         raise CompositionRejected(f"{subject} returned a grant of another Source")
-    if grant is None and selection.route_ids:
+    if grant is None and (selection.route_ids or selection.policy_route_ids):
         raise CompositionRejected(f"{subject} returned no read grant, but routes were selected")
     return contribution
 
@@ -517,7 +530,9 @@ async def compose_view(generation: Generation, request: CompositionRequest) -> P
             cache[entry] = (offered, (tuple(selections), tuple(not_selected)))
     diagnostics.extend(not_selected)
 
-    projected = [s for s in selections if s.projection is not None or s.route_ids]
+    projected = [
+        s for s in selections if s.projection is not None or s.route_ids or s.policy_route_ids
+    ]
     requests = {
         selection.source_key: from_checked(
             ProjectionRequest,
@@ -611,10 +626,12 @@ def _assemble(
         cache.clear()
     fragments: list[Fragment] = []
     routes: list[ViewRoute] = []
+    policy_routes: list[ViewRoute] = []
     offers: list[ActionOffer] = []
     grants: dict[str, ReadGrant] = {}
     consistency: list[SourceConsistency] = []
     dumped_routes: list[Any] = []
+    dumped_policy_routes: list[Any] = []
     dumped_offers: list[Any] = []
     dumped_consistency: list[Any] = []
     dumped_fragments: list[Any] = []
@@ -637,19 +654,23 @@ def _assemble(
                 grants[key] = contribution.grant
                 grant_records.append(parts.grant)
                 dumped_grants.append(parts.dumped_grant)
-        for route_id in selection.route_ids:
-            entry = (
-                "route",
-                key,
-                route_id,
-                budget.max_evidence_characters,
-                budget.max_evidence_results,
-            )
-            built = cache.get(entry)
-            if built is None:
-                built = cache[entry] = _dumped(_view_route(candidate, route_id, budget))
-            routes.append(built[0])
-            dumped_routes.append(built[1])
+        for chosen, pinned, dumped in (
+            (selection.route_ids, routes, dumped_routes),
+            (selection.policy_route_ids, policy_routes, dumped_policy_routes),
+        ):
+            for route_id in chosen:
+                entry = (
+                    "route",
+                    key,
+                    route_id,
+                    budget.max_evidence_characters,
+                    budget.max_evidence_results,
+                )
+                built = cache.get(entry)
+                if built is None:
+                    built = cache[entry] = _dumped(_view_route(candidate, route_id, budget))
+                pinned.append(built[0])
+                dumped.append(built[1])
         for action_id in selection.action_ids:
             entry = ("offer", key, action_id)
             built = cache.get(entry)
@@ -663,7 +684,10 @@ def _assemble(
         if built is None:
             built = cache[entry] = _dumped(
                 SourceConsistency.model_construct(
-                    source_key=key, consistency=candidate.consistency, revision=revision
+                    source_key=key,
+                    consistency=candidate.consistency,
+                    revision=revision,
+                    role=candidate.facts.role,
                 )
             )
         consistency.append(built[0])
@@ -678,6 +702,7 @@ def _assemble(
         "guidance": spec.guidance,
         "fragments": tuple(fragments),
         "routes": tuple(routes),
+        "policy_routes": tuple(policy_routes),
         "offers": tuple(offers),
         "grants": tuple(grant_records),
         "consistency": tuple(consistency),
@@ -696,6 +721,7 @@ def _assemble(
         else spec.guidance.model_dump(context=KEEP_FROZEN),
         "fragments": dumped_fragments,
         "routes": dumped_routes,
+        "policy_routes": dumped_policy_routes,
         "offers": dumped_offers,
         "grants": dumped_grants,
         "consistency": dumped_consistency,

@@ -83,9 +83,12 @@ def checked_input(
 
 
 class _Reader:
-    """The `read` handed to a turn policy: bound to one route and its grant, then dead."""
+    """The `read` handed to a turn policy: bound to one route and its grant, then dead.
 
-    __slots__ = ("_alive", "_ceilings", "_execution", "_grant", "_input", "_route")
+    Its siblings (other routes of the same View) share its life: they die with it.
+    """
+
+    __slots__ = ("_alive", "_ceilings", "_execution", "_grant", "_input", "_root", "_route")
 
     def __init__(
         self,
@@ -93,17 +96,38 @@ class _Reader:
         route: ViewRoute,
         ceilings: ViewRoute,
         grant: ReadGrant,
-        value: FrozenDict,
+        value: FrozenDict | None,
+        root: _Reader | None = None,
     ) -> None:
         self._execution = execution
         self._route = route
         self._ceilings = ceilings
         self._grant = grant
         self._input = value
+        self._root = self if root is None else root
         self._alive = True
 
     def close(self) -> None:
         self._alive = False
+
+    def _check_alive(self, route_id: str) -> None:
+        if not self._root._alive:
+            raise RouteError(
+                f"route {route_id!r}: the turn policy's read() was used after it returned",
+                code="contract",
+            )
+
+    def sibling(self, route_id: str) -> _Reader:
+        """A reader of another route of this View, through that route's own grant."""
+        self._check_alive(self._route.id)
+        view = self._execution._pinned.view
+        route = view.route(route_id) or view.policy_route(route_id)
+        if route is None:
+            raise RouteError(f"route {route_id!r} is not in this View", code="unknown-route")
+        grant = self._execution._pinned.grants.get(route.source_key)
+        if grant is None:  # the core pins a grant for every selected route
+            raise RouteError(f"route {route_id!r} has no pinned grant", code="contract")
+        return _Reader(self._execution, route, route, grant, None, self._root)
 
     async def __call__(
         self,
@@ -111,13 +135,9 @@ class _Reader:
         limits: EvidenceLimits | Mapping[str, Any] | None = None,
     ) -> Evidence:
         route = self._route
-        if not self._alive:
-            raise RouteError(
-                f"route {route.id!r}: the turn policy's read() was used after it returned",
-                code="contract",
-            )
+        self._check_alive(route.id)
         value = self._input
-        if input is not None:
+        if input is not None or value is None:
             value = checked_input(
                 route.input_schema,
                 input,

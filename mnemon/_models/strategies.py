@@ -117,6 +117,10 @@ class SourceSelection(WireModel):
     """The Source-local ids of the routes to offer."""
     action_ids: tuple[Id, ...] = ()
     """The Source-local ids of the actions to offer."""
+    policy_route_ids: tuple[Id, ...] = ()
+    """The Source-local ids of routes pinned for the Strategy's turn policy alone: the policy
+    may read them (`RouteReader.sibling`) while it answers a route the model called, but the
+    model never sees them and the host cannot execute them directly. Needs a turn policy."""
 
 
 GuidanceText = Annotated[str, Strict(), StringConstraints(min_length=1, max_length=GUIDANCE_LIMIT)]

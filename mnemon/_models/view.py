@@ -96,6 +96,8 @@ class SourceConsistency(WireModel):
     """How strongly the View pins it."""
     revision: str | None
     """The revision pinned, if the Source reported one."""
+    role: Id | None = None
+    """The Source's role (from its manifest), so a turn policy knows what each Source is."""
 
 
 class ExtensionRecord(WireModel):
@@ -134,12 +136,15 @@ class View(WireModel):
     """The projected memory text, Source by Source."""
     routes: tuple[ViewRoute, ...]
     """The reads the model may request."""
+    policy_routes: tuple[ViewRoute, ...] = ()
+    """Reads pinned for the Strategy's turn policy alone (`RouteReader.sibling`): never shown
+    to the model, never executed by the host directly."""
     offers: tuple[ActionOffer, ...]
     """The writes the model may request; each is re-authorized by the host."""
     grants: tuple[GrantRecord, ...]
     """Digests of the pinned read grants."""
     consistency: tuple[SourceConsistency, ...]
-    """Which revision of each selected Source the View pins."""
+    """Each selected Source: its role, and which revision the View pins."""
     extensions: tuple[ExtensionRecord, ...]
     """Digests of the extension contributions it used."""
     diagnostics: tuple[Diagnostic, ...]
@@ -148,6 +153,10 @@ class View(WireModel):
     def route(self, route_id: str) -> ViewRoute | None:
         """The pinned route with View-wide id `route_id`, if any."""
         return next((route for route in self.routes if route.id == route_id), None)
+
+    def policy_route(self, route_id: str) -> ViewRoute | None:
+        """The route pinned for the turn policy alone with View-wide id `route_id`, if any."""
+        return next((route for route in self.policy_routes if route.id == route_id), None)
 
     def offer(self, offer_id: str) -> ActionOffer | None:
         """The pinned offer with View-wide id `offer_id`, if any."""

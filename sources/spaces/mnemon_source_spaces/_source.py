@@ -70,6 +70,9 @@ from ._text import query_terms
 __all__ = ["SpacesSource"]
 
 DEFAULT_RECALL_LIMIT = 8
+# recall scores lie in [0, 1] (a Provider's score, or the fused one): a Strategy that ranks
+# several Sources together reads the scale here instead of comparing raw numbers
+SCORE_SCALE = "normalized"
 #: candidates each ranking gives fusion (a Provider search returns at most 100)
 MAX_CANDIDATES = 100
 # namespace sets whose last facts and contributions are kept: one per turn a host admits at
@@ -111,7 +114,12 @@ def _explained(hit: FusedHit, by_words: bool) -> dict[str, Any]:
     why["meaning"] = hit.meaning_rank
     if hit.similarity is not None:
         why["similarity"] = round(hit.similarity, 4)
-    return {"tier": hit.tier, "score": round(hit.score, 4), "explain": why}
+    return {
+        "tier": hit.tier,
+        "score": round(hit.score, 4),
+        "score_scale": SCORE_SCALE,
+        "explain": why,
+    }
 
 
 def _recall_mode(given: Mapping[str, Any]) -> tuple[str, float | None]:
@@ -382,7 +390,11 @@ class SpacesSource:
         check_parents((hit.memory for hit in hits), parents)
         found = []
         for rank, hit in enumerate(hits, 1):
-            provenance: dict[str, Any] = {"tier": tier(hit.score), "score": hit.score}
+            provenance: dict[str, Any] = {
+                "tier": tier(hit.score),
+                "score": hit.score,
+                "score_scale": SCORE_SCALE,
+            }
             if self._semantic.active:
                 provenance["explain"] = {"keywords": rank}
             found.append((hit.memory, provenance))

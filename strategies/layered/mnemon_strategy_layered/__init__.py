@@ -1,19 +1,23 @@
 """The layered Strategy: resident working context, routed narrative and evidence.
 
-Mount the package itself: `await host.mount(mnemon_strategy_layered, instance_id="layered")`.
+Mount the package itself: `await host.mount(mnemon_strategy_layered, instance_id="layered")`,
+with `config={"write_sources": ["source:spaces"]}` to choose where long-term writes go when
+several long-term memory Sources serve.
 """
 
-from mnemon import PluginContext, define_memory_plugin, define_memory_strategy, install_memory
+from mnemon import PluginContext, define_memory_plugin, install_memory
 
-from ._compose import MANIFEST, allocation, compose
-from ._policy import LayeredTurn, create_turn, normalized_query
+from ._compose import LAYERED_CONFIGURATION, allocation, compose
+from ._policy import LayeredTurn, fuse, normalized_query
 
 __all__ = [
     "LAYERED",
+    "LAYERED_CONFIGURATION",
     "LayeredTurn",
     "allocation",
     "apply",
     "compose",
+    "fuse",
     "memory_plugin",
     "normalized_query",
 ]
@@ -29,9 +33,9 @@ memory_plugin = define_memory_plugin(
     provides=["strategy.layered"],
 )
 
-LAYERED = define_memory_strategy(MANIFEST, compose, create_turn)
+LAYERED = LAYERED_CONFIGURATION.create()
 
 
 def apply(ctx: PluginContext) -> None:
-    """Install the layered Strategy."""
-    install_memory(ctx, strategies=[LAYERED])
+    """Install the layered Strategy configured by the entry (`write_sources`, optional)."""
+    install_memory(ctx, strategies=[LAYERED_CONFIGURATION.create(ctx.configuration)])

@@ -3,22 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from mnemon import (
     ComposeRequest,
-    CompositionRejected,
     ExtensionContribution,
     SourceCandidate,
+    StrategyDefinition,
     ViewSpec,
     allocate_characters,
+    define_memory_strategy,
+    define_strategy_configuration,
 )
 
-from ._policy import RECALL_ATTEMPTS, RECALL_FIRST
+from ._policy import (
+    EVIDENCE,
+    NARRATIVE,
+    RECALL_ATTEMPTS,
+    RECALL_FIRST,
+    WORKING,
+    create_turn,
+    recall_route,
+)
 
 TYPE_ID = "layered"
-WORKING = "working-context"
-ROLES = (WORKING, "narrative", "durable-evidence")
+ROLES = (WORKING, NARRATIVE, EVIDENCE)
 SLOTS = ("selection", "projection", "capture")
 ROUTES = ("inspect", "search", "recall", "related")
 MANIFEST = {
@@ -52,7 +62,7 @@ WRITE_REMINDER = (
 def allocation(roles: Sequence[str], budget: int, *, selected: bool) -> tuple[int, ...]:
     """Projection characters per Source, in order; the shares always sum to `budget`.
 
-    Without a selection the working-context Source takes 90% and the others share 10%
+    Without a selection the working-context Sources take 90% and the others share 10%
     evenly; with one, working context weighs 90 and every other Source 5.
     """
     if not roles:
@@ -70,16 +80,51 @@ def allocation(roles: Sequence[str], budget: int, *, selected: bool) -> tuple[in
 
 
 def _by_role(sources: Sequence[SourceCandidate]) -> list[SourceCandidate]:
-    chosen: dict[str, SourceCandidate] = {}
-    for source in sources:
-        role = source.facts.role
-        if role in chosen:
-            raise CompositionRejected(
-                f"layered: more than one Source has role {role!r} ({chosen[role].key}, "
-                f"{source.key}); select them explicitly with a selection extension (scoped)"
-            )
-        chosen[role] = source
-    return [chosen[role] for role in ROLES if role in chosen]
+    """The Sources of the three roles, by role, then by key: load order never decides."""
+    return sorted(
+        (source for source in sources if source.facts.role in ROLES),
+        key=lambda source: (ROLES.index(source.facts.role), source.key),
+    )
+
+
+def write_targets(
+    chosen: Sequence[SourceCandidate], write_sources: Sequence[str]
+) -> tuple[set[str], list[str]]:
+    """The keys that get write offers, and a note for each role whose target was defaulted.
+
+    A role with one Source writes to it. A role with several writes to those of them listed
+    in `write_sources`, else to the first by key. Availability plays no part, so writes never
+    move to another Source because the chosen one is down this turn.
+    """
+    writable: set[str] = set()
+    notes: list[str] = []
+    for role in ROLES:
+        members = [source.key for source in chosen if source.facts.role == role]
+        listed = [key for key in members if key in write_sources]
+        if len(members) <= 1 or listed:
+            writable.update(members if len(members) <= 1 else listed)
+        else:
+            writable.add(members[0])
+            notes.append(f"{role} writes go to {members[0]}, the first by key")
+    return writable, notes
+
+
+def recall_group(chosen: Sequence[SourceCandidate], writable: set[str]) -> dict[str, str]:
+    """The long-term memory Sources one recall reads, front first: key -> its recall route.
+
+    The front is the first writable one (the model recalls and writes the same memory), else
+    the first; the order is the selection's, else by key.
+    """
+    members = {
+        source.key: route
+        for source in chosen
+        if source.facts.role == EVIDENCE
+        and (route := recall_route(r.id for r in source.routes)) is not None
+    }
+    front = next((key for key in members if key in writable), next(iter(members), None))
+    if front is None:
+        return {}
+    return {front: members[front]} | {k: v for k, v in members.items() if k != front}
 
 
 def _selected(
@@ -100,8 +145,14 @@ def compose(
     request: ComposeRequest,
     sources: tuple[SourceCandidate, ...],
     contributions: tuple[ExtensionContribution, ...],
+    *,
+    write_sources: Sequence[str] = (),
 ) -> ViewSpec:
-    """Compose a layered View (pure: the same input always gives the same spec)."""
+    """Compose a layered View (pure: the same input always gives the same spec).
+
+    `write_sources` chooses the write target of a role several Sources share (see
+    `write_targets`); a `selection` extension's writable list takes its place.
+    """
     values = {contribution.slot: contribution.value for contribution in contributions}
     budget = request.budget.max_projection_characters
     if "projection" in values:
@@ -112,12 +163,20 @@ def compose(
         if missing:
             notes.append(f"{len(missing)} selected Source(s) not installed")
     else:
-        chosen = _by_role([s for s in sources if s.facts.role in ROLES])
-        writable = {source.key for source in chosen}
+        chosen = _by_role(sources)
+        writable, defaulted = write_targets(chosen, write_sources)
+        notes += defaulted
+        installed = {source.key for source in sources}
+        absent = [key for key in write_sources if key not in installed]
+        if absent:
+            notes.append(f"{len(absent)} write Source(s) not installed")
     unavailable = [s for s in chosen if s.facts.availability == "unavailable"]
     if unavailable:
         notes.append(f"{len(unavailable)} unavailable")
     chosen = [s for s in chosen if s.facts.availability != "unavailable"]
+    group = recall_group(chosen, writable)
+    if len(group) > 1:
+        notes.append(f"recall reads {len(group)} long-term memory Sources")
     projecting = [s for s in chosen if "project" in s.facts.capabilities]
     shares = dict(
         zip(
@@ -126,6 +185,7 @@ def compose(
             strict=True,
         )
     )
+    front = next(iter(group), None)
     selections = []
     for source in chosen:
         selection: dict[str, Any] = {
@@ -134,6 +194,10 @@ def compose(
             "route_ids": [route.id for route in source.routes if route.id in ROUTES],
             "action_ids": [a.id for a in source.actions] if source.key in writable else [],
         }
+        if source.key in group and source.key != front:
+            # read only through the front's recall: one recall for the model, not several
+            selection["route_ids"] = []
+            selection["policy_route_ids"] = [group[source.key]]
         if source.key in shares:
             mode = "eager" if source.facts.role == WORKING else "routed"
             selection["projection"] = {"mode": mode, "max_characters": shares[source.key]}
@@ -150,8 +214,19 @@ def compose(
             "strategy_type_id": TYPE_ID,
             "sources": selections,
             "explanation": explanation,
-            "guidance": _guidance(chosen, writable, values.get("capture"), routes, actions),
+            "guidance": _guidance(chosen, writable, values.get("capture"), routes, actions, group),
         }
+    )
+
+
+def _routing(group: Mapping[str, str]) -> str:
+    if len(group) < 2:
+        return ROUTING
+    front = next(iter(group))
+    return (
+        f"{ROUTING} Recall through {front}/{group[front]} reads all {len(group)} long-term "
+        f"memory Sources at once ({', '.join(group)}) and returns one list, ranked together "
+        "without duplicates; each result's provenance names the Source(s) it came from."
     )
 
 
@@ -161,6 +236,7 @@ def _guidance(
     capture: Mapping[str, Any] | None,
     routes: bool,
     actions: bool,
+    group: Mapping[str, str],
 ) -> dict[str, Any] | None:
     reminders: dict[str, str] = {}
     if routes:
@@ -179,7 +255,7 @@ def _guidance(
             )
     if not routes and not reminders:
         return None
-    return {"routing": ROUTING if routes else None, "reminders": reminders or None}
+    return {"routing": _routing(group) if routes else None, "reminders": reminders or None}
 
 
 def _capture_targets(
@@ -191,7 +267,7 @@ def _capture_targets(
         source
         for source in chosen
         if source.key in writable
-        and (source.key in keys if keys is not None else source.facts.role == "durable-evidence")
+        and (source.key in keys if keys is not None else source.facts.role == EVIDENCE)
     ]
     wanted = set(capture["action_ids"])
     return [
@@ -200,3 +276,30 @@ def _capture_targets(
         for action in source.actions
         if action.id in wanted
     ]
+
+
+def _create(config: Mapping[str, Any]) -> StrategyDefinition:
+    targets = tuple(config.get("write_sources", ()))
+    return define_memory_strategy(MANIFEST, partial(compose, write_sources=targets), create_turn)
+
+
+LAYERED_CONFIGURATION = define_strategy_configuration(
+    "strategy",
+    TYPE_ID,
+    "Layered",
+    "Working context resident; documents and long-term memory on request, one recall over "
+    "every long-term memory Source.",
+    [
+        {
+            "id": "write_sources",
+            "label": "Write Sources",
+            "input": "source-list",
+            "description": (
+                "Where writes go in a role that several Sources share (keys such as "
+                "source:spaces); a shared role without one listed writes to its first Source "
+                "by key. A role with one Source always writes to it."
+            ),
+        }
+    ],
+    _create,
+)

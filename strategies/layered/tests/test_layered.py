@@ -9,13 +9,11 @@ import mnemon_strategy_auto_capture as auto_capture
 import mnemon_strategy_layered as layered
 import mnemon_strategy_light_context as light_context
 import mnemon_strategy_scoped as scoped
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from mnemon import (
     ComposeRequest,
-    CompositionRejected,
     ExtensionContribution,
     QueryRequest,
     Scope,
@@ -107,22 +105,33 @@ async def test_every_source_is_optional() -> None:
     assert "1 unavailable" in view.explanation
 
 
-async def test_a_second_source_of_one_role_asks_for_an_explicit_selection() -> None:
-    sources = stubs(more=StubSource("narrative", type_id="more"))
+async def test_a_second_source_of_one_role_serves_and_one_of_them_is_written() -> None:
+    more = StubSource("narrative", type_id="more", routes=["search"], actions=["create"])
+    sources = stubs(more=more)
     async with await open_runner(sources) as runner:
-        with pytest.raises(
-            CompositionRejected,
-            match=r"more than one Source has role 'narrative' \(source:documents, source:more\); "
-            r"select them explicitly",
-        ):
-            await runner.begin_turn()
+        view = await compose_view(runner)
         await runner.mount(
             scoped,
             instance_id="scoped",
             config={"source_keys": ["source:runtime", "source:more", "source:documents"]},
         )
-        view = await compose_view(runner)
+        selected = await compose_view(runner)
     assert [c.source_key for c in view.consistency] == [
+        "source:runtime",
+        "source:documents",
+        "source:more",
+        "source:spaces",
+    ]
+    assert {r.id for r in view.routes} >= {"source:documents/search", "source:more/search"}
+    # a shared role writes to one Source: the first by key, and the View says so
+    assert {o.source_key for o in view.offers} == {
+        "source:runtime",
+        "source:documents",
+        "source:spaces",
+    }
+    assert "narrative writes go to source:documents, the first by key" in view.explanation
+    # a selection still decides the order, and which Sources are written
+    assert [c.source_key for c in selected.consistency] == [
         "source:runtime",
         "source:more",
         "source:documents",
