@@ -569,14 +569,13 @@ class NexentSource:
             _log.warning("Memory Source %s: the Nexent provider's answer: %s", self._key, error)
             raise
         self._observe("search", started, counts={"results": len(results)})
+        # each item within the route's per-item ceiling: an excerpt says so, a longer item
+        # would be left out whole
+        limit = request.route.max_item_characters
         items = [
             EvidenceItem(
                 id=_item_id(result),
-                text=(
-                    result.content
-                    if request.route.max_characters is None
-                    else truncate_text(result.content, request.route.max_characters)
-                ),
+                text=truncate_text(result.content, limit),
                 provenance={
                     "provider": self._name,
                     "source": result.source[:128],
@@ -585,7 +584,8 @@ class NexentSource:
                     "score": result.score,
                     # never compared with another Source's scores
                     "score_scale": "provider-native",
-                },
+                }
+                | ({"excerpt": True} if len(result.content) > limit else {}),
             )
             for result in results[:top_k]
         ]

@@ -599,3 +599,18 @@ async def test_with_the_real_nexent_installed_its_own_classes_are_used_and_mappe
     assert (refused.value.code, refused.value.kind) == ("unauthorized", "access")
     # the request was built from the installed package's own model
     assert imported(tmp_path / "plugins" / "real").SEEN == ["the real one", "the real one"]
+
+
+async def test_a_long_memory_is_an_excerpt_within_the_routes_item_ceiling(tmp_path: Path) -> None:
+    code = RECORDING.replace('content=f"note {i}"', 'content=f"note {i} " + "tea " * 20_000')
+    provider_folder(tmp_path / "plugins", "long", code)
+    runner, _ = await runner_for(tmp_path, tmp_path / "plugins", {"name": "long"})
+    async with runner:
+        turn = await runner.begin_turn({"scope": SCOPE})
+        [route] = turn.view.routes
+        found = await turn.execute_route("source:mem/search", {"query": "tea", "top_k": 1})
+        await turn.release()
+    [item] = found.items  # kept, not left out whole
+    assert len(item.text) <= route.max_item_characters
+    assert item.text.startswith("note 0 tea")
+    assert item.provenance["excerpt"] is True

@@ -316,7 +316,9 @@ class RavenSource:
                 top_k,
                 subject="the Raven backend recall",
             )
-        items = [self._item(memory, request.route.max_characters) for memory in found[:top_k]]
+        # each item within the route's per-item ceiling (a longer one would be left out whole)
+        limit = request.route.max_item_characters
+        items = [self._item(memory, limit) for memory in found[:top_k]]
         for item in items:
             self._note_recalled(partition, item.id)
         return Evidence(
@@ -326,23 +328,23 @@ class RavenSource:
             items=tuple(items),
         )
 
-    def _item(self, memory: _Recalled, max_characters: int | None) -> EvidenceItem:
+    def _item(self, memory: _Recalled, limit: int) -> EvidenceItem:
         text, score, metadata = memory
         stated = metadata.get("id")
         if isinstance(stated, str | int) and not isinstance(stated, bool) and str(stated):
             item_id = str(stated)[:512]
         else:
             item_id = "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:32]
-        shown = text if max_characters is None else truncate_text(text, max_characters)
         return EvidenceItem(
             id=item_id,
-            text=shown,
+            text=truncate_text(text, limit),
             provenance={
                 "backend": self._name,
                 "track": self._settings.track,
                 "score": score,
                 "score_scale": "normalized",
-            },
+            }
+            | ({"excerpt": True} if len(text) > limit else {}),
         )
 
     def _note_recalled(self, partition: ScopePartition, memory_id: str) -> None:

@@ -617,3 +617,16 @@ async def test_the_hosts_external_memory_switches_take_reads_or_writes_away(
     assert {c.facts.reason for c in strategy.seen} == {reason}
     # with both off no backend is even made
     assert bool(made(tmp_path)) is started
+
+
+async def test_a_long_memory_is_an_excerpt_within_the_routes_item_ceiling(tmp_path: Path) -> None:
+    runner = await runner_with(tmp_path)
+    async with runner:
+        await store(runner, {"user_id": "ada"}, "tea " * 4_999)
+        turn = await runner.begin_turn({"scope": {"user_id": "ada"}})
+        [route] = [r for r in turn.view.routes if r.route_id == "recall"]
+        found = await turn.execute_route("source:raven/recall", {"query": "tea"})
+        await turn.release()
+    [item] = found.items  # kept, never left out whole
+    assert len(item.text) == min(route.max_item_characters, len("tea " * 4_999))
+    assert item.provenance.get("excerpt", False) == (route.max_item_characters < 4 * 4_999)
