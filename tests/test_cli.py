@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -23,17 +25,79 @@ def environment(cwd: Path, **extra: str) -> dict[str, str]:
 def mnemon(
     cwd: Path, *arguments: str | bytes, stdin: str | None = None, **extra: str
 ) -> subprocess.CompletedProcess[str]:
-    """Run `mnemon --no-color ARGUMENTS` in `cwd`; `extra` adds environment variables."""
-    return subprocess.run(
-        [MNEMON, "--no-color", *arguments],
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=environment(cwd, **extra),
-    )
+    """Run `mnemon --no-color ARGUMENTS` in `cwd`; `extra` adds environment variables.
+
+    The command runs in this process (`main()`, as the console script calls it), in `cwd`,
+    with the environment, standard streams and import path a process would have, all put
+    back afterwards: a new interpreter per command would cost most of the suite's time.
+    Byte arguments (not text a shell could pass in-process) and `MNEMON_TEST_PROCESSES=1`
+    run the real executable instead.
+    """
+    if os.environ.get("MNEMON_TEST_PROCESSES") == "1" or any(
+        isinstance(argument, bytes) for argument in arguments
+    ):
+        return subprocess.run(
+            [MNEMON, "--no-color", *arguments],
+            cwd=cwd,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env=environment(cwd, **extra),
+        )
+    return run_in_process(cwd, [str(a) for a in arguments], stdin, environment(cwd, **extra))
+
+
+def run_in_process(
+    cwd: Path, arguments: list[str], stdin: str | None, variables: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """`mnemon --no-color ARGUMENTS` through `main()` in this process, as a process would see it."""
+    from mnemon._cli._commands import main
+
+    # streams with a `buffer`, as a process's are
+    out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="") for _ in "oe")
+    saved = (os.getcwd(), dict(os.environ), list(sys.path), sys.stdin, sys.stdout, sys.stderr)
+    # what a fresh process prints for a warning nobody handles (logging's last resort)
+    last_resort = logging.StreamHandler(err)
+    last_resort.setLevel(logging.WARNING)
+    root = logging.getLogger()
+    status: object = 0
+    try:
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(variables)
+        if "PYTHONPATH" in variables:
+            sys.path[:0] = variables["PYTHONPATH"].split(os.pathsep)
+        given = io.BytesIO((stdin or "").encode("utf-8"))
+        sys.stdin = io.TextIOWrapper(given, encoding="utf-8")
+        sys.stdout, sys.stderr = out, err
+        root.addHandler(last_resort)
+        try:
+            main(["--no-color", *arguments])
+        except SystemExit as exit:
+            status = exit.code
+    finally:
+        root.removeHandler(last_resort)
+        cwd_before, environ, path, sys.stdin, sys.stdout, sys.stderr = saved
+        os.chdir(cwd_before)
+        os.environ.clear()
+        os.environ.update(environ)
+        sys.path[:] = path
+        # a module imported from the command's own import path is that process's alone
+        added = [Path(folder) for folder in variables.get("PYTHONPATH", "").split(os.pathsep)]
+        for name, module in list(sys.modules.items()):
+            where = getattr(module, "__file__", None)
+            if where and any(
+                Path(where).is_relative_to(folder) for folder in added if folder.parts
+            ):
+                del sys.modules[name]
+    code = status if isinstance(status, int) else (0 if status is None else 1)
+    texts = []
+    for stream in (out, err):
+        stream.flush()
+        texts.append(stream.buffer.getvalue().decode("utf-8", errors="replace"))
+    return subprocess.CompletedProcess([MNEMON, "--no-color", *arguments], code, *texts)
 
 
 def start(cwd: Path, *arguments: str, **extra: str) -> subprocess.Popen[str]:

@@ -61,7 +61,8 @@ def test_a_raven_and_a_nexent_entry_added_to_the_starter_profile_serve_beside_sp
     message = {"messages": [{"role": "user", "content": "Ada's green tea comes from Uji."}]}
     stored = mnemon("act", "source:raven/store", json.dumps(message), "--yes", "--user", "ada")
     assert stored.status == 0, stored.stderr
-    service.memories[(None, "ada", None)].append(
+    # no tenant in the scope: Nexent's requests carry an empty one
+    service.memories[("", "ada", None)].append(
         {"id": "ext-1", "content": "Ada brews green tea at 70 degrees."}
     )
 
