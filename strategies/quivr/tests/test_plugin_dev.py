@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import anyio
+import mnemon_strategy_quivr
 import pytest
 from launched import edit_manifest, embedder_folder, ended_within, kill, ranker_folder, recorded
 from mnemon_strategy_quivr import open_development
@@ -21,13 +22,8 @@ click_testing = pytest.importorskip("click.testing")
 mnemon_remote = pytest.importorskip("mnemon_remote")
 from mnemon._cli._commands import cli  # noqa: E402 (the command needs the cli extra)
 
-NEWSROOM = (
-    Path(__file__).parents[1]
-    / "mnemon_strategy_quivr"
-    / "contracts"
-    / "retrieval"
-    / "newsroom.json"
-)
+# the normative fixture the installed package ships (a wheel's copy, not the source tree's)
+NEWSROOM = Path(mnemon_strategy_quivr.__file__).parent / "contracts" / "retrieval" / "newsroom.json"
 MORNINGS = Path(__file__).parent / "embedders" / "fixtures" / "mornings.json"
 
 
