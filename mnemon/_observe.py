@@ -103,7 +103,7 @@ class ObserverSpec:
         """A Source's own call to the system behind it, as the Source reports it.
 
         `name` is the Source's name for such calls (a span name, like
-        `nexent.memory.external_provider`), `operation` what was done (`search`), `outcome`
+        `acme.memory.provider`), `operation` what was done (`search`), `outcome`
         `ok` or `failed`, `counts` what it moved (`results`, `units_accepted`, ...) and
         `attributes` the Source's own low-cardinality labels (a provider's name). Every value is
         a short code or a number: `SourceTelemetry.record` refuses anything else.
