@@ -45,6 +45,7 @@ from ._errors import MnemonError as MnemonError
 from ._errors import RevisionConflict as RevisionConflict
 from ._errors import RouteError as RouteError
 from ._errors import SourceError as SourceError
+from ._errors import SourceErrorKind as SourceErrorKind
 from ._helpers import allocate_characters as allocate_characters
 from ._helpers import create_mutation_receipt as create_mutation_receipt
 from ._helpers import guarded_call as guarded_call
@@ -249,6 +250,7 @@ __all__ = [
     "SourceConsistency",
     "SourceDefinition",
     "SourceError",
+    "SourceErrorKind",
     "SourceFacts",
     "SourceInit",
     "SourceManifest",

@@ -21,6 +21,11 @@ __all__ = [
 ]
 
 SourceErrorKind = Literal["transient", "access", "terminal", "degraded"]
+SourceErrorKind.__doc__ = """The class of a `SourceError`: what a caller can do about it.
+
+`transient` (try again later), `access` (credentials or permissions must change), `terminal`
+(the same call fails again) or `degraded` (served partially).
+"""
 
 _KIND_OF_CODE: dict[str, SourceErrorKind] = {
     "timeout": "transient",

@@ -92,6 +92,7 @@ EXPECTED_ALL = [
     "SourceConsistency",
     "SourceDefinition",
     "SourceError",
+    "SourceErrorKind",
     "SourceFacts",
     "SourceInit",
     "SourceManifest",

@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
 
-from mnemon import SourceError
+from mnemon import SourceError, SourceErrorKind
 
 from .models import ProviderErrorCode, ProviderErrorSeverity
 
 __all__ = ["NEXENT_FAILURES", "ProviderFailure", "nexent_code", "provider_failure", "source_error"]
-
-SourceErrorKind = Literal["transient", "access", "terminal", "degraded"]
 
 #: Nexent code -> (SourceError code, kind). The Nexent code itself survives as `origin_code`.
 NEXENT_FAILURES: dict[ProviderErrorCode, tuple[str, SourceErrorKind | None]] = {

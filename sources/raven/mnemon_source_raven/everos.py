@@ -27,7 +27,7 @@ import anyio
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from mnemon import DefinitionError, SourceError
+from mnemon import DefinitionError, SourceError, SourceErrorKind
 
 from ._contract import BackendContext, Memory
 
@@ -45,7 +45,6 @@ _SESSION_MAX = 128
 _PROFILE_MAX = 2_000
 # EverOS's server failures that need an operator, not a retry (its own error table)
 _SERVER_TERMINAL = {"CAPABILITY_UNAVAILABLE", "CONFIGURATION_ERROR", "INTERNAL_ERROR"}
-SourceErrorKind = Literal["transient", "access", "terminal", "degraded"]
 
 
 def tenant_owner(tenant_id: str | None, track: str, identity: str) -> str:
