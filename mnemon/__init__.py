@@ -135,11 +135,6 @@ from ._text import check_memory_text as check_memory_text
 from ._text import memory_text_schema as memory_text_schema
 from ._text import visible_json as visible_json
 from ._text import visible_text as visible_text
-from ._versions import RangeError as RangeError
-from ._versions import Version as Version
-from ._versions import VersionRange as VersionRange
-from ._versions import parse_range as parse_range
-from ._versions import parse_version as parse_version
 from ._wake import render_wake as render_wake
 from ._yaml import parse_yaml as parse_yaml
 
@@ -154,7 +149,6 @@ _logging.getLogger("mnemon").addHandler(_logging.NullHandler())
 
 # tracebacks and reprs name the public module, where callers import these from
 for _error in (
-    RangeError,
     ActionError,
     CompositionRejected,
     CompositionUnavailable,
@@ -230,7 +224,6 @@ __all__ = [
     "ProvidedCapability",
     "QueryRequest",
     "QueryVector",
-    "RangeError",
     "ReadGrant",
     "RegistrySnapshot",
     "Reminders",
@@ -265,8 +258,6 @@ __all__ = [
     "TextPart",
     "Unmount",
     "VectorSpace",
-    "Version",
-    "VersionRange",
     "View",
     "ViewBudget",
     "ViewContribution",
@@ -293,8 +284,6 @@ __all__ = [
     "load_profile",
     "memory_text_schema",
     "mnemon_home",
-    "parse_range",
-    "parse_version",
     "parse_yaml",
     "read_configuration",
     "render_wake",

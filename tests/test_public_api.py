@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import logging
 import typing
@@ -72,7 +73,6 @@ EXPECTED_ALL = [
     "ProvidedCapability",
     "QueryRequest",
     "QueryVector",
-    "RangeError",
     "ReadGrant",
     "RegistrySnapshot",
     "Reminders",
@@ -107,8 +107,6 @@ EXPECTED_ALL = [
     "TextPart",
     "Unmount",
     "VectorSpace",
-    "Version",
-    "VersionRange",
     "View",
     "ViewBudget",
     "ViewContribution",
@@ -135,8 +133,6 @@ EXPECTED_ALL = [
     "load_profile",
     "memory_text_schema",
     "mnemon_home",
-    "parse_range",
-    "parse_version",
     "parse_yaml",
     "read_configuration",
     "render_wake",
@@ -169,7 +165,37 @@ def test_every_public_name_resolves(name: str) -> None:
 
 
 # documented public modules: importing one binds its name on the package
-PUBLIC_MODULES = {"postgres", "tools"}
+PUBLIC_MODULES = {"postgres", "tools", "versions"}
+# each public module's exact `__all__`; what it exports says it lives there (`__module__`)
+MODULE_EXPORTS = {
+    "mnemon.storage": [
+        "PRIVATE_FILE_MODE", "PRIVATE_FOLDER_MODE", "hold_lock", "open_private", "open_regular",
+        "private_folder", "remove_leftovers", "remove_leftovers_in", "temporary_path",
+        "tighten_file", "write_atomically",
+    ],
+    "mnemon.tools": [
+        "MAX_TOOL_NAME", "TOOL_NAME_PATTERN", "Tool", "ToolDispatcher", "ToolFormat",
+        "ToolResult", "ToolSet", "evidence_text", "receipt_text",
+    ],
+    "mnemon.postgres": [
+        "DatabaseErrorCode", "check_connection_string", "classify_database_error",
+        "open_async_connection_pool", "open_connection_pool", "quiet_pool_logs",
+    ],
+    "mnemon.versions": ["RangeError", "Version", "VersionRange", "parse_range", "parse_version"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("module_name", sorted(MODULE_EXPORTS))
+def test_each_public_module_exports_exactly_its_names_from_itself(module_name: str) -> None:
+    module = importlib.import_module(module_name)
+    assert module.__all__ == MODULE_EXPORTS[module_name]
+    namespace: dict[str, object] = {}
+    exec(f"from {module_name} import *", namespace)
+    assert {name for name in namespace if name != "__builtins__"} == set(module.__all__)
+    for name in module.__all__:
+        value = getattr(module, name)
+        if inspect.isclass(value) or inspect.isfunction(value):
+            assert value.__module__ == module_name, name
 
 
 def test_no_public_name_outside_all() -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mnemon import MnemonError, RangeError, parse_range, parse_version
+from mnemon import MnemonError
+from mnemon.versions import RangeError, parse_range, parse_version
 
 RANGES = json.loads((Path(__file__).parent / "fixtures" / "quivr" / "ranges.json").read_text())
 

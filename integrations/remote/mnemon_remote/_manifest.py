@@ -19,15 +19,8 @@ from jsonschema.exceptions import SchemaError
 from pydantic import ValidationError
 
 import mnemon
-from mnemon import (
-    DefinitionError,
-    RangeError,
-    SourceManifest,
-    Version,
-    parse_range,
-    parse_version,
-    parse_yaml,
-)
+from mnemon import DefinitionError, SourceManifest, parse_yaml
+from mnemon.versions import RangeError, Version, parse_range, parse_version
 
 __all__ = [
     "MANIFEST_NAME",

@@ -20,7 +20,7 @@ kit's own classes.
 
 from __future__ import annotations
 
-from mnemon import RangeError, Version, VersionRange, parse_range, parse_version
+from mnemon.versions import RangeError, Version, VersionRange, parse_range, parse_version
 
 from ._certify import FixtureIssue, FixtureOutcome, invoke_fixture, serve_fixture
 from ._contract import ContractRunner, certify_plugin, inspect_plugin

@@ -38,7 +38,7 @@ from mnemon_remote import (
     timed,
 )
 
-from mnemon import parse_range
+from mnemon.versions import parse_range
 
 from ._certify import FixtureOutcome, fixture_request, fixture_session, invoke_fixture
 from ._contract_ingestion import (

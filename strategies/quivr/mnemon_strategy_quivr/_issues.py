@@ -11,7 +11,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from mnemon import Version
+from mnemon.versions import Version
 
 __all__ = ["Feature", "ManifestIssue", "compiles"]
 

@@ -17,15 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mnemon import (
-    DefinitionError,
-    RangeError,
-    Version,
-    VersionRange,
-    parse_range,
-    parse_version,
-    parse_yaml,
-)
+from mnemon import DefinitionError, parse_yaml
+from mnemon.versions import RangeError, Version, VersionRange, parse_range, parse_version
 
 from ._issues import Feature, ManifestIssue, compiles
 from ._schemas import manifest_validator

@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from mnemon import parse_version
+from mnemon.versions import parse_version
 
 from ._issues import Feature, ManifestIssue, compiles
 
