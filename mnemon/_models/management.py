@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, StringConstraints, model_validator
+
 from .._json import FrozenDict
 from .base import (
     Description,
@@ -13,9 +17,10 @@ from .base import (
     PackageName,
     Revision,
     StrictBool,
+    StrictInt,
     WireModel,
 )
-from .manifests import ManagementField, ManagementOperation
+from .manifests import ManagementDescriptor, ManagementField, ManagementOperation, RecordKind
 from .sources import Scope
 
 
@@ -82,4 +87,150 @@ class ManagementEntry(WireModel):
     fields: tuple[ManagementField, ...]
     """Its form's fields."""
     operations: tuple[ManagementOperation, ...]
-    """The operations people may run."""
+    """The operations people may run, the record operations included."""
+    records: tuple[RecordKind, ...] = ()
+    """The kinds of record the Source holds."""
+
+
+# ---------------------------------------------------------------------- the records contract
+
+MAX_RECORD_PAGE = 1_000
+"""The most records one `records-read` page or one `records-write` batch holds."""
+MAX_IDEMPOTENCY_KEY = 200
+_TEXT_ID = {"type": "string", "minLength": 1, "maxLength": 1_000}
+
+
+def _kind_enum(kinds: list[str]) -> dict[str, Any]:
+    return {"type": "string", "enum": kinds}
+
+
+def _records_read(kinds: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "kind": _kind_enum(kinds),
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_RECORD_PAGE},
+            "cursor": {"type": "string", "minLength": 1, "maxLength": 4_000},
+            "group": _TEXT_ID,
+        },
+        "required": ["kind", "limit"],
+        "additionalProperties": False,
+    }
+
+
+def _records_write(kinds: list[str]) -> dict[str, Any]:
+    item = {
+        "type": "object",
+        "properties": {
+            "record": {"type": "object"},
+            "idempotency_key": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_IDEMPOTENCY_KEY,
+            },
+        },
+        "required": ["record", "idempotency_key"],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {
+            "kind": _kind_enum(kinds),
+            "records": {
+                "type": "array",
+                "items": item,
+                "minItems": 1,
+                "maxItems": MAX_RECORD_PAGE,
+            },
+        },
+        "required": ["kind", "records"],
+        "additionalProperties": False,
+    }
+
+
+def _records_delete(kinds: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"kind": _kind_enum(kinds), "id": _TEXT_ID, "group": _TEXT_ID},
+        "required": ["kind", "id"],
+        "additionalProperties": False,
+    }
+
+
+def record_operations(descriptor: ManagementDescriptor) -> tuple[ManagementOperation, ...]:
+    """The core-owned record operations a descriptor's record kinds give its Source."""
+    kinds = descriptor.records
+    made = []
+    for operation, flag, shape, description in (
+        ("records-read", "readable", _records_read, "List records of one kind, a page at a time."),
+        ("records-write", "writable", _records_write, "Write a batch of records, idempotently."),
+        ("records-delete", "deletable", _records_delete, "Delete one record by its id."),
+    ):
+        named = [kind.id for kind in kinds if getattr(kind, flag)]
+        if named:
+            made.append(
+                ManagementOperation(
+                    id=operation,
+                    kind="read" if operation == "records-read" else "mutate",
+                    description=description,
+                    input_schema=shape(named),
+                )
+            )
+    return tuple(made)
+
+
+def management_operations(descriptor: ManagementDescriptor) -> tuple[ManagementOperation, ...]:
+    """Every operation of a Source's management plane: its own, then the record operations."""
+    return (*descriptor.operations, *record_operations(descriptor))
+
+
+class RecordPage(WireModel):
+    """What `records-read` answers: one page of records of one kind."""
+
+    records: tuple[JsonObject, ...]
+    """The records, each an object with a string `id`, as the kind's schema describes."""
+    next_cursor: Annotated[str, StringConstraints(min_length=1, max_length=4_000)] | None = None
+    """Where the next page starts; none when this page is the last."""
+    groups: tuple[str, ...] | None = None
+    """A grouped kind's groups in this scope, on the first page (read without a cursor)."""
+
+
+class RecordOutcome(WireModel):
+    """What happened to one record of a `records-write` batch."""
+
+    index: Annotated[StrictInt, Field(ge=0)]
+    """The record's position in the batch."""
+    completion: Literal["committed", "accepted", "refused"]
+    """`committed` (durable), `accepted` (stored, durability not confirmed) or `refused`."""
+    id: Annotated[str, StringConstraints(min_length=1, max_length=1_000)] | None = None
+    """The stored record's id, when it has one."""
+    replayed: StrictBool = False
+    """Whether the record was already there (its idempotency key or content): nothing new."""
+    code: Id | None = None
+    """Why it was refused (only a refused record has a code)."""
+    message: Annotated[str, StringConstraints(max_length=500)] | None = None
+    """What is wrong, naming the field and the rule, never the record's content."""
+
+    @model_validator(mode="after")
+    def _check_refusal(self) -> RecordOutcome:
+        if (self.completion == "refused") != (self.code is not None):
+            raise ValueError("code: a refused record has a code, and only a refused one")
+        return self
+
+
+class RecordWriteResult(WireModel):
+    """What `records-write` answers: one outcome per record, in the batch's order."""
+
+    results: tuple[RecordOutcome, ...]
+    """The outcome of each record."""
+
+
+class RecordDeleteResult(WireModel):
+    """What `records-delete` answers."""
+
+    id: Annotated[str, StringConstraints(min_length=1, max_length=1_000)]
+    """The record's id."""
+    deleted: StrictBool
+    """Whether a record was deleted (false: there was none with that id)."""
+    group: Annotated[str, StringConstraints(min_length=1, max_length=1_000)] | None = None
+    """The group the record was in, for a grouped kind."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Annotated, Literal
 
 from pydantic import Field, Strict, field_validator, model_validator
@@ -95,8 +96,66 @@ class ManagementOperation(WireModel):
     """The JSON Schema of the operation's input."""
 
 
+# the operations the core owns on every Source that declares records: a Source answers them
+# but never declares them itself (their shapes are in `management`)
+RECORD_OPERATIONS = ("records-read", "records-write", "records-delete")
+
+
+class RecordKind(WireModel):
+    """A kind of record a Source holds, that people can list, export, import or delete.
+
+    The core derives the `records-read`, `records-write` and `records-delete` operations from
+    the kinds a Source declares, with input and output shapes the core owns.
+    """
+
+    id: Id
+    """The kind's name (`memory`, `fact`, `task`); an export names it on every record."""
+    label: Label
+    """What one record is, for people (`Long-term memory`)."""
+    description: Description | None = None
+    """What these records are."""
+    record_schema: InputSchema
+    """The JSON Schema of one record (an object); a record written is checked against it."""
+    readable: StrictBool = False
+    """Whether `records-read` lists these records (each needs a string `id`)."""
+    writable: StrictBool = False
+    """Whether `records-write` takes these records (idempotent, in batches)."""
+    deletable: StrictBool = False
+    """Whether `records-delete` deletes one of these records by its `id`."""
+    label_field: str | None = None
+    """The record field shown as its one-line label (`text`, `title`)."""
+    group_field: str | None = None
+    """The string field that groups records (a space, a folder): reads can name one group."""
+    key_fields: tuple[str, ...] = ()
+    """The fields that make two records the same: an import skips a record already there."""
+    newest_first: StrictBool = False
+    """Whether reads list the newest record first (an import then writes oldest first)."""
+
+    @model_validator(mode="after")
+    def _check_record(self) -> RecordKind:
+        if self.id == "end":
+            raise ValueError("id: 'end' names the last line of an export, not a record kind")
+        if not (self.readable or self.writable or self.deletable):
+            raise ValueError("a record kind must be readable, writable or deletable")
+        properties = self.record_schema.get("properties", {})
+        if not isinstance(properties, Mapping):
+            raise ValueError("record_schema: properties must be an object")
+        if (self.readable or self.deletable) and "id" not in properties:
+            raise ValueError("record_schema: a readable or deletable kind's records have an id")
+        named = [("label_field", self.label_field), ("group_field", self.group_field)]
+        named += [("key_fields", field) for field in self.key_fields]
+        for where, field in named:
+            if field is not None and field not in properties:
+                raise ValueError(f"{where}: {field!r} is not a property of record_schema")
+        if self.writable and not self.key_fields:
+            raise ValueError("key_fields: a writable kind names the fields that make it unique")
+        if not unique(self.key_fields):
+            raise ValueError("key_fields: duplicate field")
+        return self
+
+
 class ManagementDescriptor(WireModel):
-    """How humans manage a Source: a label, a form of fields and operations."""
+    """How humans manage a Source: a label, a form of fields, operations and record kinds."""
 
     label: Label
     """The Source's name in a management interface."""
@@ -105,7 +164,9 @@ class ManagementDescriptor(WireModel):
     fields: tuple[ManagementField, ...] = ()
     """The form's fields."""
     operations: tuple[ManagementOperation, ...] = ()
-    """The operations people may run."""
+    """The operations people may run (the record operations are the core's: not listed)."""
+    records: tuple[RecordKind, ...] = ()
+    """The kinds of record the Source holds, and what people may do with each."""
 
     @model_validator(mode="after")
     def _check_unique(self) -> ManagementDescriptor:
@@ -113,6 +174,13 @@ class ManagementDescriptor(WireModel):
             raise ValueError("fields: duplicate field id")
         if not unique(op.id for op in self.operations):
             raise ValueError("operations: duplicate operation id")
+        reserved = next((op.id for op in self.operations if op.id in RECORD_OPERATIONS), None)
+        if reserved is not None:
+            raise ValueError(
+                f"operations: {reserved!r} is the core's record operation; declare records instead"
+            )
+        if not unique(kind.id for kind in self.records):
+            raise ValueError("records: duplicate record kind")
         return self
 
 
