@@ -59,7 +59,6 @@ from .host import (
     HostSettings,
 )
 from .management import (
-    MAX_RECORD_PAGE,
     ManagementEntry,
     ManagementRequest,
     ManagementResult,
@@ -71,6 +70,7 @@ from .management import (
     management_operations,
 )
 from .manifests import (
+    MAX_RECORD_PAGE,
     ActionDescriptor,
     ManagementDescriptor,
     ManagementField,

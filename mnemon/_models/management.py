@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
@@ -20,7 +20,12 @@ from .base import (
     StrictInt,
     WireModel,
 )
-from .manifests import ManagementDescriptor, ManagementField, ManagementOperation, RecordKind
+from .manifests import (
+    ManagementDescriptor,
+    ManagementField,
+    ManagementOperation,
+    RecordKind,
+)
 from .sources import Scope
 
 
@@ -94,94 +99,15 @@ class ManagementEntry(WireModel):
 
 # ---------------------------------------------------------------------- the records contract
 
-MAX_RECORD_PAGE = 1_000
-"""The most records one `records-read` page or one `records-write` batch holds."""
-MAX_IDEMPOTENCY_KEY = 200
-_TEXT_ID = {"type": "string", "minLength": 1, "maxLength": 1_000}
-
-
-def _kind_enum(kinds: list[str]) -> dict[str, Any]:
-    return {"type": "string", "enum": kinds}
-
-
-def _records_read(kinds: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {
-            "kind": _kind_enum(kinds),
-            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_RECORD_PAGE},
-            "cursor": {"type": "string", "minLength": 1, "maxLength": 4_000},
-            "group": _TEXT_ID,
-        },
-        "required": ["kind", "limit"],
-        "additionalProperties": False,
-    }
-
-
-def _records_write(kinds: list[str]) -> dict[str, Any]:
-    item = {
-        "type": "object",
-        "properties": {
-            "record": {"type": "object"},
-            "idempotency_key": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": MAX_IDEMPOTENCY_KEY,
-            },
-        },
-        "required": ["record", "idempotency_key"],
-        "additionalProperties": False,
-    }
-    return {
-        "type": "object",
-        "properties": {
-            "kind": _kind_enum(kinds),
-            "records": {
-                "type": "array",
-                "items": item,
-                "minItems": 1,
-                "maxItems": MAX_RECORD_PAGE,
-            },
-        },
-        "required": ["kind", "records"],
-        "additionalProperties": False,
-    }
-
-
-def _records_delete(kinds: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {"kind": _kind_enum(kinds), "id": _TEXT_ID, "group": _TEXT_ID},
-        "required": ["kind", "id"],
-        "additionalProperties": False,
-    }
-
 
 def record_operations(descriptor: ManagementDescriptor) -> tuple[ManagementOperation, ...]:
     """The core-owned record operations a descriptor's record kinds give its Source."""
-    kinds = descriptor.records
-    made = []
-    for operation, flag, shape, description in (
-        ("records-read", "readable", _records_read, "List records of one kind, a page at a time."),
-        ("records-write", "writable", _records_write, "Write a batch of records, idempotently."),
-        ("records-delete", "deletable", _records_delete, "Delete one record by its id."),
-    ):
-        named = [kind.id for kind in kinds if getattr(kind, flag)]
-        if named:
-            made.append(
-                ManagementOperation(
-                    id=operation,
-                    kind="read" if operation == "records-read" else "mutate",
-                    description=description,
-                    input_schema=shape(named),
-                )
-            )
-    return tuple(made)
+    return descriptor.record_operations()
 
 
 def management_operations(descriptor: ManagementDescriptor) -> tuple[ManagementOperation, ...]:
     """Every operation of a Source's management plane: its own, then the record operations."""
-    return (*descriptor.operations, *record_operations(descriptor))
+    return (*descriptor.operations, *descriptor.record_operations())
 
 
 class RecordPage(WireModel):

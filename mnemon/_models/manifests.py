@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, Strict, field_validator, model_validator
 
@@ -154,6 +154,69 @@ class RecordKind(WireModel):
         return self
 
 
+MAX_RECORD_PAGE = 1_000
+"""The most records one `records-read` page or one `records-write` batch holds."""
+MAX_IDEMPOTENCY_KEY = 200
+_TEXT_ID = {"type": "string", "minLength": 1, "maxLength": 1_000}
+
+
+def _kind_enum(kinds: list[str]) -> dict[str, Any]:
+    return {"type": "string", "enum": kinds}
+
+
+def _records_read(kinds: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "kind": _kind_enum(kinds),
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_RECORD_PAGE},
+            "cursor": {"type": "string", "minLength": 1, "maxLength": 4_000},
+            "group": _TEXT_ID,
+        },
+        "required": ["kind", "limit"],
+        "additionalProperties": False,
+    }
+
+
+def _records_write(kinds: list[str]) -> dict[str, Any]:
+    item = {
+        "type": "object",
+        "properties": {
+            "record": {"type": "object"},
+            "idempotency_key": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_IDEMPOTENCY_KEY,
+            },
+        },
+        "required": ["record", "idempotency_key"],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {
+            "kind": _kind_enum(kinds),
+            "records": {
+                "type": "array",
+                "items": item,
+                "minItems": 1,
+                "maxItems": MAX_RECORD_PAGE,
+            },
+        },
+        "required": ["kind", "records"],
+        "additionalProperties": False,
+    }
+
+
+def _records_delete(kinds: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"kind": _kind_enum(kinds), "id": _TEXT_ID, "group": _TEXT_ID},
+        "required": ["kind", "id"],
+        "additionalProperties": False,
+    }
+
+
 class ManagementDescriptor(WireModel):
     """How humans manage a Source: a label, a form of fields, operations and record kinds."""
 
@@ -182,6 +245,31 @@ class ManagementDescriptor(WireModel):
         if not unique(kind.id for kind in self.records):
             raise ValueError("records: duplicate record kind")
         return self
+
+    def record_operations(self) -> tuple[ManagementOperation, ...]:
+        """The core-owned record operations this descriptor's record kinds give its Source."""
+        made = []
+        for operation, flag, shape, description in (
+            ("records-read", "readable", _records_read, "List records of one kind, by page."),
+            (
+                "records-write",
+                "writable",
+                _records_write,
+                "Write a batch of records, idempotently.",
+            ),
+            ("records-delete", "deletable", _records_delete, "Delete one record by its id."),
+        ):
+            named = [kind.id for kind in self.records if getattr(kind, flag)]
+            if named:
+                made.append(
+                    ManagementOperation(
+                        id=operation,
+                        kind="read" if operation == "records-read" else "mutate",
+                        description=description,
+                        input_schema=shape(named),
+                    )
+                )
+        return tuple(made)
 
 
 class SourceManifest(WireModel):
