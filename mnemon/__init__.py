@@ -98,6 +98,11 @@ from ._models import ProjectionSpec as ProjectionSpec
 from ._models import QueryRequest as QueryRequest
 from ._models import QueryVector as QueryVector
 from ._models import ReadGrant as ReadGrant
+from ._models import RecordDeleteResult as RecordDeleteResult
+from ._models import RecordKind as RecordKind
+from ._models import RecordOutcome as RecordOutcome
+from ._models import RecordPage as RecordPage
+from ._models import RecordWriteResult as RecordWriteResult
 from ._models import RegistrySnapshot as RegistrySnapshot
 from ._models import Reminders as Reminders
 from ._models import RouteDescriptor as RouteDescriptor
@@ -225,6 +230,11 @@ __all__ = [
     "QueryRequest",
     "QueryVector",
     "ReadGrant",
+    "RecordDeleteResult",
+    "RecordKind",
+    "RecordOutcome",
+    "RecordPage",
+    "RecordWriteResult",
     "RegistrySnapshot",
     "Reminders",
     "RevisionConflict",

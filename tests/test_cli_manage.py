@@ -263,9 +263,15 @@ def test_export_and_import_round_trip_without_loss_or_duplicates(
     summary = as_json(mnemon(project, "export", *ADA, "--out", str(out), "--json"))
     lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert lines[0]["format"] == "mnemon-export"
-    assert lines[0]["version"] == 1
+    assert lines[0]["version"] == 2
+    assert {(line["source"], line["kind"]) for line in lines[1:-1]} == {
+        ("source:spaces", "memory"),
+        ("source:runtime", "fact"),
+        ("source:documents", "document"),
+    }
     assert lines[-1] == {"kind": "end", "records": summary["records"]}
     kinds = sorted(line["kind"] for line in lines[1:-1])
+    assert all(isinstance(line["record"], dict) for line in lines[1:-1])
     assert kinds.count("memory") == 3
     assert kinds.count("fact") == 2
     assert kinds.count("document") >= 2
@@ -284,7 +290,8 @@ def test_export_and_import_round_trip_without_loss_or_duplicates(
     as_json(mnemon(fresh, "export", *target, "--out", str(back), "--json"))
 
     def content(path: Path) -> list[tuple[object, ...]]:
-        records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[1:-1]]
+        lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[1:-1]]
+        records = [{**line["record"], "kind": line["kind"]} for line in lines]
         return sorted(
             (
                 r["kind"],
@@ -307,7 +314,7 @@ def test_export_and_import_round_trip_without_loss_or_duplicates(
 @pytest.mark.parametrize(
     ("lines", "message"),
     [
-        (['{"format": "mnemon-export", "version": 2}', '{"kind": "end", "records": 0}'], "written in export format version 2; this mnemon reads version 1 only"),
+        (['{"format": "mnemon-export", "version": 3}', '{"kind": "end", "records": 0}'], "written in export format version 3; this mnemon reads versions 1 to 2 only"),
         (['{"format": "other"}'], "not a mnemon export"),
         (['{"format": "mnemon-export", "version": 1, "scope": {"user_id": "x"}}', '{"kind": "memory", "source": "source:spaces", "space": "personal", "text": "cut"}'], "cut short (no end line): nothing was imported"),
         (['{"format": "mnemon-export", "version": 1, "scope": {}}', "{oops"], "line 2 is not JSON"),
@@ -596,9 +603,9 @@ def test_an_import_batch_past_the_deadline_is_finished_by_running_it_again(
         other.close()
     assert late.returncode == 1
     assert late.stderr == (
-        "Error: source:spaces/import: timeout: a batch of 30 memories failed and may or may not "
-        "have been stored; nothing was written before it. Run the same import again to finish: "
-        "it never duplicates\n"
+        "Error: source:spaces/records-write: timeout: a batch of 30 records failed and may or "
+        "may not have been stored; nothing was written before it. Run the same import again to "
+        "finish: it never duplicates\n"
     )
     assert "imported" not in late.stdout  # nothing claims the batch
     # the deadline was the point of the first run; the second one only has to finish (a loaded

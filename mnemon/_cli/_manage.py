@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import functools
 import re
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import click
 
 from .._errors import ActionError, ManagementError, MnemonError
-from .._host import MemoryHost
-from .._models import ActionOffer, ManagementEntry, MutationReceipt, Scope
+from .._host import ManagementClient, MemoryHost
+from .._models import ActionOffer, ManagementEntry, MutationReceipt, RecordKind, Scope
 from .._profile import Profile
 from .._text import visible_text
 from ._options import (
@@ -37,20 +36,17 @@ from ._options import (
 from ._paths import shown_path
 from ._progress import progress
 from ._records import (
-    FIRST_PARTY,
     document_records,
     management_entry,
-    memory_pages,
-    memory_records,
     missing_scope,
     mutate,
-    runtime_records,
+    record_groups,
+    record_kinds,
+    record_pages,
 )
 from ._session import missing_flags, open_memory, operator_turn
 
 __all__ = ["act", "docs", "facts", "forget", "list_memory", "route"]
-
-_KINDS = ("memory", "fact", "note", "document")
 
 
 def _confirmed(yes: bool, question: str, as_json: bool) -> None:
@@ -69,20 +65,42 @@ def _reason(exc: MnemonError, profile: Profile, entry: ManagementEntry, scope: S
 # ---------------------------------------------------------------------- list
 
 
-def _first(
-    records: list[dict[str, Any]], kinds: set[str], limit: int | None
+async def _records_of(
+    client: ManagementClient,
+    key: str,
+    kind: RecordKind,
+    space: str | None,
+    limit: int | None,
 ) -> tuple[list[dict[str, Any]], bool]:
-    """The records of `kinds`, at most `limit` of each kind, in order; whether any were cut."""
-    wanted = [record for record in records if record["kind"] in kinds]
-    if limit is None:
-        return wanted, False
-    seen: Counter[str] = Counter()
-    kept = []
-    for record in wanted:
-        seen[record["kind"]] += 1
-        if seen[record["kind"]] <= limit:
-            kept.append(record)
-    return kept, len(kept) < len(wanted)
+    """The records of one kind, at most `limit` (of each group); whether any were left out.
+
+    One more than `limit` is read to know whether there are more.
+
+    Raises:
+        CommandError: `space` is not one of the kind's groups in this scope.
+    """
+    groups: list[str | None] = [None]
+    if kind.group_field is not None and (space is not None or limit is not None):
+        names = await record_groups(client, kind)
+        if space is not None and space not in names:
+            raise CommandError(
+                f"--space: no {kind.group_field} {space!r} in {key} for this scope "
+                f"({kind.group_field}s: {', '.join(names) or 'none'})",
+                code="unknown-space",
+            )
+        groups = [space] if space is not None else list(names)
+    records: list[dict[str, Any]] = []
+    more = False
+    for group in groups:
+        read: list[dict[str, Any]] = []
+        wanted = None if limit is None else limit + 1
+        async for page in record_pages(client, kind, group=group, limit=wanted):
+            read += page
+        if limit is not None and len(read) > limit:
+            more = True
+            read = read[:limit]
+        records += read
+    return records, more
 
 
 async def _list(
@@ -90,65 +108,73 @@ async def _list(
     scope: Scope,
     source: str | None,
     space: str | None,
-    kinds: set[str],
+    kinds: set[str] | None,
     limit: int | None,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], list[tuple[str, str, str, str]]]:
+    """The report `--json` prints, and a line per record: kind, group, id and label."""
     async with open_memory(path) as (profile, host):
         items: list[dict[str, Any]] = []
+        shown: list[tuple[str, str, str, str]] = []
         skipped: list[dict[str, str]] = []
         more = False
-        for entry in host.management_catalog():
-            if entry.type_id not in FIRST_PARTY:
+        pairs = record_kinds(host, "readable", source=source)
+        if kinds is not None:
+            unknown = sorted(kinds - {kind.id for _, kind in pairs})
+            if unknown:
+                declared = sorted({kind.id for _, kind in pairs})
+                raise CommandError(
+                    f"--kind: no mounted Source lists records of kind {unknown[0]!r} "
+                    f"(kinds: {', '.join(declared) or 'none'})",
+                    code="unknown-kind",
+                )
+        failed: set[str] = set()
+        for entry, kind in pairs:
+            if kinds is not None and kind.id not in kinds:
                 continue
-            if source is not None and entry.source_key not in (source, f"source:{source}"):
+            if entry.source_key in failed or (space is not None and kind.group_field is None):
                 continue
             client = host.management_client(entry.source_key, scope)
             try:
-                if entry.type_id == "spaces" and "memory" in kinds:
-                    records, cut = await memory_records(
-                        client, entry.source_key, space, limit=limit
-                    )
-                elif entry.type_id == "runtime" and kinds & {"fact", "note"} and space is None:
-                    read = await runtime_records(client, entry.source_key)
-                    records, cut = _first(read, kinds, limit)
-                elif entry.type_id == "documents" and "document" in kinds and space is None:
-                    read = await document_records(client, entry.source_key)
-                    records, cut = _first(read, kinds, limit)
-                else:
-                    continue
-                items += records
-                more = more or cut
+                records, cut = await _records_of(client, entry.source_key, kind, space, limit)
             except ManagementError as exc:
+                failed.add(entry.source_key)  # one reason per Source, not one per kind
                 reason = _reason(exc, profile, entry, scope)
                 skipped.append({"source_key": entry.source_key, "reason": reason})
-            except CommandError as exc:
-                if exc.code == "unknown-space":
-                    raise
-                skipped.append({"source_key": entry.source_key, "reason": exc.format_message()})
-        return {
+                continue
+            base = {"kind": kind.id, "source": entry.source_key, "type": entry.type_id}
+            items += [{**base, **record} for record in records]
+            shown += [_shown(kind, record) for record in records]
+            more = more or cut
+        report = {
             "scope": scope.model_dump(exclude_none=True),
             "items": items,
             "more": more,
             "skipped": skipped,
         }
+        return report, shown
+
+
+def _shown(kind: RecordKind, record: dict[str, Any]) -> tuple[str, str, str, str]:
+    group = "" if kind.group_field is None else record.get(kind.group_field)
+    label = "" if kind.label_field is None else record.get(kind.label_field)
+    return kind.id, str(group or ""), str(record["id"]), str(label or "")
 
 
 @click.command("list")
 @click.option("--source", default=None, help="Only this Source (its key, e.g. source:spaces).")
-@click.option("--space", default=None, help="Only the memories of this space.")
+@click.option("--space", default=None, help="Only the records of this group (a space).")
 @click.option(
     "--kind",
     "kinds",
-    type=click.Choice(_KINDS),
     multiple=True,
-    help="Only these kinds (repeatable): memory, fact, note, document.",
+    help="Only these kinds of record (repeatable), e.g. memory, fact, note, document.",
 )
 @click.option(
     "--limit",
     type=click.IntRange(1, None),
     default=None,
-    help="At most this many of each kind: the newest memories of each space, the first "
-    "facts, notes and documents.",
+    help="At most this many of each kind (of each group of a grouped kind: the newest "
+    "memories of each space), in the order the Source lists them.",
 )
 @identity
 @json_option
@@ -163,15 +189,15 @@ def list_memory(
     as_json: bool,
     **options: Any,
 ) -> None:
-    """List the memories, facts, notes and documents the scope's flags see."""
-    report = run(
+    """List the records (memories, facts, notes, documents, ...) the scope's flags see."""
+    report, shown = run(
         functools.partial(
             _list,
             profile_path(ctx),
             scope_of(options),
             source,
             space,
-            set(kinds or _KINDS),
+            set(kinds) if kinds else None,
             limit,
         )
     )
@@ -180,10 +206,8 @@ def list_memory(
         return
     printer = printer_of(ctx)
     printer.heading(f"{len(report['items'])} item(s)")
-    for item in report["items"]:
-        where = item.get("space") or item.get("target") or ""
-        label = item.get("title") or item.get("text", "")
-        printer.line(f"{item['kind']:<9} {where:<10} {item['id']}  {label}".replace("\n", " "))
+    for kind, where, record_id, label in shown:
+        printer.line(f"{kind:<9} {where:<10} {record_id}  {label}".replace("\n", " "))
     if report["more"]:
         printer.line(
             f"more not shown: --limit {limit} shows at most {limit} of each kind "
@@ -196,45 +220,61 @@ def list_memory(
 # ---------------------------------------------------------------------- forget
 
 
-def _handle_prefix(memory: str) -> tuple[str, ...]:
-    head, separator, _ = memory.rpartition("~")
-    return (head,) if separator else ()
-
-
 async def _forget(
-    path: Path, scope: Scope, memory: str, space: str | None, source: str | None
+    path: Path,
+    scope: Scope,
+    record: str,
+    space: str | None,
+    source: str | None,
+    kinds: set[str] | None,
 ) -> dict[str, Any]:
     async with open_memory(path) as (_, host):
-        entry = management_entry(host, "spaces", source)
-        client = host.management_client(entry.source_key, scope)
-        if space is None:
-            # the space is found from the memory itself: the id recall and list print
-            # a recall result's id is the memory id, then `~` and what the handle is bound to
-            ids = (memory, *_handle_prefix(memory))
-            found = None
-            # newest first, a page at a time: a recent memory is found without reading the rest
-            async for page in memory_pages(client, entry.source_key):
-                found = next((record for record in page if record["id"] in ids), None)
-                if found is not None:
-                    break
-            if found is None:
-                raise CommandError(
-                    f"no memory with that id in the spaces of {entry.source_key} this scope "
-                    "sees (ids are shown by `mnemon list` and `mnemon recall`)",
-                    code="not-found",
-                )
-            space = str(found["space"])
-        result = await mutate(
-            host, entry.source_key, scope, "forget", {"space": space, "id": memory}
+        pairs = [
+            (entry, kind)
+            for entry, kind in record_kinds(host, "deletable", source=source)
+            if kinds is None or kind.id in kinds
+        ]
+        if not pairs:
+            mounted = ", ".join(e.source_key for e in host.management_catalog()) or "none"
+            raise CommandError(
+                "no mounted Source has records that can be deleted"
+                + (" of that kind" if kinds else "")
+                + f" (mounted: {mounted})",
+                code="unknown-source",
+            )
+        for entry, kind in pairs:
+            if space is not None and kind.group_field is None:
+                continue
+            payload: dict[str, Any] = {"kind": kind.id, "id": record}
+            if space is not None:
+                payload["group"] = space
+            result = await mutate(host, entry.source_key, scope, "records-delete", payload)
+            output = result.output
+            if output["deleted"]:
+                deleted = {
+                    "source_key": entry.source_key,
+                    "kind": kind.id,
+                    "id": output["id"],
+                    "forgotten": True,
+                }
+                if kind.group_field is not None and output.get("group") is not None:
+                    deleted[kind.group_field] = output["group"]
+                return deleted
+        raise CommandError(
+            "no record with that id that this scope sees "
+            f"in {', '.join(sorted({entry.source_key for entry, _ in pairs}))} "
+            "(ids are shown by `mnemon list` and `mnemon recall`)",
+            code="not-found",
         )
-        output: dict[str, Any] = dict(result.output) if isinstance(result.output, dict) else {}
-        return output
 
 
 @click.command()
-@click.argument("memory_id", metavar="ID")
-@click.option("--space", default=None, help="The memory's space (found from the id if not given).")
-@click.option("--source", default=None, help="The spaces Source (default: the first mounted).")
+@click.argument("record_id", metavar="ID")
+@click.option("--space", default=None, help="The record's group (space), found if not given.")
+@click.option("--source", default=None, help="Only this Source (default: every Source).")
+@click.option(
+    "--kind", "kinds", multiple=True, help="Only records of this kind (repeatable), e.g. memory."
+)
 @click.option("--yes", "-y", is_flag=True, help="Do it without asking.")
 @identity
 @json_option
@@ -242,24 +282,40 @@ async def _forget(
 def forget(
     ctx: click.Context,
     /,
-    memory_id: str,
+    record_id: str,
     space: str | None,
     source: str | None,
+    kinds: tuple[str, ...],
     yes: bool,
     as_json: bool,
     **options: Any,
 ) -> None:
-    """Delete the long-term memory ID (as `mnemon list` or `mnemon recall` shows it)."""
+    """Delete the record ID (a long-term memory, as `mnemon list` or `mnemon recall` shows it).
+
+    Every Source whose records can be deleted is asked, in order, until one deletes it.
+    """
     scope = scope_of(options)
     _confirmed(yes, "Delete this memory?", as_json)
-    output = run(functools.partial(_forget, profile_path(ctx), scope, memory_id, space, source))
+    output = run(
+        functools.partial(
+            _forget,
+            profile_path(ctx),
+            scope,
+            record_id,
+            space,
+            source,
+            set(kinds) if kinds else None,
+        )
+    )
     if as_json:
         echo_json(output)
         return
-    if output.get("forgotten"):
-        printer_of(ctx).ok(f"forgotten: memory {output.get('id')} in space {output.get('space')}")
-    else:
-        printer_of(ctx).warn("nothing was deleted: the memory was already gone")
+    where = next(
+        (f" in {field} {value}" for field, value in output.items()
+         if field not in ("source_key", "kind", "id", "forgotten")),
+        "",
+    )  # fmt: skip
+    printer_of(ctx).ok(f"forgotten: {output['kind']} {output['id']}{where}")
 
 
 # ---------------------------------------------------------------------- facts

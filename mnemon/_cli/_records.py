@@ -1,36 +1,110 @@
-"""What the first-party Sources hold, read and written through their management planes.
+"""Records of any Source, read, written and deleted through the core's records contract.
 
-`mnemon list` and `mnemon export` read records with these functions; `mnemon import` and the
-`facts`/`docs` commands write with them. Every function works on one Source in one scope:
-the management plane is scope-bound, like everything else.
+A Source declares the kinds of record it holds in its management descriptor; `mnemon list`,
+`forget`, `export` and `import` drive every Source that declares them, by kind, through the
+`records-read`, `records-write` and `records-delete` operations. Every function works on one
+Source in one scope: the management plane is scope-bound, like everything else.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import hashlib
+import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from .._errors import ManagementError
 from .._host import ManagementClient, MemoryHost
-from .._models import ManagementEntry, ManagementResult, Scope
+from .._json import thaw_json
+from .._models import ManagementEntry, ManagementResult, RecordKind, Scope
 from ._options import CommandError
 
 __all__ = [
-    "FIRST_PARTY",
+    "content_key",
     "document_records",
     "management_entry",
-    "memory_pages",
-    "memory_records",
+    "missing_scope",
     "mutate",
-    "runtime_records",
-    "space_names",
+    "record_groups",
+    "record_kinds",
+    "record_pages",
 ]
 
-# the Source types whose records `list`, `export` and `import` understand
-FIRST_PARTY = ("spaces", "runtime", "documents")
-_PAGE = 100
+PAGE = 100
 _DOCUMENT_PAGE = 1_000
+# what `json.dumps(value, ensure_ascii=False)` writes (keys are made of it), with the
+# encoder made once instead of per call
+_json_text = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def record_kinds(
+    host: MemoryHost, able: str, *, source: str | None = None
+) -> list[tuple[ManagementEntry, RecordKind]]:
+    """The (Source, kind) pairs whose records are `able` (readable, writable, deletable).
+
+    In catalog order, each Source's kinds in the order it declares them; with `source`, only
+    that Source's (its key, or its entry id without `source:`).
+    """
+    pairs = []
+    for entry in host.management_catalog():
+        if source is not None and entry.source_key not in (source, f"source:{source}"):
+            continue
+        pairs += [(entry, kind) for kind in entry.records if getattr(kind, able)]
+    return pairs
+
+
+async def record_pages(
+    client: ManagementClient,
+    kind: RecordKind,
+    *,
+    group: str | None = None,
+    limit: int | None = None,
+) -> AsyncIterator[list[dict[str, Any]]]:
+    """The records of `kind` (of one `group`), as the Source orders them, a page at a time.
+
+    A caller that keeps less than the records (`mnemon import` keeps their keys) holds one
+    page of them at a time, however many there are. With `limit`, at most that many.
+    """
+    cursor = None
+    left = limit
+    while left is None or left > 0:
+        payload: dict[str, Any] = {"kind": kind.id, "limit": min(PAGE, left or PAGE)}
+        if group is not None:
+            payload["group"] = group
+        if cursor:
+            payload["cursor"] = cursor
+        page = await client.read("records-read", payload)
+        records: list[dict[str, Any]] = [thaw_json(record) for record in page["records"]]
+        yield records
+        if left is not None:
+            left -= len(records)
+        cursor = page.get("next_cursor")
+        if not cursor:
+            break
+
+
+async def record_groups(client: ManagementClient, kind: RecordKind) -> list[str]:
+    """The groups of a grouped `kind` in the client's scope (a first page names them)."""
+    page = await client.read("records-read", {"kind": kind.id, "limit": 1})
+    return list(page.get("groups") or ())
+
+
+def content_key(kind: RecordKind, record: Mapping[str, Any]) -> str:
+    """The key a record's content makes: its kind and `key_fields`, whatever else it holds.
+
+    The same content always gets the same key, so importing a record twice replays the
+    first write, and a record already there is recognised.
+    """
+    parts = [_part(record.get(field)) for field in kind.key_fields]
+    digest = hashlib.sha256(_json_text([kind.id, *parts]).encode("utf-8")).hexdigest()
+    return f"mnemon-import:{digest[:48]}"
+
+
+def _part(value: Any) -> str:
+    # a list of labels is the same in any order; anything else is compared as its text
+    if value is None or isinstance(value, list | tuple):
+        return _json_text(sorted(value, key=str)) if value else "[]"
+    return str(value)
 
 
 def management_entry(host: MemoryHost, type_id: str | None, source: str | None) -> ManagementEntry:
@@ -61,124 +135,10 @@ async def mutate(
     return await client.mutate(operation, payload, confirmed=True, expected_revision=revision)
 
 
-async def space_names(client: ManagementClient) -> list[dict[str, Any]]:
-    """The spaces this scope sees: name, writable, how many memories."""
-    directory = await client.read("inspect")
-    spaces = directory.get("spaces", []) if isinstance(directory, Mapping) else []
-    return [dict(space) for space in spaces if isinstance(space, Mapping)]
-
-
-async def memory_pages(
-    client: ManagementClient, key: str, space: str | None = None, *, limit: int | None = None
-) -> AsyncIterator[list[dict[str, Any]]]:
-    """Every memory of the spaces (or of `space`), newest first, as export records, by page.
-
-    A caller that keeps less than the records (`mnemon import` keeps their keys) holds one
-    page of them at a time, however large the spaces are. With `limit`, only the newest
-    `limit` of each space are read.
-
-    Raises:
-        CommandError: `space` is not one of the spaces this scope sees.
-    """
-    names = [item["name"] for item in await space_names(client)]
-    if space is not None:
-        if space not in names:
-            raise CommandError(
-                f"--space: no space {space!r} in {key} for this scope "
-                f"(spaces: {', '.join(names) or 'none'})",
-                code="unknown-space",
-            )
-        names = [space]
-    for name in names:
-        cursor = None
-        left = limit
-        while left is None or left > 0:
-            payload: dict[str, Any] = {"space": name, "limit": min(_PAGE, left or _PAGE)}
-            if cursor:
-                payload["cursor"] = cursor
-            page = await client.read("list", payload)
-            memories = page.get("memories", [])[:left]  # a Source may return more than asked
-            yield [
-                {
-                    "kind": "memory",
-                    "source": key,
-                    "type": "spaces",
-                    "space": name,
-                    "id": memory["id"],
-                    "text": memory["text"],
-                    "tags": list(memory.get("tags", [])),
-                    "entities": list(memory.get("entities", [])),
-                    "created_at": memory.get("created_at"),
-                }
-                for memory in memories
-            ]
-            if left is not None:
-                left -= len(memories)
-            cursor = page.get("next_cursor")
-            if not cursor:
-                break
-
-
-async def memory_records(
-    client: ManagementClient, key: str, space: str | None = None, *, limit: int | None = None
-) -> tuple[list[dict[str, Any]], bool]:
-    """The memories of the spaces (or of `space`), newest first, as export records.
-
-    All of them, or the newest `limit` of each space; the flag says whether a space holds
-    more than were returned (one more than `limit` is read to know).
-
-    Raises:
-        CommandError: `space` is not one of the spaces this scope sees.
-    """
-    records: list[dict[str, Any]] = []
-    per_space: Counter[str] = Counter()
-    more = False
-    async for page in memory_pages(client, key, space, limit=None if limit is None else limit + 1):
-        for record in page:
-            per_space[record["space"]] += 1
-            if limit is not None and per_space[record["space"]] > limit:
-                more = True
-            else:
-                records.append(record)
-    return records, more
-
-
-async def runtime_records(client: ManagementClient, key: str) -> list[dict[str, Any]]:
-    """The user facts and the agent's notes of this scope, as export records.
-
-    Raises:
-        CommandError: the scope's file is damaged (`damaged-store`, with the Source's words).
-    """
-    state = await client.read("read")
-    if not isinstance(state, Mapping) or state.get("status") != "ok":
-        problem = state.get("problem") if isinstance(state, Mapping) else None
-        raise CommandError(
-            f"{key}: the working memory of this scope is damaged ({problem or 'unreadable'}); "
-            "nothing was read",
-            code="damaged-store",
-        )
-    records = []
-    for target, kind in (("user", "fact"), ("memory", "note")):
-        for entry in state.get(target, []):
-            records.append(
-                {
-                    "kind": kind,
-                    "source": key,
-                    "type": "runtime",
-                    "target": target,
-                    "id": entry["id"],
-                    "text": entry["text"],
-                    "importance": entry.get("importance"),
-                    "created_at": entry.get("created_at"),
-                }
-            )
-    return records
-
-
 async def document_records(
     client: ManagementClient, key: str, *, bodies: bool = False
 ) -> list[dict[str, Any]]:
-    """The documents of this scope's workspace (with their bodies), as export records."""
+    """The documents of this scope's workspace (with their bodies), as `docs` shows them."""
     records: list[dict[str, Any]] = []
     offset = 0
     while True:

@@ -1,37 +1,29 @@
-"""`mnemon export` and `mnemon import`: one scope's memory as versioned JSON Lines.
+"""`mnemon export` and `mnemon import`: one scope's records as versioned JSON Lines.
 
-The first line is a header (`{"format": "mnemon-export", "version": 1, ...}`), then one record
-per line (a long-term memory, a user fact, an agent note, a document), then a trailer
-(`{"kind": "end", "records": N}`) so a file cut short is refused rather than half imported.
+The first line is a header (`{"format": "mnemon-export", "version": 2, ...}`), then one line
+per record (`{"source": <key>, "type": <Source type>, "kind": <record kind>, "record": {...}}`)
+of every Source that declares readable records, then a trailer (`{"kind": "end", "records":
+N}`) so a file cut short is refused rather than half imported. Version 1 files (flat lines of
+the kinds `memory`, `fact`, `note` and `document`) are still read: their kinds are record kinds,
+and go to the Sources that declare them.
 
-Import never duplicates: long-term memories and working-memory entries are written with an
-idempotency key derived from the record's content (so a second import replays instead of
-writing), and an entry or document already present with the same content is left as it is.
-Long-term memories go in batches through the spaces Source's management `import` (one durable
-transaction and one result per memory) when it has one, else one by one through its
-`remember` action.
+Import never duplicates: each record is written with an idempotency key derived from its
+kind's `key_fields` (so a second import replays instead of writing), and a record already
+present with the same content is left as it is. Records go in batches through the Source's
+`records-write` (one result per record), so one refused record costs no other.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import re
 import sys
 import tempfile
 from array import array
-from collections.abc import (
-    AsyncIterator,
-    Awaitable,
-    Callable,
-    Iterable,
-    Iterator,
-    Mapping,
-    Sequence,
-)
-from contextlib import AsyncExitStack, contextmanager
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,9 +32,10 @@ from typing import IO, Any, NoReturn
 import click
 import orjson
 
-from .._errors import ActionError, ManagementError, SourceError
-from .._host import ManagementClient, MemoryHost, MemoryTurn
-from .._models import ActionOffer, ManagementEntry, Scope
+from .._errors import ManagementError, SourceError
+from .._host import ManagementClient, MemoryHost
+from .._models import ID_PATTERN, MAX_RECORD_PAGE, ManagementEntry, RecordKind, Scope
+from .._schema import input_problems
 from .._text import visible_text
 from ..storage import open_private, temporary_path
 from ._options import (
@@ -60,44 +53,27 @@ from ._options import (
 )
 from ._paths import shown_path
 from ._progress import progress
-from ._records import (
-    FIRST_PARTY,
-    document_records,
-    memory_pages,
-    missing_scope,
-    mutate,
-    runtime_records,
-    space_names,
-)
+from ._records import content_key, missing_scope, mutate, record_kinds, record_pages
 from ._reindex import Reindexed, fill_vectors, reindexable
-from ._session import missing_flags, open_memory, operator_turn
+from ._session import missing_flags, open_memory
 
 __all__ = ["FORMAT", "VERSION", "ImportTally", "export", "import_"]
 
 FORMAT = "mnemon-export"
-VERSION = 1
-# a cheap read per Source type: it fails when the scope lacks what the Source partitions by
-_PROBES: dict[str, tuple[str, dict[str, Any]]] = {
-    "spaces": ("inspect", {}),
-    "runtime": ("read", {}),
-    "documents": ("list", {"limit": 1}),
+VERSION = 2
+READS = (1, 2)  # the versions import reads
+# version 1 named four kinds, each line flat, with these string fields at least
+_V1_FIELDS = {
+    "memory": ("source", "text", "space"),
+    "fact": ("source", "text"),
+    "note": ("source", "text"),
+    "document": ("source", "title", "body"),
 }
-_KINDS = {"memory": "spaces", "fact": "runtime", "note": "runtime", "document": "documents"}
-_KIND_CODES = {kind: code for code, kind in enumerate(_KINDS)}
+_V1_LINE = ("kind", "source", "type")  # the fields of a version 1 line that are not the record's
+_KIND = re.compile(ID_PATTERN)
 _SHOWN_REFUSALS = 10
-# the host's own input checks refuse a record before anything is written
-_HOST_REFUSALS = frozenset({"invalid-input", "input-too-large"})
-IMPORT_BATCH = 1_000  # the most memories the spaces Source's `import` takes in one call
-_ENVELOPE = 1_024  # room for the batch's own JSON around its memories
-# what `json.dumps(value, ensure_ascii=False)` writes (keys are made of it), with the
-# encoder made once instead of per call
-_json_text = json.JSONEncoder(ensure_ascii=False).encode
-
-
-def _key(*parts: Any) -> str:
-    # the same record always gets the same key: importing it twice replays the first write
-    digest = hashlib.sha256(_json_text(parts).encode("utf-8")).hexdigest()
-    return f"mnemon-import:{digest[:48]}"
+IMPORT_BATCH = MAX_RECORD_PAGE  # the most records one `records-write` takes
+_ENVELOPE = 1_024  # room for the batch's own JSON around its records
 
 
 # ---------------------------------------------------------------------- export
@@ -107,27 +83,30 @@ async def _export(path: Path, scope: Scope, write: Callable[[str], object]) -> _
     """Write the scope's export line by line with `write`: its header, records, end line.
 
     The Sources are probed first (the header names the ones this scope cannot reach); then
-    each one's records are written as they are read, a page at a time for memories, so a
-    large store is never held in memory. A failure part way leaves no end line: `import`
-    refuses what was written.
+    each one's records are written as they are read, a page at a time, so a large store is
+    never held in memory. A failure part way leaves no end line: `import` refuses what was
+    written.
     """
     async with open_memory(path) as (_, host):
+        kinds: dict[str, tuple[ManagementEntry, list[RecordKind]]] = {}
+        for entry, kind in record_kinds(host, "readable"):
+            kinds.setdefault(entry.source_key, (entry, []))[1].append(kind)
         sources = []
         skipped = []
-        entries = []
-        for entry in host.management_catalog():
-            if entry.type_id not in FIRST_PARTY:
-                continue
-            operation, probe = _PROBES[entry.type_id]
+        chosen = []
+        for key, (entry, declared) in kinds.items():
+            probe = {"kind": declared[0].id, "limit": 1}
             try:
-                await host.management_client(entry.source_key, scope).read(operation, probe)
+                await host.management_client(key, scope).read("records-read", probe)
             except ManagementError as exc:
                 if not missing_scope(exc):
                     raise
-                skipped.append(entry.source_key)  # this scope has no data there
+                skipped.append(key)  # this scope has no data there
                 continue
-            entries.append(entry)
-            sources.append({"source": entry.source_key, "type": entry.type_id})
+            chosen.append((entry, declared))
+            sources.append(
+                {"source": key, "type": entry.type_id, "kinds": [kind.id for kind in declared]}
+            )
         header = {
             "format": FORMAT,
             "version": VERSION,
@@ -138,13 +117,16 @@ async def _export(path: Path, scope: Scope, write: Callable[[str], object]) -> _
         }
         write(json.dumps(header, ensure_ascii=False))
         count = 0
-        with progress("export", total=len(entries)) as advance:
-            for entry in entries:
+        with progress("export", total=len(chosen)) as advance:
+            for entry, declared in chosen:
                 client = host.management_client(entry.source_key, scope)
-                async for page in _record_pages(client, entry):
-                    for record in page:
-                        write(json.dumps(record, ensure_ascii=False))
-                    count += len(page)
+                where = {"source": entry.source_key, "type": entry.type_id}
+                for kind in declared:
+                    async for page in record_pages(client, kind):
+                        for record in page:
+                            line = {**where, "kind": kind.id, "record": record}
+                            write(json.dumps(line, ensure_ascii=False))
+                        count += len(page)
                 advance(1)
         write(json.dumps({"kind": "end", "records": count}))
         return _Exported(header, count)
@@ -154,18 +136,6 @@ async def _export(path: Path, scope: Scope, write: Callable[[str], object]) -> _
 class _Exported:
     header: dict[str, Any]
     records: int
-
-
-async def _record_pages(
-    client: ManagementClient, entry: ManagementEntry
-) -> AsyncIterator[list[dict[str, Any]]]:
-    if entry.type_id == "spaces":
-        async for page in memory_pages(client, entry.source_key):
-            yield page
-    elif entry.type_id == "runtime":
-        yield await runtime_records(client, entry.source_key)
-    else:
-        yield await document_records(client, entry.source_key, bodies=True)
 
 
 @click.command()
@@ -182,10 +152,11 @@ async def _record_pages(
 def export(
     ctx: click.Context, /, out: Path | None, force: bool, as_json: bool, **options: Any
 ) -> None:
-    """Export the memory of the scope the flags describe as JSON Lines (format version 1).
+    """Export the memory of the scope the flags describe as JSON Lines (format version 2).
 
-    It covers every first-party Source: long-term memories (spaces), user facts and agent
-    notes (runtime) and documents with their bodies (documents, with --workspace).
+    It covers every Source that declares readable records: with the first-party Sources,
+    long-term memories, user facts, agent notes and documents with their bodies (documents
+    need --workspace).
     """
     # a link planted under the final name counts as there: it is replaced, never followed
     if out is not None and os.path.lexists(out) and not force:
@@ -258,11 +229,14 @@ def _unwritable(shown: str, exc: OSError | SourceError) -> CommandError:
 # ---------------------------------------------------------------------- import
 
 
+# ---------------------------------------------------------------------- import
+
+
 class ExportRecords:
     """The records of an export file, checked whole, kept on disk and read back one by one.
 
     `read_export` copies each record's line to `spool` (a private temporary file) as it
-    checks it and keeps only where the line starts and what kind of record it holds (9
+    checks it and keeps only where the line starts and which (kind, Source) it is of (10
     bytes a record), so a file of a million records is not held in memory; and what is
     imported is exactly what was checked, whatever happens to the file meanwhile.
     """
@@ -270,18 +244,31 @@ class ExportRecords:
     def __init__(self, spool: IO[bytes]) -> None:
         self._spool = spool
         self._starts = array("q")
-        self._kinds = bytearray()
-        self.sources: set[tuple[str, str]] = set()  # (kind, source) of the records
+        self._pairs = array("H")
+        self._pair_codes: dict[tuple[str, str, str | None], int] = {}
+        self.version = VERSION
 
     def __len__(self) -> int:
         return len(self._starts)
 
-    def add(self, line: bytes, record: dict[str, Any]) -> None:
-        """Keep one checked record: its line, as read.
+    @property
+    def sources(self) -> list[tuple[str, str, str | None]]:
+        """The (kind, Source key, Source type) of the records, in the order first seen."""
+        return list(self._pair_codes)
+
+    def add(self, line: bytes, pair: tuple[str, str, str | None]) -> None:
+        """Keep one checked record: its line, as read, and its (kind, Source, type).
 
         Raises:
-            CommandError: the temporary copy cannot be written (a full disk).
+            CommandError: the temporary copy cannot be written (a full disk), or the file
+                names more than 65,535 (kind, Source) pairs.
         """
+        code = self._pair_codes.setdefault(pair, len(self._pair_codes))
+        if code > 0xFFFF:
+            raise CommandError(
+                "nothing was imported: the file names too many Sources and kinds",
+                code="invalid-file",
+            )
         try:
             start = self._spool.tell()
             self._spool.write(line if line.endswith(b"\n") else line + b"\n")
@@ -292,19 +279,25 @@ class ExportRecords:
                 code="no-space",
             ) from None
         self._starts.append(start)
-        self._kinds.append(_KIND_CODES[record["kind"]])
-        self.sources.add((record["kind"], record["source"]))
+        self._pairs.append(code)
 
-    def numbered(self, *, memories: bool) -> Iterator[tuple[int, dict[str, Any]]]:
-        """(record number, record) of the memories, newest last; or of the other records."""
-        wanted = range(len(self) - 1, -1, -1) if memories else range(len(self))
+    def numbered(
+        self, pairs: set[tuple[str, str, str | None]], *, backwards: bool
+    ) -> Iterator[tuple[int, tuple[str, str, str | None], dict[str, Any]]]:
+        """(record number, pair, record) of each record of `pairs`, in file order or backwards."""
+        codes = {self._pair_codes[pair]: pair for pair in pairs if pair in self._pair_codes}
+        wanted = range(len(self) - 1, -1, -1) if backwards else range(len(self))
         for index in wanted:
-            if (self._kinds[index] == _KIND_CODES["memory"]) == memories:
-                yield index + 1, self._record(index)
+            pair = codes.get(self._pairs[index])
+            if pair is not None:
+                yield index + 1, pair, self._record(index)
 
     def _record(self, index: int) -> dict[str, Any]:
         self._spool.seek(self._starts[index])
-        record: dict[str, Any] = orjson.loads(self._spool.readline())
+        value: dict[str, Any] = orjson.loads(self._spool.readline())
+        if self.version == 1:
+            return {key: item for key, item in value.items() if key not in _V1_LINE}
+        record: dict[str, Any] = value["record"]
         return record
 
 
@@ -334,6 +327,7 @@ def read_export(handle: IO[bytes], name: str, records: ExportRecords) -> dict[st
             file cut short.
     """
     header: dict[str, Any] | None = None
+    version = VERSION
     ended = False
     for number, raw in enumerate(handle, start=1):
         try:
@@ -351,20 +345,21 @@ def read_export(handle: IO[bytes], name: str, records: ExportRecords) -> dict[st
                     f"{name}: not a mnemon export (its first line has no format {FORMAT!r})",
                     code="invalid-file",
                 )
-            version = value.get("version")
-            if not _is_integer(version):
+            given = value.get("version")
+            if not _is_integer(given):
                 raise CommandError(
                     f"{name}: not a mnemon export (its first line has no version number)",
                     code="invalid-file",
                 )
-            if version != VERSION:
+            if given not in READS:
                 raise CommandError(
-                    f"{name}: written in export format version {version}; this "
-                    f"mnemon reads version {VERSION} only. Export it again with a mnemon "
-                    f"that writes version {VERSION}.",
+                    f"{name}: written in export format version {given}; this "
+                    f"mnemon reads versions {READS[0]} to {READS[-1]} only. Export it again "
+                    f"with a mnemon that writes version {VERSION}.",
                     code="unsupported-version",
                 )
             header = value
+            records.version = version = given
             continue
         if ended:
             raise CommandError(f"{name}: line {number} follows the end", code="invalid-file")
@@ -382,23 +377,8 @@ def read_export(handle: IO[bytes], name: str, records: ExportRecords) -> dict[st
                 )
             ended = True
             continue
-        kind = value.get("kind")
-        if kind not in _KINDS:
-            # a kind of a later version is named; anything else in its place is not shown
-            shown = f" {kind!r}" if isinstance(kind, str) and _KIND_NAME.match(kind) else ""
-            raise CommandError(
-                f"{name}: line {number}: unknown record kind{shown}", code="invalid-file"
-            )
-        needed = ("source", "title", "body") if kind == "document" else ("source", "text")
-        if kind == "memory":
-            needed = ("source", "text", "space")
-        missing = [field for field in needed if not isinstance(value.get(field), str)]
-        if missing:
-            raise CommandError(
-                f"{name}: line {number}: a {kind} record needs {missing[0]!r} (a string)",
-                code="invalid-file",
-            )
-        records.add(raw, value)
+        pair = _v1_pair(value, number, name) if version == 1 else _v2_pair(value, number, name)
+        records.add(raw, pair)
     if header is None:
         raise CommandError(f"{name}: empty, not a mnemon export", code="invalid-file")
     if not ended:
@@ -406,6 +386,49 @@ def read_export(handle: IO[bytes], name: str, records: ExportRecords) -> dict[st
             f"{name}: cut short (no end line): nothing was imported", code="invalid-file"
         )
     return header
+
+
+def _v1_pair(value: dict[str, Any], number: int, name: str) -> tuple[str, str, str | None]:
+    """The (kind, Source, type) of a version 1 line, checked as that version defined it.
+
+    Raises:
+        CommandError: not one of version 1's kinds, or a field it needs is missing.
+    """
+    kind = value.get("kind")
+    if kind not in _V1_FIELDS:
+        # a kind of a later version is named; anything else in its place is not shown
+        shown = f" {kind!r}" if isinstance(kind, str) and _KIND_NAME.match(kind) else ""
+        raise CommandError(
+            f"{name}: line {number}: unknown record kind{shown}", code="invalid-file"
+        )
+    missing = [field for field in _V1_FIELDS[kind] if not isinstance(value.get(field), str)]
+    if missing:
+        raise CommandError(
+            f"{name}: line {number}: a {kind} record needs {missing[0]!r} (a string)",
+            code="invalid-file",
+        )
+    kept = value.get("type")
+    return kind, value["source"], kept if isinstance(kept, str) else None
+
+
+def _v2_pair(value: dict[str, Any], number: int, name: str) -> tuple[str, str, str | None]:
+    """The (kind, Source, type) of a version 2 line: its record is checked when written.
+
+    Raises:
+        CommandError: the line lacks a record kind, a Source or a record object.
+    """
+    kind = value.get("kind")
+    if not isinstance(kind, str) or not _KIND.match(kind):
+        raise CommandError(f"{name}: line {number}: no record kind", code="invalid-file")
+    for needed, what in (("source", str), ("record", dict)):
+        if not isinstance(value.get(needed), what):
+            article = "a string" if what is str else "an object"
+            raise CommandError(
+                f"{name}: line {number}: a record line needs {needed!r} ({article})",
+                code="invalid-file",
+            )
+    kept = value.get("type")
+    return kind, value["source"], kept if isinstance(kept, str) else None
 
 
 _LONG_DIGITS = re.compile(r"\d{19}")  # the shortest integer that may not fit in 64 bits
@@ -538,77 +561,6 @@ def _has_lone_surrogate(value: Any) -> bool:
     return False
 
 
-def _catalog(host: MemoryHost) -> dict[str, ManagementEntry]:
-    """The mounted Sources with a management plane, by key (taken once per command)."""
-    return {entry.source_key: entry for entry in host.management_catalog()}
-
-
-def _target(
-    catalog: Mapping[str, ManagementEntry], kind: str, source: str, mapping: dict[str, str]
-) -> str:
-    """The mounted Source a record goes to: the same key and type, else the first of its type."""
-    wanted_type = _KINDS[kind]
-    entry = catalog.get(source)
-    if entry is not None and entry.type_id == wanted_type:
-        return source
-    if source not in mapping:
-        for key, candidate in catalog.items():
-            if candidate.type_id == wanted_type:
-                mapping[source] = key
-                break
-        else:
-            raise CommandError(
-                f"the file holds {kind} records of {source}, and no {wanted_type} "
-                "Source is mounted: nothing more was imported",
-                code="unknown-source",
-            )
-    return mapping[source]
-
-
-def _type_of(catalog: Mapping[str, ManagementEntry], key: str) -> str | None:
-    entry = catalog.get(key)
-    return None if entry is None else entry.type_id
-
-
-def _refused_alone(exc: ActionError | ManagementError) -> bool:
-    """Whether one record was refused by itself with nothing written: the import goes on.
-
-    The host's own input checks, or a Source's final refusal of that record (an input it
-    refuses, a store that is full): whatever the Source, by the failure class it gave. Anything
-    retryable or about access, or a write that may have happened, stops the import.
-    """
-    if exc.code in _HOST_REFUSALS:
-        return True
-    if exc.kind != "terminal":
-        return False
-    receipt = getattr(exc, "receipt", None)
-    return receipt is None or getattr(receipt, "completion", None) == "failed"
-
-
-async def _write_action(
-    turn: MemoryTurn, offer_id: str, payload: dict[str, Any], key: str
-) -> dict[str, Any]:
-    def authorize(offer: ActionOffer) -> bool:
-        return True  # the person confirmed the whole import before it started
-
-    try:
-        receipt = await turn.execute_action(offer_id, payload, authorize, idempotency_key=key)
-    except ActionError as exc:
-        if _refused_alone(exc):
-            return {"status": "refused", "code": exc.code, "message": _said(exc)}
-        raise CommandError(
-            f"{offer_id}: {exc.code}: {visible_text(str(exc), keep_newlines=False)}",
-            code=exc.code,
-        ) from None
-    if receipt.completion != "committed":
-        raise CommandError(
-            f"{offer_id}: the write was {receipt.completion}, not committed: stopped here",
-            code="not-committed",
-        )
-    replayed = receipt.detail.get("replayed") is True or receipt.detail.get("duplicate") is True
-    return {"status": "unchanged" if replayed else "written"}
-
-
 @dataclass(slots=True)
 class ImportTally:
     """How far an import got: counted as it goes, so an interruption can say it too."""
@@ -638,99 +590,121 @@ class ImportTally:
         return line + ". Run the same import again to finish: it never duplicates"
 
 
+def _target(
+    writable: Sequence[tuple[ManagementEntry, RecordKind]], pair: tuple[str, str, str | None]
+) -> tuple[ManagementEntry, RecordKind]:
+    """The mounted Source and kind a file's records of `pair` go to.
+
+    The same Source key if it takes that kind, else the first Source of the same type that
+    does, else the first that does.
+
+    Raises:
+        CommandError: no mounted Source takes records of that kind.
+    """
+    kind, source, type_id = pair
+    takers = [(entry, declared) for entry, declared in writable if declared.id == kind]
+    for wanted in (
+        lambda entry: entry.source_key == source,
+        lambda entry: type_id is not None and entry.type_id == type_id,
+        lambda entry: True,
+    ):
+        found = next((taker for taker in takers if wanted(taker[0])), None)
+        if found is not None:
+            return found
+    raise CommandError(
+        f"the file holds {kind} records of {source}, and no mounted Source takes {kind} "
+        "records: nothing was imported",
+        code="unknown-source",
+    )
+
+
 @dataclass(frozen=True, slots=True)
-class _Memory:
-    """A memory record ready to send: what `import` takes, its size, and its content's key."""
+class _Item:
+    """A record ready to send: its number in the file, content key and size."""
 
     number: int
-    source: str  # the Source and space the record names
-    space: str
+    record: dict[str, Any]
     key: str  # its idempotency key, made from its content: the same content, the same key
-    item: dict[str, Any]  # text, tags, entities and the idempotency key
     size: int  # bytes of its compact JSON
 
 
-def _memory(number: int, record: dict[str, Any]) -> _Memory:
-    key = _memory_key(record)
-    item = {
-        "text": record["text"],
-        "tags": _labels(record.get("tags")),
-        "entities": _labels(record.get("entities")),
-        "idempotency_key": key,
-    }
-    size = len(orjson.dumps(item))
-    return _Memory(number, str(record["source"]), str(record["space"]), key, item, size)
-
-
-def _labels(value: Any) -> Any:
-    # a value that is not a list goes as it is, for the Source to refuse by name
-    return list(value) if isinstance(value, list | tuple) else value if value else []
+def _batches(
+    items: Iterator[tuple[tuple[str, str], _Item]], budget: int
+) -> Iterator[tuple[tuple[str, str], list[_Item]]]:
+    """Runs of items for one Source and kind, at most `IMPORT_BATCH` and `budget` bytes."""
+    batch: list[_Item] = []
+    where: tuple[str, str] | None = None
+    size = 0
+    for here, item in items:
+        cost = item.size + 8  # its comma and key's quotes, with room to spare
+        if batch and (here != where or len(batch) >= IMPORT_BATCH or size + cost > budget):
+            assert where is not None
+            yield where, batch
+            batch, size = [], 0
+        where = here
+        batch.append(item)
+        size += cost
+    if batch and where is not None:
+        yield where, batch
 
 
 async def _import(path: Path, scope: Scope, records: ExportRecords, tally: ImportTally) -> None:
-    async with AsyncExitStack() as stack:
-        profile, host = await stack.enter_async_context(open_memory(path, operator=True))
-        catalog = _catalog(host)
-        mapping: dict[str, str] = {}
-        present: dict[str, set[tuple[str, ...]]] = {}
-        known: dict[str, set[str]] = {}  # the keys of the memories in each spaces Source
+    async with open_memory(path, operator=True) as (profile, host):
+        writable = record_kinds(host, "writable")
         # each (kind, Source) of the file resolved once to the mounted Source it goes to
-        resolved = {pair: _target(catalog, *pair, mapping) for pair in records.sources}
-        targets = sorted(set(resolved.values()))
-        # a View is composed only for Sources written through the model's actions
-        one_by_one = [
-            k for k in targets if _type_of(catalog, k) == "spaces" and not _bulk(catalog, k)
-        ]
-        turn = await stack.enter_async_context(operator_turn(host, scope)) if one_by_one else None
-        offers = set() if turn is None else {offer.id for offer in turn.view.offers}
+        targets = {pair: _target(writable, pair) for pair in records.sources}
+        chosen = {(entry.source_key, kind.id): (entry, kind) for entry, kind in targets.values()}
         # every Source the file writes to must take writes in this scope before one is made
-        for key in targets:
-            operation, probe = _PROBES[_type_of(catalog, key) or ""]
+        for key in sorted({key for key, _ in chosen}):
+            readable = next(
+                (k for (s, _), (_, k) in chosen.items() if s == key and k.readable), None
+            )
             try:
-                await host.management_client(key, scope).read(operation, probe)
+                client = host.management_client(key, scope)
+                if readable is not None:
+                    await client.read("records-read", {"kind": readable.id, "limit": 1})
+                else:
+                    await client.revision()
             except ManagementError as exc:
-                flags = missing_flags(profile, key, _type_of(catalog, key), scope)
+                entry = next(entry for (s, _), (entry, _) in chosen.items() if s == key)
+                flags = missing_flags(profile, key, entry.type_id, scope)
                 add = f"; add {' and '.join(flags)}" if missing_scope(exc) and flags else ""
                 raise CommandError(
                     f"nothing was imported: {key} cannot be written in this scope "
                     f"({visible_text(str(exc), keep_newlines=False)}{add})",
                     code="missing-scope" if missing_scope(exc) else exc.code,
                 ) from None
-            if key in one_by_one and f"{key}/remember" not in offers:
-                raise CommandError(
-                    f"nothing was imported: {key} offers no remember action in this scope "
-                    "(see `mnemon inspect` with the same flags)",
-                    code="no-action",
-                )
-        spaces: dict[str, list[str]] = {}  # the names of the spaces of each spaces Source
-        # memories written before without a key (by `remember`) are recognised by content
-        for key in sorted({to for (kind, _), to in resolved.items() if kind == "memory"}):
+        # records written before without a key are recognised by content
+        known: dict[tuple[str, str], set[str]] = {}
+        for (key, kind_id), (_, kind) in sorted(chosen.items(), key=lambda item: item[0]):
             client = host.management_client(key, scope)
-            known[key], spaces[key] = await _memory_keys(client, key)
-        # memories are listed newest first: written oldest first, they keep their order
-        memories = (_memory(n, record) for n, record in records.numbered(memories=True))
+            known[key, kind_id] = await _known_keys(client, key, kind) if kind.readable else set()
+        budget = profile.max_input_bytes - _ENVELOPE
+        # a kind listed newest first is written oldest first, after the others: order is kept
+        forwards = {pair for pair, (_, kind) in targets.items() if not kind.newest_first}
+        backwards = set(targets) - forwards
+
+        def items() -> Iterator[tuple[tuple[str, str], _Item]]:
+            for pairs, back in ((forwards, False), (backwards, True)):
+                for number, pair, record in records.numbered(pairs, backwards=back):
+                    entry, kind = targets[pair]
+                    size = len(orjson.dumps(record))
+                    yield (
+                        (entry.source_key, kind.id),
+                        _Item(number, record, content_key(kind, record), size),
+                    )
+
         with progress("import", total=len(records)) as advance:
-            for number, record in records.numbered(memories=False):
-                kind = record["kind"]
-                key = _target(catalog, kind, record["source"], mapping)
-                if kind in ("fact", "note"):
-                    await _import_entry(host, key, scope, number, record, present, tally)
-                else:
-                    await _import_document(host, key, scope, number, record, present, tally)
-                advance(1)
-            budget = profile.max_input_bytes - _ENVELOPE
-            writable = _in_spaces(memories, catalog, mapping, spaces, tally, advance)
-            for key, space, batch in _memory_batches(catalog, mapping, writable, budget):
-                if _bulk(catalog, key):
-                    await _import_batch(host, key, scope, space, batch, known[key], tally, budget)
-                else:
-                    assert turn is not None
-                    for memory in batch:
-                        await _import_memory(turn, key, space, memory, known[key], tally)
+            for where, batch in _batches(items(), budget):
+                entry, kind = chosen[where]
+                await _write_batch(
+                    host, scope, entry.source_key, kind, batch, known[where], tally, budget
+                )
                 advance(len(batch))
         # what the writes left without vectors gets them now, so recall finds it by meaning
+        written = {key for key, _ in chosen}
         for entry in reindexable(host):
-            if entry.source_key in targets:
+            if entry.source_key in written:
                 vectors = Reindexed(entry.source_key)
                 try:
                     if await fill_vectors(host, entry.source_key, scope, vectors):
@@ -741,281 +715,87 @@ async def _import(path: Path, scope: Scope, records: ExportRecords, tally: Impor
                     tally.vectors.append(vectors)
 
 
-async def _memory_keys(client: ManagementClient, key: str) -> tuple[set[str], list[str]]:
-    """The key each memory of the Source's spaces makes from its content; the spaces' names.
+async def _known_keys(client: ManagementClient, key: str, kind: RecordKind) -> set[str]:
+    """The content key of each record of `kind` the Source holds in this scope.
 
-    Read a page at a time and kept as keys only, so a large space costs no copy of its
-    texts; a progress bar counts the memories read, since a space of a million takes about
-    half a minute before the first write.
+    Read a page at a time and kept as keys only, so a large store costs no copy of its
+    records; a progress bar counts the records read, since a million take about half a minute
+    before the first write.
     """
-    spaces = await space_names(client)
-    counts = [space["memories"] for space in spaces if type(space.get("memories")) is int]
-    total = sum(counts) if len(counts) == len(spaces) else None  # a Provider may not count
     keys: set[str] = set()
-    with progress(f"reading {key}", total=total) as advance:
-        async for page in memory_pages(client, key):
-            keys.update(_memory_key(item) for item in page)
+    with progress(f"reading {key}", total=None) as advance:
+        async for page in record_pages(client, kind):
+            keys.update(content_key(kind, record) for record in page)
             advance(len(page))
-    return keys, [str(space.get("name")) for space in spaces]
+    return keys
 
 
-def _in_spaces(
-    memories: Iterable[_Memory],
-    catalog: Mapping[str, ManagementEntry],
-    mapping: dict[str, str],
-    spaces: Mapping[str, list[str]],
-    tally: ImportTally,
-    advance: Callable[[int], None],
-) -> Iterator[_Memory]:
-    """The memories whose space their Source has in this scope; the others are refused alone.
-
-    The Source would refuse the whole batch naming such a space: refused here, a record
-    naming a space that does not exist (or is not in this scope) costs no other record.
-    """
-    for memory in memories:
-        key = _target(catalog, "memory", memory.source, mapping)
-        if memory.space in spaces[key]:
-            yield memory
-            continue
-        # the space's name comes from the file: not shown, like the record's content
-        tally.refuse(
-            memory.number,
-            "unknown-space",
-            f"its space is not one of the spaces of {key} in this scope "
-            f"({', '.join(spaces[key]) or 'none'})",
-        )
-        advance(1)
-
-
-def _bulk(catalog: Mapping[str, ManagementEntry], key: str) -> bool:
-    """Whether the Source's management plane takes many memories at once (`import`)."""
-    entry = catalog.get(key)
-    return entry is not None and any(op.id == "import" for op in entry.operations)
-
-
-def _memory_batches(
-    catalog: Mapping[str, ManagementEntry],
-    mapping: dict[str, str],
-    memories: Iterable[_Memory],
-    budget: int,
-) -> Iterator[tuple[str, str, list[_Memory]]]:
-    """Runs of memories for one Source and space, at most `IMPORT_BATCH` and `budget` bytes."""
-    batch: list[_Memory] = []
-    where: tuple[str, str] | None = None
-    size = 0
-    for memory in memories:
-        here = (_target(catalog, "memory", memory.source, mapping), memory.space)
-        item = memory.size + 8  # its comma, with room to spare
-        if batch and (here != where or len(batch) >= IMPORT_BATCH or size + item > budget):
-            assert where is not None
-            yield where[0], where[1], batch
-            batch, size = [], 0
-        where = here
-        batch.append(memory)
-        size += item
-    if batch and where is not None:
-        yield where[0], where[1], batch
-
-
-async def _import_batch(
+async def _write_batch(
     host: MemoryHost,
-    key: str,
     scope: Scope,
-    space: str,
-    batch: list[_Memory],
+    key: str,
+    kind: RecordKind,
+    batch: list[_Item],
     known: set[str],
     tally: ImportTally,
     budget: int,
 ) -> None:
-    """Write one batch through the Source's `import`; count and keep each memory's result.
+    """Write one batch through the Source's `records-write`; count each record's result.
+
+    A record already there, too large for one call, or outside its kind's schema is counted
+    here, and the others are sent.
 
     Raises:
         CommandError: the batch failed as a whole, or was stored but not confirmed durable.
     """
-    sent: list[_Memory] = []
-    for memory in batch:
-        if memory.key in known:
+    sent: list[_Item] = []
+    for item in batch:
+        if item.key in known:
             tally.unchanged += 1
-        elif memory.size > budget:
-            # the host would refuse the whole call: this one memory alone is refused
-            tally.refuse(memory.number, "too-large", "larger than max_input_bytes")
+        elif item.size > budget:
+            # the host would refuse the whole call: this one record alone is refused
+            tally.refuse(item.number, "too-large", "larger than max_input_bytes")
+        elif problems := input_problems(kind.record_schema, item.record):
+            # the schema's words name the property and the rule, never the value
+            tally.refuse(item.number, "invalid-input", f"{kind.id} record: {'; '.join(problems)}")
         else:
-            sent.append(memory)
+            sent.append(item)
     if not sent:
         return
     tally.in_flight = len(sent)
-    payload = {"space": space, "memories": [memory.item for memory in sent]}
+    payload = {
+        "kind": kind.id,
+        "records": [{"record": item.record, "idempotency_key": item.key} for item in sent],
+    }
     try:
-        result = await mutate(host, key, scope, "import", payload)
+        result = await mutate(host, key, scope, "records-write", payload)
     except ManagementError as exc:
         raise CommandError(
-            f"{key}/import: {exc.code}: a batch of {len(sent)} memories failed and may or may "
-            f"not have been stored; {_kept(tally)}. Run the same import again to finish: it "
-            "never duplicates",
+            f"{key}/records-write: {exc.code}: a batch of {len(sent)} records failed and may "
+            f"or may not have been stored; {_kept(tally)}. Run the same import again to "
+            "finish: it never duplicates",
             code=exc.code,
         ) from None
-    output = result.output if isinstance(result.output, Mapping) else {}
-    results = output.get("results")
-    if not isinstance(results, Sequence) or len(results) != len(sent):
-        raise CommandError(
-            f"{key}/import: the Source answered with "
-            f"{len(results) if isinstance(results, Sequence) else 0} results for "
-            f"{len(sent)} memories: stopped here; run the same import again to finish",
-            code="provider_error",
-        )
     tally.in_flight = 0
     accepted = 0
-    for memory, outcome in zip(sent, results, strict=True):
-        completion = outcome.get("completion") if isinstance(outcome, Mapping) else None
-        if completion == "refused":
-            tally.refuse(
-                memory.number,
-                str(outcome.get("code", "refused")),
-                visible_text(str(outcome.get("message", "")), keep_newlines=False),
-            )
+    # the core checked the answer: one result per record, in order
+    for item, outcome in zip(sent, result.output["results"], strict=True):
+        if outcome["completion"] == "refused":
+            message = visible_text(str(outcome.get("message") or ""), keep_newlines=False)
+            tally.refuse(item.number, str(outcome["code"]), message)
             continue
-        known.add(memory.key)
+        known.add(item.key)
         if outcome.get("replayed") is True:
             tally.unchanged += 1
         else:
             tally.written += 1
-        accepted += completion != "committed"
+        accepted += outcome["completion"] != "committed"
     if accepted:
         raise CommandError(
-            f"{key}/import: {accepted} memories were accepted, not committed (the store does "
-            "not confirm durability): stopped here",
+            f"{key}/records-write: {accepted} records were accepted, not committed (the store "
+            "does not confirm durability): stopped here",
             code="not-committed",
         )
-
-
-async def _import_memory(
-    turn: MemoryTurn,
-    key: str,
-    space: str,
-    memory: _Memory,
-    known: set[str],
-    tally: ImportTally,
-) -> None:
-    if memory.key in known:
-        tally.unchanged += 1
-        return
-    item = memory.item
-    payload = {"text": item["text"], "space": space, "tags": item["tags"]}
-    payload["entities"] = item["entities"]
-    tally.in_flight = 1
-    outcome = await _write_action(turn, f"{key}/remember", payload, item["idempotency_key"])
-    tally.in_flight = 0
-    if outcome["status"] == "refused":
-        tally.refuse(memory.number, outcome["code"], outcome["message"])
-        return
-    known.add(memory.key)
-    if outcome["status"] == "written":
-        tally.written += 1
-    else:
-        tally.unchanged += 1
-
-
-def _memory_key(record: dict[str, Any]) -> str:
-    tags = _labels_json(record.get("tags"))
-    entities = _labels_json(record.get("entities"))
-    return _key("memory", str(record["space"]), str(record["text"]), tags, entities)
-
-
-def _labels_json(value: Any) -> str:
-    # part of the idempotency key: the same text for the same labels in every version
-    return _json_text(_sorted(value)) if value else "[]"
-
-
-def _sorted(value: Any) -> Any:
-    # labels are strings, sorted as such; anything else (to be refused) keeps its shape
-    return sorted(value, key=str) if isinstance(value, list | tuple) else value or []
-
-
-async def _import_entry(
-    host: MemoryHost,
-    key: str,
-    scope: Scope,
-    number: int,
-    record: dict[str, Any],
-    present: dict[str, set[tuple[str, ...]]],
-    tally: ImportTally,
-) -> None:
-    target = "user" if record["kind"] == "fact" else "memory"
-    if key not in present:
-        client = host.management_client(key, scope)
-        present[key] = {
-            (str(item["target"]), str(item["text"])) for item in await runtime_records(client, key)
-        }
-    if (target, record["text"]) in present[key]:
-        tally.unchanged += 1
-        return
-    change: dict[str, Any] = {"target": target, "operation": "add", "text": record["text"]}
-    if isinstance(record.get("importance"), int):
-        change["importance"] = record["importance"]
-    if await _write_record(host, key, scope, "mutate", change, number, tally):
-        present[key].add((target, record["text"]))
-
-
-async def _import_document(
-    host: MemoryHost,
-    key: str,
-    scope: Scope,
-    number: int,
-    record: dict[str, Any],
-    present: dict[str, set[tuple[str, ...]]],
-    tally: ImportTally,
-) -> None:
-    if key not in present:
-        client = host.management_client(key, scope)
-        present[key] = {
-            (str(item["title"]), str(item["body"]))
-            for item in await document_records(client, key, bodies=True)
-        }
-    if (record["title"], record["body"]) in present[key]:
-        tally.unchanged += 1
-        return
-    document = {"title": record["title"], "body": record["body"]}
-    if await _write_record(host, key, scope, "create", document, number, tally):
-        present[key].add((record["title"], record["body"]))
-
-
-async def _write_record(
-    host: MemoryHost,
-    key: str,
-    scope: Scope,
-    operation: str,
-    payload: dict[str, Any],
-    number: int,
-    tally: ImportTally,
-) -> bool:
-    """Write record `number` and count it; False when the Source refused it (counted too).
-
-    Raises:
-        CommandError: the write failed otherwise (a timeout, a damaged store): it may or may
-            not have been stored, and the import stops there.
-    """
-    tally.in_flight = 1
-    try:
-        await mutate(host, key, scope, operation, payload)
-    except ManagementError as exc:
-        tally.in_flight = 0
-        if _refused_alone(exc):
-            tally.refuse(number, exc.code, _said(exc))  # that record alone: the others go on
-            return False
-        raise CommandError(
-            f"{key}/{operation}: {exc.code}: record {number} failed and may or may not have "
-            f"been stored; {_kept(tally)}. Run the same import again to finish: it never "
-            "duplicates",
-            code=exc.code,
-        ) from None
-    tally.in_flight = 0
-    tally.written += 1
-    return True
-
-
-def _said(exc: ActionError | ManagementError) -> str:
-    # the host's words name the field and the rule, never the value; a Source's only its code
-    return visible_text(str(exc), keep_newlines=False)
 
 
 def _kept(tally: ImportTally) -> str:

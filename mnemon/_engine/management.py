@@ -12,12 +12,14 @@ from .._models import (
     ManagementResult,
     ManageRequest,
     Scope,
+    management_operations,
     validate_model,
 )
 from .compose import checked_facts
 from .execution import checked_input, source_failure
 from .generation import Generation
 from .reads import call_source
+from .records import checked_record_output
 
 __all__ = ["current_revision", "management_catalog", "run_management"]
 
@@ -38,7 +40,8 @@ def management_catalog(generation: Generation) -> tuple[ManagementEntry, ...]:
                 label=descriptor.label,
                 description=descriptor.description,
                 fields=descriptor.fields,
-                operations=descriptor.operations,
+                operations=management_operations(descriptor),
+                records=descriptor.records,
             )
         )
     return tuple(entries)
@@ -83,7 +86,8 @@ async def run_management(
     descriptor = slot.manifest.management if slot is not None else None
     if slot is None or descriptor is None:
         raise ManagementError(f"Source {key} has no management plane", code="unknown-source")
-    operation = next((op for op in descriptor.operations if op.id == request.operation), None)
+    operations = management_operations(descriptor)
+    operation = next((op for op in operations if op.id == request.operation), None)
     if operation is None:
         raise ManagementError(
             f"Source {key} has no management operation {request.operation!r}",
@@ -143,4 +147,5 @@ async def run_management(
     )
     if (result.source_key, result.operation) != (key, operation.id):
         raise ManagementError(f"{where} returned another operation's result", code="contract")
-    return result
+    # a record operation's output has the core's shape, whatever the Source answered
+    return checked_record_output(descriptor, operation.id, value, result, where)

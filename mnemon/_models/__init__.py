@@ -58,12 +58,24 @@ from .host import (
     MAX_SOURCE_TIMEOUT,
     HostSettings,
 )
-from .management import ManagementEntry, ManagementRequest, ManagementResult, ManageRequest
+from .management import (
+    ManagementEntry,
+    ManagementRequest,
+    ManagementResult,
+    ManageRequest,
+    RecordDeleteResult,
+    RecordOutcome,
+    RecordPage,
+    RecordWriteResult,
+    management_operations,
+)
 from .manifests import (
+    MAX_RECORD_PAGE,
     ActionDescriptor,
     ManagementDescriptor,
     ManagementField,
     ManagementOperation,
+    RecordKind,
     RouteDescriptor,
     SourceManifest,
     StrategyManifest,
@@ -127,6 +139,7 @@ __all__ = [
     "KEEP_FROZEN",
     "MAX_INPUT_BYTES",
     "MAX_PROJECTION_CHARACTERS",
+    "MAX_RECORD_PAGE",
     "MAX_SOURCE_TIMEOUT",
     "PACKAGE_PATTERN",
     "SCENARIO_PATTERN",
@@ -183,6 +196,11 @@ __all__ = [
     "QueryVector",
     "ReadGrant",
     "ReceiptStatus",
+    "RecordDeleteResult",
+    "RecordKind",
+    "RecordOutcome",
+    "RecordPage",
+    "RecordWriteResult",
     "RegistrySnapshot",
     "Reminders",
     "Revision",
@@ -220,5 +238,6 @@ __all__ = [
     "WireModel",
     "describe_validation_error",
     "from_checked",
+    "management_operations",
     "validate_model",
 ]

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints, model_validator
+
 from .._json import FrozenDict
 from .base import (
     Description,
@@ -13,9 +17,15 @@ from .base import (
     PackageName,
     Revision,
     StrictBool,
+    StrictInt,
     WireModel,
 )
-from .manifests import ManagementField, ManagementOperation
+from .manifests import (
+    ManagementDescriptor,
+    ManagementField,
+    ManagementOperation,
+    RecordKind,
+)
 from .sources import Scope
 
 
@@ -82,4 +92,71 @@ class ManagementEntry(WireModel):
     fields: tuple[ManagementField, ...]
     """Its form's fields."""
     operations: tuple[ManagementOperation, ...]
-    """The operations people may run."""
+    """The operations people may run, the record operations included."""
+    records: tuple[RecordKind, ...] = ()
+    """The kinds of record the Source holds."""
+
+
+# ---------------------------------------------------------------------- the records contract
+
+
+def record_operations(descriptor: ManagementDescriptor) -> tuple[ManagementOperation, ...]:
+    """The core-owned record operations a descriptor's record kinds give its Source."""
+    return descriptor.record_operations()
+
+
+def management_operations(descriptor: ManagementDescriptor) -> tuple[ManagementOperation, ...]:
+    """Every operation of a Source's management plane: its own, then the record operations."""
+    return (*descriptor.operations, *descriptor.record_operations())
+
+
+class RecordPage(WireModel):
+    """What `records-read` answers: one page of records of one kind."""
+
+    records: tuple[JsonObject, ...]
+    """The records, each an object with a string `id`, as the kind's schema describes."""
+    next_cursor: Annotated[str, StringConstraints(min_length=1, max_length=4_000)] | None = None
+    """Where the next page starts; none when this page is the last."""
+    groups: tuple[str, ...] | None = None
+    """A grouped kind's groups in this scope, on the first page (read without a cursor)."""
+
+
+class RecordOutcome(WireModel):
+    """What happened to one record of a `records-write` batch."""
+
+    index: Annotated[StrictInt, Field(ge=0)]
+    """The record's position in the batch."""
+    completion: Literal["committed", "accepted", "refused"]
+    """`committed` (durable), `accepted` (stored, durability not confirmed) or `refused`."""
+    id: Annotated[str, StringConstraints(min_length=1, max_length=1_000)] | None = None
+    """The stored record's id, when it has one."""
+    replayed: StrictBool = False
+    """Whether the record was already there (its idempotency key or content): nothing new."""
+    code: Id | None = None
+    """Why it was refused (only a refused record has a code)."""
+    message: Annotated[str, StringConstraints(max_length=500)] | None = None
+    """What is wrong, naming the field and the rule, never the record's content."""
+
+    @model_validator(mode="after")
+    def _check_refusal(self) -> RecordOutcome:
+        if (self.completion == "refused") != (self.code is not None):
+            raise ValueError("code: a refused record has a code, and only a refused one")
+        return self
+
+
+class RecordWriteResult(WireModel):
+    """What `records-write` answers: one outcome per record, in the batch's order."""
+
+    results: tuple[RecordOutcome, ...]
+    """The outcome of each record."""
+
+
+class RecordDeleteResult(WireModel):
+    """What `records-delete` answers."""
+
+    id: Annotated[str, StringConstraints(min_length=1, max_length=1_000)]
+    """The record's id."""
+    deleted: StrictBool
+    """Whether a record was deleted (false: there was none with that id)."""
+    group: Annotated[str, StringConstraints(min_length=1, max_length=1_000)] | None = None
+    """The group the record was in, for a grouped kind."""

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, Strict, field_validator, model_validator
 
@@ -95,8 +96,129 @@ class ManagementOperation(WireModel):
     """The JSON Schema of the operation's input."""
 
 
+# the operations the core owns on every Source that declares records: a Source answers them
+# but never declares them itself (their shapes are in `management`)
+RECORD_OPERATIONS = ("records-read", "records-write", "records-delete")
+
+
+class RecordKind(WireModel):
+    """A kind of record a Source holds, that people can list, export, import or delete.
+
+    The core derives the `records-read`, `records-write` and `records-delete` operations from
+    the kinds a Source declares, with input and output shapes the core owns.
+    """
+
+    id: Id
+    """The kind's name (`memory`, `fact`, `task`); an export names it on every record."""
+    label: Label
+    """What one record is, for people (`Long-term memory`)."""
+    description: Description | None = None
+    """What these records are."""
+    record_schema: InputSchema
+    """The JSON Schema of one record (an object); a record written is checked against it."""
+    readable: StrictBool = False
+    """Whether `records-read` lists these records (each needs a string `id`)."""
+    writable: StrictBool = False
+    """Whether `records-write` takes these records (idempotent, in batches)."""
+    deletable: StrictBool = False
+    """Whether `records-delete` deletes one of these records by its `id`."""
+    label_field: str | None = None
+    """The record field shown as its one-line label (`text`, `title`)."""
+    group_field: str | None = None
+    """The string field that groups records (a space, a folder): reads can name one group."""
+    key_fields: tuple[str, ...] = ()
+    """The fields that make two records the same: an import skips a record already there."""
+    newest_first: StrictBool = False
+    """Whether reads list the newest record first (an import then writes oldest first)."""
+
+    @model_validator(mode="after")
+    def _check_record(self) -> RecordKind:
+        if self.id == "end":
+            raise ValueError("id: 'end' names the last line of an export, not a record kind")
+        if not (self.readable or self.writable or self.deletable):
+            raise ValueError("a record kind must be readable, writable or deletable")
+        properties = self.record_schema.get("properties", {})
+        if not isinstance(properties, Mapping):
+            raise ValueError("record_schema: properties must be an object")
+        if (self.readable or self.deletable) and "id" not in properties:
+            raise ValueError("record_schema: a readable or deletable kind's records have an id")
+        named = [("label_field", self.label_field), ("group_field", self.group_field)]
+        named += [("key_fields", field) for field in self.key_fields]
+        for where, field in named:
+            if field is not None and field not in properties:
+                raise ValueError(f"{where}: {field!r} is not a property of record_schema")
+        if self.writable and not self.key_fields:
+            raise ValueError("key_fields: a writable kind names the fields that make it unique")
+        if not unique(self.key_fields):
+            raise ValueError("key_fields: duplicate field")
+        return self
+
+
+MAX_RECORD_PAGE = 1_000
+"""The most records one `records-read` page or one `records-write` batch holds."""
+MAX_IDEMPOTENCY_KEY = 200
+_TEXT_ID = {"type": "string", "minLength": 1, "maxLength": 1_000}
+
+
+def _kind_enum(kinds: list[str]) -> dict[str, Any]:
+    return {"type": "string", "enum": kinds}
+
+
+def _records_read(kinds: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "kind": _kind_enum(kinds),
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_RECORD_PAGE},
+            "cursor": {"type": "string", "minLength": 1, "maxLength": 4_000},
+            "group": _TEXT_ID,
+        },
+        "required": ["kind", "limit"],
+        "additionalProperties": False,
+    }
+
+
+def _records_write(kinds: list[str]) -> dict[str, Any]:
+    item = {
+        "type": "object",
+        "properties": {
+            "record": {"type": "object"},
+            "idempotency_key": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_IDEMPOTENCY_KEY,
+            },
+        },
+        "required": ["record", "idempotency_key"],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {
+            "kind": _kind_enum(kinds),
+            "records": {
+                "type": "array",
+                "items": item,
+                "minItems": 1,
+                "maxItems": MAX_RECORD_PAGE,
+            },
+        },
+        "required": ["kind", "records"],
+        "additionalProperties": False,
+    }
+
+
+def _records_delete(kinds: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"kind": _kind_enum(kinds), "id": _TEXT_ID, "group": _TEXT_ID},
+        "required": ["kind", "id"],
+        "additionalProperties": False,
+    }
+
+
 class ManagementDescriptor(WireModel):
-    """How humans manage a Source: a label, a form of fields and operations."""
+    """How humans manage a Source: a label, a form of fields, operations and record kinds."""
 
     label: Label
     """The Source's name in a management interface."""
@@ -105,7 +227,9 @@ class ManagementDescriptor(WireModel):
     fields: tuple[ManagementField, ...] = ()
     """The form's fields."""
     operations: tuple[ManagementOperation, ...] = ()
-    """The operations people may run."""
+    """The operations people may run (the record operations are the core's: not listed)."""
+    records: tuple[RecordKind, ...] = ()
+    """The kinds of record the Source holds, and what people may do with each."""
 
     @model_validator(mode="after")
     def _check_unique(self) -> ManagementDescriptor:
@@ -113,7 +237,39 @@ class ManagementDescriptor(WireModel):
             raise ValueError("fields: duplicate field id")
         if not unique(op.id for op in self.operations):
             raise ValueError("operations: duplicate operation id")
+        reserved = next((op.id for op in self.operations if op.id in RECORD_OPERATIONS), None)
+        if reserved is not None:
+            raise ValueError(
+                f"operations: {reserved!r} is the core's record operation; declare records instead"
+            )
+        if not unique(kind.id for kind in self.records):
+            raise ValueError("records: duplicate record kind")
         return self
+
+    def record_operations(self) -> tuple[ManagementOperation, ...]:
+        """The core-owned record operations this descriptor's record kinds give its Source."""
+        made = []
+        for operation, flag, shape, description in (
+            ("records-read", "readable", _records_read, "List records of one kind, by page."),
+            (
+                "records-write",
+                "writable",
+                _records_write,
+                "Write a batch of records, idempotently.",
+            ),
+            ("records-delete", "deletable", _records_delete, "Delete one record by its id."),
+        ):
+            named = [kind.id for kind in self.records if getattr(kind, flag)]
+            if named:
+                made.append(
+                    ManagementOperation(
+                        id=operation,
+                        kind="read" if operation == "records-read" else "mutate",
+                        description=description,
+                        input_schema=shape(named),
+                    )
+                )
+        return tuple(made)
 
 
 class SourceManifest(WireModel):

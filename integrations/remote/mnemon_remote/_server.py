@@ -238,7 +238,9 @@ class _SourceServer:
         self._receipts: OrderedDict[bytes, bytes] = OrderedDict()
         self._lock = anyio.Lock()
         manifest = self._manifest
-        operations = manifest.management.operations if manifest.management else ()
+        management = manifest.management
+        # the record operations the core derives from declared record kinds are served too
+        operations = (*management.operations, *management.record_operations()) if management else ()
         # the manifest's own input schemas, never the ones a request carries
         self._inputs: dict[tuple[str, str], Draft202012Validator] = {
             **{

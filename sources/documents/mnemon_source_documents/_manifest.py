@@ -217,5 +217,25 @@ MANIFEST: dict[str, Any] = {
                 ),
             },
         ],
+        "records": [
+            {
+                "id": "document",
+                "label": "Document",
+                "description": "The Markdown documents of the scope's workspace, by title.",
+                "record_schema": _object(
+                    {
+                        "id": {"type": "string"},
+                        "title": _TITLE,
+                        "body": _BODY,
+                        "revision": {"type": ["string", "null"]},
+                    },
+                    ["title", "body"],
+                ),
+                "readable": True,
+                "writable": True,
+                "label_field": "title",
+                "key_fields": ["title", "body"],
+            }
+        ],
     },
 }

@@ -474,6 +474,10 @@ class DocumentsSource:
                 raise SourceError("not_found", "documents read: no such document here")
             output = {**_listed(document.record), "body": document.body}
             return self._result(operation, output, None)
+        if operation == "records-read":
+            return await self._read_records(workspace, value)
+        if operation == "records-write":
+            return await self._write_records(partition, request)
         if operation == "create":
             outcome = await self._create(partition, value, None, request.expected_revision)
         elif operation == "update":
@@ -488,6 +492,58 @@ class DocumentsSource:
             "workspace_revision": outcome.revision,
         }
         return self._result(operation, output, outcome.revision)
+
+    async def _read_records(self, workspace: Any, value: Mapping[str, Any]) -> ManagementResult:
+        """One page of the documents, with their bodies, ordered by title (`records-read`)."""
+        state = await self._blocking(partial(workspace.state, fresh=True))
+        ordered = sorted(
+            state.documents.values(), key=lambda record: (record.title.casefold(), record.id)
+        )
+        cursor = str(value.get("cursor", "0"))
+        start = int(cursor) if cursor.isdigit() else 0
+        end = start + int(value["limit"])
+        records = []
+        for record in ordered[start:end]:
+            document = await self._blocking(partial(workspace.read, record.id))
+            if document is None:
+                continue  # deleted since the listing: not part of this page
+            records.append(
+                {
+                    "id": record.id,
+                    "title": document.record.title,
+                    "body": document.body,
+                    "revision": document.record.revision,
+                }
+            )
+        output = {"records": records, "next_cursor": str(end) if end < len(ordered) else None}
+        return self._result("records-read", output, state.revision)
+
+    async def _write_records(self, partition: str, request: ManageRequest) -> ManagementResult:
+        """Create a document per record, in order, each fenced by the revision before it.
+
+        A record the workspace refuses (too large) is refused alone; anything else stops the
+        batch, with the earlier documents created.
+
+        Raises:
+            RevisionConflict: the workspace moved on from the expected revision.
+            SourceError: the workspace cannot be written.
+        """
+        expected = request.expected_revision
+        results: list[dict[str, Any]] = []
+        for index, item in enumerate(request.input["records"]):
+            record = item["record"]
+            try:
+                outcome = await self._create(partition, record, None, expected)
+            except SourceError as exc:
+                if exc.kind != "terminal":
+                    raise
+                results.append(
+                    {"index": index, "completion": "refused", "code": exc.code, "message": str(exc)}
+                )
+                continue
+            expected = outcome.revision
+            results.append({"index": index, "completion": "committed", "id": outcome.record.id})
+        return self._result("records-write", {"results": results}, expected)
 
     def _result(self, operation: str, output: Any, revision: str | None) -> ManagementResult:
         return ManagementResult(

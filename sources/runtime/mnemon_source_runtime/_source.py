@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
@@ -118,6 +118,39 @@ MUTATE_SCHEMA: dict[str, Any] = {
     ],
 }
 
+# record kind -> the target its entries are kept under
+RECORD_TARGETS = {"fact": "user", "note": "memory"}
+
+
+def _record_kind(kind: str, target: str, label: str) -> dict[str, Any]:
+    """A record kind of the management plane: the entries of one target, read and written."""
+    return {
+        "id": kind,
+        "label": label,
+        "description": f"The {label.lower()}s of a scope, in their order (ids as the View shows).",
+        "record_schema": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string"},
+                "target": {"const": target},
+                "text": memory_text_schema(MAX_TEXT_CHARACTERS),
+                "importance": {
+                    "type": ["integer", "null"],
+                    "minimum": MIN_IMPORTANCE,
+                    "maximum": MAX_IMPORTANCE,
+                },
+                "created_at": {"type": ["string", "null"]},
+            },
+            "required": ["text"],
+            "additionalProperties": False,
+        },
+        "readable": True,
+        "writable": True,
+        "label_field": "text",
+        "key_fields": ["text"],
+    }
+
+
 MANIFEST: dict[str, Any] = {
     "type_id": TYPE_ID,
     "package_name": PACKAGE,
@@ -160,6 +193,10 @@ MANIFEST: dict[str, Any] = {
                 "expected revision.",
                 "input_schema": MUTATE_SCHEMA,
             },
+        ],
+        "records": [
+            _record_kind("fact", "user", "Fact about the user"),
+            _record_kind("note", "memory", "Agent's note"),
         ],
     },
 }
@@ -431,6 +468,10 @@ class RuntimeSource:
         agent_id = request.scope.agent_id
         if operation == "read":
             return await self._manage_read(partition, agent_id)
+        if operation == "records-read":
+            return await self._read_records(partition, agent_id, request.input)
+        if operation == "records-write":
+            return await self._write_records(partition, agent_id, request)
         change = read_change(request.input)
         step = self._step(change, agent_id, None, request.expected_revision)
         snapshot, applied = await self._transact(partition, step)
@@ -443,6 +484,87 @@ class RuntimeSource:
                 "committed_at": applied.committed_at,
             },
             revision=snapshot.revision,
+        )
+
+    async def _read_records(
+        self, partition: Partition, agent_id: str | None, value: Mapping[str, Any]
+    ) -> ManagementResult:
+        """One page of the facts or notes of the scope, in their order (`records-read`).
+
+        Raises:
+            SourceError: `damaged-store` when the scope's file is damaged (nothing is read).
+        """
+        snapshot = await self._read(partition)
+        if isinstance(snapshot, Damaged):
+            raise SourceError("damaged-store", "the working memory of this scope is damaged")
+        target = RECORD_TARGETS[value["kind"]]
+        document = snapshot.document
+        entries = document.user if target == "user" else document.notes_of(agent_id).entries
+        start = int(value.get("cursor", "0")) if str(value.get("cursor", "0")).isdigit() else 0
+        end = start + int(value["limit"])
+        page = [
+            {
+                "id": entry.id,
+                "target": target,
+                "text": entry.text,
+                "importance": entry.importance,
+                "created_at": entry.created_at,
+            }
+            for entry in entries[start:end]
+        ]
+        output = {"records": page, "next_cursor": str(end) if end < len(entries) else None}
+        return ManagementResult(
+            source_key=self._key,
+            operation="records-read",
+            output=output,
+            revision=snapshot.revision,
+        )
+
+    async def _write_records(
+        self, partition: Partition, agent_id: str | None, request: ManageRequest
+    ) -> ManagementResult:
+        """Add each record as a new entry, in order, each fenced by the revision before it.
+
+        A record the store refuses (too long, the memory full) is refused alone; a key it
+        already took replays. Anything else stops the batch, with the earlier ones written.
+
+        Raises:
+            RevisionConflict: the scope moved on from the expected revision.
+            SourceError: the store cannot be written (busy, damaged).
+        """
+        target = RECORD_TARGETS[request.input["kind"]]
+        expected = request.expected_revision
+        results: list[dict[str, Any]] = []
+        revision = expected
+        for index, item in enumerate(request.input["records"]):
+            record = item["record"]
+            change: dict[str, Any] = {"target": target, "operation": "add", "text": record["text"]}
+            if isinstance(record.get("importance"), int):
+                change["importance"] = record["importance"]
+            try:
+                step = self._step(read_change(change), agent_id, item["idempotency_key"], revision)
+                snapshot, applied = await self._transact(partition, step)
+            except SourceError as exc:
+                if exc.kind != "terminal" or exc.code == "schema_mismatch":
+                    raise
+                results.append(
+                    {"index": index, "completion": "refused", "code": exc.code, "message": str(exc)}
+                )
+                continue
+            revision = snapshot.revision
+            results.append(
+                {
+                    "index": index,
+                    "completion": "committed",
+                    "id": applied.entry_id,
+                    "replayed": applied.replayed,
+                }
+            )
+        return ManagementResult(
+            source_key=self._key,
+            operation="records-write",
+            output={"results": results},
+            revision=revision,
         )
 
     async def _manage_read(self, partition: Partition, agent_id: str | None) -> ManagementResult:

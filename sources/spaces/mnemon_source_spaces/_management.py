@@ -36,6 +36,7 @@ __all__ = ["SpacesManagement"]
 
 DEFAULT_PAGE = 20
 MAX_KEY_CHARACTERS = 200
+MAX_LIST_PAGE = 100  # the most memories one Provider list call returns
 
 
 class SpacesManagement:
@@ -73,6 +74,8 @@ class SpacesManagement:
             output: Any = await self._inspect(pinned)
         elif operation == "list":
             output = await self._list(pinned, payload)
+        elif operation == "records-read":
+            output = await self._read_records(pinned, payload)
         elif operation == "reindex":
             output = await self._reindex(pinned)
         else:
@@ -151,6 +154,99 @@ class SpacesManagement:
             "next_cursor": page.next_cursor,
         }
 
+    async def _read_records(
+        self, pinned: Sequence[PinnedSpace], payload: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """One page of memories (`records-read`): space by space, each newest first.
+
+        The cursor names the space reached and the Provider's cursor within it.
+        """
+        self._calls.require("list")
+        group = payload.get("group")
+        spaces = [space for space in pinned if group is None or space.name == group]
+        first = "cursor" not in payload
+        at, inner = (0, None) if first else _cursor_of(payload["cursor"], len(spaces))
+        records: list[dict[str, Any]] = []
+        next_cursor = None
+        left = int(payload["limit"])
+        while at < len(spaces) and left > 0:
+            space = spaces[at]
+            page = await self._calls.call(
+                "list",
+                ListRequest(parent=space.parent, limit=min(left, MAX_LIST_PAGE), cursor=inner),
+                ListResult,
+            )
+            check_parents(page.memories, (space.parent,))
+            memories = page.memories[:left]  # a Provider may return more than asked
+            records += [_record(space.name, memory) for memory in memories]
+            left -= len(memories)
+            if page.next_cursor and memories:
+                at, inner = at, page.next_cursor
+            else:
+                at, inner = at + 1, None
+            next_cursor = _cursor(at, inner) if at < len(spaces) else None
+        output: dict[str, Any] = {"records": records, "next_cursor": next_cursor}
+        if first:
+            output["groups"] = [space.name for space in pinned]
+        return output
+
+    async def _write_records(
+        self,
+        pinned: Sequence[PinnedSpace],
+        items: Sequence[Mapping[str, Any]],
+        fresh: list[tuple[str, list[Memory]]],
+    ) -> dict[str, Any]:
+        """Store memory records (`records-write`), a run of one space per Provider batch.
+
+        A record naming a space this scope lacks is refused alone (`unknown-space`), as the
+        import of each run refuses an invalid or oversized memory alone.
+        """
+        results: list[dict[str, Any]] = []
+        named = {space.name: space for space in pinned}
+        index = 0
+        while index < len(items):
+            name = items[index]["record"].get("space")
+            space = named.get(name) if isinstance(name, str) else None
+            if space is None:
+                # the space's name is the record's: not quoted back
+                results.append(
+                    {
+                        "index": index,
+                        "completion": "refused",
+                        "code": "unknown-space",
+                        "message": "its space is not one of the spaces of this scope "
+                        f"({', '.join(named) or 'none'})"[:500],
+                    }
+                )
+                index += 1
+                continue
+            end = index
+            while end < len(items) and items[end]["record"].get("space") == name:
+                end += 1
+            batch = [_import_item(item) for item in items[index:end]]
+            done = await self._import(space, pinned, batch, fresh)
+            for result in done["results"]:
+                results.append({**result, "index": index + result["index"]})
+            index = end
+        return {"results": results}
+
+    async def _delete_record(
+        self, pinned: Sequence[PinnedSpace], payload: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Delete one memory by its id or handle (`records-delete`), in whichever space has it."""
+        self._calls.require("forget")
+        memory_id = memory_id_of(str(payload["id"]))  # a handle names its memory id too
+        group = payload.get("group")
+        spaces = [self._named(pinned, group)] if group is not None else list(pinned)
+        if is_memory_id(memory_id):
+            for space in spaces:
+                result = await self._calls.call(
+                    "forget", ForgetRequest(parent=space.parent, id=memory_id), ForgetResult
+                )
+                if result.forgotten:
+                    return {"id": memory_id, "deleted": True, "group": space.name}
+        return {"id": str(payload["id"]), "deleted": False}
+
     async def _write(
         self,
         operation: str,
@@ -159,6 +255,10 @@ class SpacesManagement:
         fresh: list[tuple[str, list[Memory]]],
     ) -> Any:
         """One mutation; the memories it newly stores go into `fresh`, for their vectors."""
+        if operation == "records-write":
+            return await self._write_records(pinned, payload["records"], fresh)
+        if operation == "records-delete":
+            return await self._delete_record(pinned, payload)
         space = self._named(pinned, payload["space"])
         if operation == "import":
             return await self._import(space, pinned, payload["memories"], fresh)
@@ -329,3 +429,41 @@ def _key_conflict() -> SourceError:
         "idempotency-conflict",
         "this idempotency key was already used for a different memory: nothing was written",
     )
+
+
+def _record(space: str, memory: Memory) -> dict[str, Any]:
+    return {
+        "id": memory.id,
+        "space": space,
+        "text": memory.text,
+        "tags": list(memory.tags),
+        "entities": list(memory.entities),
+        "created_at": memory.created_at,
+    }
+
+
+def _import_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A memory record as the batch import takes it: its content and idempotency key."""
+    record = item["record"]
+    return {
+        "text": record.get("text"),
+        "tags": record.get("tags") or [],
+        "entities": record.get("entities") or [],
+        "idempotency_key": item["idempotency_key"],
+    }
+
+
+def _cursor(space: int, inner: str | None) -> str:
+    return f"{space}:{inner or ''}"
+
+
+def _cursor_of(cursor: str, spaces: int) -> tuple[int, str | None]:
+    """The space index and Provider cursor a `records-read` cursor names.
+
+    Raises:
+        SourceError: `invalid_payload`, a cursor this Source did not give.
+    """
+    head, separator, inner = cursor.partition(":")
+    if not separator or not head.isdigit() or int(head) >= spaces:
+        raise SourceError("invalid_payload", "cursor: not a cursor this Source gave")
+    return int(head), inner or None

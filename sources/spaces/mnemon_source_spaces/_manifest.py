@@ -254,5 +254,36 @@ MANIFEST: dict[str, Any] = {
                 ),
             },
         ],
+        "records": [
+            {
+                "id": "memory",
+                "label": "Long-term memory",
+                "description": (
+                    "The memories of the spaces this scope sees, space by space, newest first. "
+                    "A record naming a space the scope lacks, or invalid or oversized, is "
+                    "refused alone."
+                ),
+                # lenient on purpose: the Source checks each memory and refuses it alone with
+                # its own code (too-large, invalid-item, unknown-space)
+                "record_schema": _object(
+                    {
+                        "id": {"type": "string"},
+                        "space": {"type": "string"},
+                        "text": {"type": "string"},
+                        "tags": {"type": "array", "items": {"type": "string"}},
+                        "entities": {"type": "array", "items": {"type": "string"}},
+                        "created_at": {"type": ["string", "null"]},
+                    },
+                    ("space", "text"),
+                ),
+                "readable": True,
+                "writable": True,
+                "deletable": True,
+                "label_field": "text",
+                "group_field": "space",
+                "key_fields": ["space", "text", "tags", "entities"],
+                "newest_first": True,
+            }
+        ],
     },
 }
