@@ -566,6 +566,8 @@ class ImportTally:
     """How far an import got: counted as it goes, so an interruption can say it too."""
 
     written: int = 0
+    #: of those written, the ones a store took without confirming they are durable
+    accepted: int = 0
     unchanged: int = 0
     refused: int = 0
     #: records of the write under way: they may or may not be stored when it is cut short
@@ -777,7 +779,6 @@ async def _write_batch(
             code=exc.code,
         ) from None
     tally.in_flight = 0
-    accepted = 0
     # the core checked the answer: one result per record, in order
     for item, outcome in zip(sent, result.output["results"], strict=True):
         if outcome["completion"] == "refused":
@@ -789,13 +790,8 @@ async def _write_batch(
             tally.unchanged += 1
         else:
             tally.written += 1
-        accepted += outcome["completion"] != "committed"
-    if accepted:
-        raise CommandError(
-            f"{key}/records-write: {accepted} records were accepted, not committed (the store "
-            "does not confirm durability): stopped here",
-            code="not-committed",
-        )
+            # an external store that took the record without confirming it is durable
+            tally.accepted += outcome["completion"] == "accepted"
 
 
 def _kept(tally: ImportTally) -> str:
@@ -846,6 +842,7 @@ def import_(ctx: click.Context, /, file: Path, yes: bool, as_json: bool, **optio
     summary = {
         "records": len(records),
         "written": tally.written,
+        "accepted": tally.accepted,
         "unchanged": tally.unchanged,
         "refused": tally.refused,
         "refusals": refusals,
@@ -857,8 +854,14 @@ def import_(ctx: click.Context, /, file: Path, yes: bool, as_json: bool, **optio
     else:
         # only what was written is called imported: replays and refusals are counted apart
         refused = f", {tally.refused} refused" if tally.refused else ""
+        # a store that only accepted records is never said to have saved them
+        taken = (
+            f" ({tally.accepted} of them accepted by a store that does not confirm durability)"
+            if tally.accepted
+            else ""
+        )
         printer_of(ctx).ok(
-            f"imported {tally.written} of {len(records)} record(s); "
+            f"imported {tally.written} of {len(records)} record(s){taken}; "
             f"{tally.unchanged} already there{refused}"
         )
         for vectors in tally.vectors:

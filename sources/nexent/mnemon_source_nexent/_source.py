@@ -14,7 +14,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -167,6 +167,24 @@ MANIFEST: dict[str, Any] = {
             {"id": "enable", "kind": "mutate",
              "description": "Re-enable the provider after an access refusal disabled it.",
              "input_schema": _EMPTY},
+        ],
+        # what `mnemon import` can hand over; the provider's memory cannot be listed back
+        "records": [
+            {
+                "id": "memory",
+                "label": "Memory handed to the provider",
+                "description": "A memory ingested as one unit; the provider decides what it keeps.",
+                "record_schema": {
+                    "type": "object",
+                    "properties": {
+                        "text": memory_text_schema(20_000),
+                        "unit_type": {"type": "string", "pattern": "^[a-z_]{1,32}$"},
+                    },
+                    "required": ["text"],
+                },
+                "writable": True,
+                "key_fields": ["text"],
+            }
         ],
     },
 }  # fmt: skip
@@ -596,24 +614,21 @@ class NexentSource:
             items=tuple(items),
         )
 
-    async def mutate(self, request: MutationRequest) -> MutationReceipt:
-        """Ingest units; the receipt never says more than every unit's result does."""
-        ids = _identity(request.view.scope)
-        if ids is None:
-            raise SourceError("invalid_payload", "the scope has no user")
-        key = (
-            request.idempotency_key
-            or "mnemon:"
-            + hashlib.sha256(
-                orjson.dumps(
-                    [request.view.id, request.offer.id, request.input], option=orjson.OPT_SORT_KEYS
-                )
-            ).hexdigest()
-        )
+    async def _ingest(
+        self, ids: dict[str, str], key: str, units_in: Sequence[tuple[str, Mapping[str, Any]]]
+    ) -> tuple[str, dict[str, str]]:
+        """Ingest `(event_id, unit)` pairs under `key`: the provider's status, and each unit's.
+
+        A degradable failure naming the units the provider cannot take sends the rest once
+        more, with the same key, as Nexent does; the dropped ones are `degraded`.
+
+        Raises:
+            SourceError: the provider failed, or its answer breaks the contract.
+        """
         wire = self._wire or models
         units = [
             wire.MemoryIngestUnit(
-                event_id=_event_id(key, index),
+                event_id=event_id,
                 event_type=unit.get("event_type", "message"),
                 unit_type=unit.get("unit_type")
                 or _UNIT_TYPE_OF_ROLE.get(unit.get("role", "user"), "user"),
@@ -621,7 +636,7 @@ class NexentSource:
                 unit_index=index,
                 metadata={"role": unit["role"]} if "role" in unit else {},
             )
-            for index, unit in enumerate(request.input["units"])
+            for index, (event_id, unit) in enumerate(units_in)
         ]
         ingest = wire.MemoryIngestRequest(idempotency_key=key, units=units, **ids)
         tenant = ids["tenant_id"]
@@ -631,8 +646,6 @@ class NexentSource:
             answer, started = await self._call(instance, tenant, "ingest", ingest)
         except SourceError as error:
             failure = getattr(error.__cause__, "failure", None)
-            # a degradable failure naming the units the provider cannot take: the rest go
-            # ahead once more, with the same key, as Nexent does
             if not isinstance(failure, ProviderFailure) or not failure.removable_units:
                 raise
             dropped = [u.event_id for u in units if u.event_id in failure.removable_units]
@@ -648,22 +661,43 @@ class NexentSource:
             # this package's own words (counts, field names), never the provider's data
             _log.warning("Memory Source %s: the Nexent provider's answer: %s", self._key, error)
             raise
-        outcomes = [(u.unit_id, u.status.value) for u in result.unit_results]
-        outcomes += [(event_id, "degraded") for event_id in dropped]
-        counted = {status: sum(s == status for _, s in outcomes) for status in _UNIT_STATUSES}
+        outcomes = {u.unit_id: u.status.value for u in result.unit_results}
+        outcomes.update(dict.fromkeys(dropped, "degraded"))
+        counted = {status: sum(s == status for s in outcomes.values()) for status in _UNIT_STATUSES}
         self._observe("ingest", started, counts={f"units_{k}": v for k, v in counted.items()})
-        index_of = {_event_id(key, i): i for i in range(len(request.input["units"]))}
+        return result.status, outcomes
+
+    async def mutate(self, request: MutationRequest) -> MutationReceipt:
+        """Ingest units; the receipt never says more than every unit's result does."""
+        ids = _identity(request.view.scope)
+        if ids is None:
+            raise SourceError("invalid_payload", "the scope has no user")
+        key = (
+            request.idempotency_key
+            or "mnemon:"
+            + hashlib.sha256(
+                orjson.dumps(
+                    [request.view.id, request.offer.id, request.input], option=orjson.OPT_SORT_KEYS
+                )
+            ).hexdigest()
+        )
+        given = request.input["units"]
+        status, outcomes = await self._ingest(
+            ids, key, [(_event_id(key, index), unit) for index, unit in enumerate(given)]
+        )
+        events = [_event_id(key, index) for index in range(len(given))]
+        counted = {s: sum(o == s for o in outcomes.values()) for s in _UNIT_STATUSES}
         detail: dict[str, Any] = {
             "provider": self._name,
-            "status": result.status,
+            "status": status,
             "accepted_count": counted["accepted"],
             "rejected_count": counted["rejected"],
             "units": [
-                {"unit_index": index_of[event_id], "event_id": event_id, "status": status}
-                for event_id, status in sorted(outcomes, key=lambda o: index_of[o[0]])
+                {"unit_index": index, "event_id": event_id, "status": outcomes[event_id]}
+                for index, event_id in enumerate(events)
             ],
         }
-        if counted["accepted"] == len(outcomes):
+        if counted["accepted"] == len(events):
             # the provider took every unit; how far it indexes them is its own affair
             return create_mutation_receipt(request, completion="accepted", detail=detail)
         if counted["accepted"] or counted["degraded"]:
@@ -672,8 +706,45 @@ class NexentSource:
             )
         return create_mutation_receipt(request, completion="failed", detail=detail)
 
+    async def _write_records(self, request: ManageRequest) -> ManagementResult:
+        """`records-write` of `memory` records: one ingest, a unit per record, keyed by it.
+
+        Each unit's `event_id` comes from its record's idempotency key, so importing the same
+        records again names the same events. An accepted unit is `accepted` (the provider does
+        not confirm durability); a rejected or degraded one is refused with that code.
+        """
+        ids = _identity(request.scope)
+        if ids is None:
+            raise SourceError("invalid_payload", "the scope has no user")
+        items = request.input["records"]
+        keys = [str(item["idempotency_key"]) for item in items]
+        units = [
+            (_event_id(key, 0), {"content": item["record"]["text"]} | _unit_type(item["record"]))
+            for key, item in zip(keys, items, strict=True)
+        ]
+        batch = "records:" + hashlib.sha256("\0".join(keys).encode()).hexdigest()
+        _, outcomes = await self._ingest(ids, batch, units)
+        results: list[dict[str, Any]] = []
+        for index, (event_id, _) in enumerate(units):
+            status = outcomes[event_id]
+            if status == "accepted":
+                results.append({"index": index, "completion": "accepted"})
+            else:
+                message = f"the provider's answer for this record: {status}"
+                results.append(
+                    {"index": index, "completion": "refused", "code": status, "message": message}
+                )
+        return ManagementResult(
+            source_key=self._key, operation="records-write", output={"results": results}
+        )
+
     async def manage(self, request: ManageRequest) -> ManagementResult:
-        """`status` (secrets masked) or `enable` (clears an access refusal, revision-fenced)."""
+        """`status` (secrets masked), `enable` (revision-fenced), or `records-write`.
+
+        `enable` clears an access refusal; `records-write` hands memories over as ingest units.
+        """
+        if request.operation.id == "records-write":
+            return await self._write_records(request)
         tenant = request.scope.tenant_id or ""
         async with self._lock:
             whole = await run_blocking(_read_state, self._state_file)
@@ -717,6 +788,10 @@ class _NexentFailure(Exception):
     def __init__(self, failure: ProviderFailure) -> None:
         super().__init__(failure.code.value)
         self.failure = failure
+
+
+def _unit_type(record: Mapping[str, Any]) -> dict[str, str]:
+    return {"unit_type": str(record["unit_type"])} if "unit_type" in record else {}
 
 
 def _item_id(result: models.MemorySearchResult) -> str:

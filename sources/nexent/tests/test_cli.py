@@ -106,3 +106,31 @@ def test_debug_names_the_exception_and_its_origin_code_never_its_text(tmp_path: 
     assert "unknown" in failed.stdout + failed.stderr
     assert "raised RetryableProviderError (origin code unknown)" in failed.stderr
     assert API_KEY not in failed.stdout + failed.stderr
+
+
+def test_an_export_of_memories_is_imported_into_the_provider_and_said_only_accepted(
+    tmp_path: Path, service: FakeService
+) -> None:
+    shutil.copytree(PLUGINS / "reference", tmp_path / "memory-provider-plugins" / "reference")
+    profile(tmp_path, "reference", service.url)
+    export = tmp_path / "memories.jsonl"
+    lines = [
+        {"format": "mnemon-export", "version": 1, "scope": {"user_id": "ada"}},
+        {"kind": "memory", "source": "source:spaces", "space": "personal", "text": "Ada: tea"},
+        {"kind": "memory", "source": "source:spaces", "space": "personal", "text": "Ada: jazz"},
+        {"kind": "end", "records": 2},
+    ]
+    export.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    first = mnemon(tmp_path, "import", str(export), "--yes")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "imported 2 of 2 record(s) (2 of them accepted by a store" in first.stdout
+    second = mnemon(tmp_path, "import", str(export), "--yes", "--json")
+    assert json.loads(second.stdout)["accepted"] == 2
+    ingests = [body for path, body, _ in service.requests if path == "/ingest"]
+    assert [[u["content"] for u in body["units"]] for body in ingests] == [
+        ["Ada: tea", "Ada: jazz"]
+    ] * 2
+    # the same records name the same events: a provider that deduplicates keeps one of each
+    assert [u["event_id"] for u in ingests[0]["units"]] == [
+        u["event_id"] for u in ingests[1]["units"]
+    ]
