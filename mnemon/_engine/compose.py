@@ -683,11 +683,14 @@ def _assemble(
         built = cache.get(entry)
         if built is None:
             built = cache[entry] = _dumped(
-                SourceConsistency.model_construct(
-                    source_key=key,
-                    consistency=candidate.consistency,
-                    revision=revision,
-                    role=candidate.facts.role,
+                from_checked(
+                    SourceConsistency,
+                    {
+                        "source_key": key,
+                        "consistency": candidate.consistency,
+                        "revision": revision,
+                        "role": candidate.facts.role,
+                    },
                 )
             )
         consistency.append(built[0])
@@ -774,31 +777,37 @@ def _view_route(candidate: SourceCandidate, route_id: str, budget: ViewBudget) -
     characters = min(
         route.max_characters or budget.max_evidence_characters, budget.max_evidence_characters
     )
-    return ViewRoute.model_construct(
-        id=f"{key}/{route_id}",
-        source_key=key,
-        route_id=route_id,
-        description=route.description,
-        capability=route.capability,
-        input_schema=route.input_schema,
-        max_calls=route.max_calls,
-        max_results=min(
-            route.max_results or budget.max_evidence_results, budget.max_evidence_results
-        ),
-        max_characters=characters,
-        max_item_characters=characters,
+    return from_checked(
+        ViewRoute,
+        {
+            "id": f"{key}/{route_id}",
+            "source_key": key,
+            "route_id": route_id,
+            "description": route.description,
+            "capability": route.capability,
+            "input_schema": route.input_schema,
+            "max_calls": route.max_calls,
+            "max_results": min(
+                route.max_results or budget.max_evidence_results, budget.max_evidence_results
+            ),
+            "max_characters": characters,
+            "max_item_characters": characters,
+        },
     )
 
 
 def _action_offer(candidate: SourceCandidate, action_id: str) -> ActionOffer:
     action = next(action for action in candidate.actions if action.id == action_id)
     key = candidate.key
-    return ActionOffer.model_construct(
-        id=f"{key}/{action_id}",
-        source_key=key,
-        action_id=action_id,
-        description=action.description,
-        capability=action.capability,
-        input_schema=action.input_schema,
-        authority=action.authority,
+    return from_checked(
+        ActionOffer,
+        {
+            "id": f"{key}/{action_id}",
+            "source_key": key,
+            "action_id": action_id,
+            "description": action.description,
+            "capability": action.capability,
+            "input_schema": action.input_schema,
+            "authority": action.authority,
+        },
     )

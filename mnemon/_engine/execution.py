@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 from collections.abc import Mapping
@@ -12,6 +11,7 @@ import anyio
 import anyio.lowlevel
 from pydantic import BaseModel
 
+from .._awaited import awaited
 from .._errors import (
     ActionError,
     MnemonError,
@@ -356,9 +356,7 @@ class TurnExecution:
                 create_turn = self._pinned.strategy.create_turn
                 assert create_turn is not None
                 try:
-                    policy = create_turn(self._pinned.view)
-                    if inspect.isawaitable(policy):
-                        policy = await policy
+                    policy = await awaited(create_turn(self._pinned.view))
                 except Exception as exc:
                     raise RouteError(
                         "the Strategy's create_turn() failed", code="policy-failed"
@@ -467,9 +465,7 @@ class TurnExecution:
         lease = pinned.generation.lease()
         try:
             # asked on every execution: an earlier yes authorizes nothing now
-            decision = authorize(offer)
-            if inspect.isawaitable(decision):
-                decision = await decision
+            decision = await awaited(authorize(offer))
             if not decision:
                 raise ActionError(
                     f"offer {offer_id!r} is not currently authorized", code="not-authorized"
