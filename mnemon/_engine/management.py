@@ -14,8 +14,7 @@ from .._models import (
     Scope,
     validate_model,
 )
-from .compose import checked_facts
-from .execution import checked_input, source_failure
+from .checks import checked_facts, checked_input, source_failure
 from .generation import Generation
 from .reads import call_source
 
