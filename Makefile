@@ -11,7 +11,7 @@ MANIFESTS := pyproject.toml testing/pyproject.toml $(addsuffix pyproject.toml,$(
 EDITABLE := $(foreach p,$(PLUGINS),-e '$(p)$(if $(shell grep -l '^test = ' $(p)pyproject.toml),[test])')
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint types contracts bench clean dist-check
+.PHONY: demo test lint types contracts bench clean dist-check config-schemas
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,11 @@ test: $(STAMP)
 # repository, discover the plugins by entry point, run their tests and the examples there
 dist-check: $(STAMP)
 	$(BIN)/python .ci/dist_check.py
+
+# every first-party manifest's config_schema, written from the plugin's configuration model
+# (tests/test_plugin_manifests.py fails when one is stale)
+config-schemas: $(STAMP)
+	$(BIN)/python .ci/config_schemas.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/compose.py

@@ -475,6 +475,30 @@ def _field_problem(field: ConfigurationField, value: Any) -> str | None:
     return _string_list_problem(value)
 
 
+def _field_schema(field: ConfigurationField) -> dict[str, Any]:
+    """The JSON Schema of one field: the rules `_field_problem` applies, stated as a schema."""
+    schema: dict[str, Any]
+    if field.input == "number":
+        schema = {"type": "integer", "minimum": field.minimum, "maximum": field.maximum}
+    elif field.input in ("text", "textarea"):
+        schema = {"type": "string", "maxLength": TEXT_LIMIT}
+    elif field.input == "boolean":
+        schema = {"type": "boolean"}
+    else:
+        schema = {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1, "maxLength": LIST_ITEM_LIMIT},
+            "maxItems": LIST_LIMIT,
+            "uniqueItems": True,
+        }
+    schema["title"] = field.label
+    if field.description is not None:
+        schema["description"] = field.description
+    if field.default is not None:
+        schema["default"] = field.default
+    return schema
+
+
 @dataclass(frozen=True, slots=True)
 class StrategyConfiguration:
     """A configurable Strategy or View extension: fields, and a factory run on valid input."""
@@ -515,6 +539,25 @@ class StrategyConfiguration:
                 raise DefinitionError(f"{subject}.{field.id}: {problem}")
             checked[field.id] = values[field.id]
         return freeze_json(checked)  # type: ignore[no-any-return]
+
+    def json_schema(self) -> dict[str, Any]:
+        """The JSON Schema of what `validate` accepts: for a manifest's `config_schema`.
+
+        Each field is a property titled by its label, with its description, default and
+        bounds; unknown keys are refused, as `validate` refuses them.
+        """
+        properties = {field.id: _field_schema(field) for field in self.fields}
+        schema: dict[str, Any] = {
+            "type": "object",
+            "title": self.label,
+            "description": self.description,
+            "properties": properties,
+            "additionalProperties": False,
+        }
+        required = [field.id for field in self.fields if field.required]
+        if required:
+            schema["required"] = required
+        return schema
 
     def create(self, config: Mapping[str, Any] | None = None) -> Any:
         """Validate `config`, then run the factory and check it made the declared contribution.

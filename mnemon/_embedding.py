@@ -9,7 +9,6 @@ stored, and never raises anything but `EmbeddingError`.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 import struct
@@ -20,6 +19,7 @@ from typing import Any, Protocol, TypeAlias, TypeVar
 import anyio
 import orjson
 
+from ._awaited import awaited
 from ._errors import DefinitionError, MnemonError, SourceError
 from ._models import (
     EmbedderManifest,
@@ -362,9 +362,7 @@ class Embedding:
         method = getattr(installed.runtime, call)
         with anyio.move_on_after(deadline) as scope:
             try:
-                produced = method(request)
-                if inspect.isawaitable(produced):
-                    produced = await produced
+                produced = await awaited(method(request))
             except EmbeddingError:
                 # an embedder that judges an answer of its own wire (one served over HTTP)
                 # refuses it the way the host refuses a broken answer: as it is

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect as _inspect
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
@@ -14,6 +13,7 @@ from typing import Any, Protocol
 import anyio
 from pydantic import ValidationError
 
+from ._awaited import awaited
 from ._collector import release_serving, take_serving
 from ._definitions import PluginDescriptor
 from ._engine import (
@@ -268,9 +268,7 @@ class _Entry:
     async def apply(self) -> None:
         """Run the plugin's `apply(ctx)`; its installs are staged by the caller."""
         try:
-            result = self.plugin.apply(self.context)
-            if _inspect.isawaitable(result):
-                await result
+            await awaited(self.plugin.apply(self.context))
         except MnemonError as exc:
             # raised on purpose (install_memory, a definition): its message is for the host
             raise InstallError(f"entry {self.entry_id!r}: {exc}") from exc
@@ -633,9 +631,7 @@ async def _run_callbacks(instance_id: str, context: PluginContext) -> None:
     with anyio.CancelScope(shield=True):
         for callback in context._take_dispose_callbacks():
             try:
-                result = callback()
-                if _inspect.isawaitable(result):
-                    await result
+                await awaited(callback())
             except Exception:
                 _log.warning("entry %s: an on_dispose callback failed", instance_id)
                 _log.debug("on_dispose failure of %s", instance_id, exc_info=True)

@@ -18,7 +18,6 @@ the host did not authorize) come back as results, never as exceptions that end t
 from __future__ import annotations
 
 import copy
-import inspect
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
+from ._awaited import awaited
 from ._errors import ActionError, MnemonError, RevisionConflict, RouteError
 from ._json import thaw_json
 from ._models import ActionOffer, Authorize, Evidence, MutationReceipt, View
@@ -438,8 +438,7 @@ class ToolDispatcher:
             # a host whose authorize fails has not allowed the write: nothing is attempted
             nonlocal asking_failed
             try:
-                answer = authorize(offer)
-                return bool(await answer if inspect.isawaitable(answer) else answer)
+                return bool(await awaited(authorize(offer)))
             except Exception as exc:
                 asking_failed = True
                 _log.warning("authorizing memory tool %s failed", tool.name)

@@ -152,3 +152,68 @@ def test_definitions_are_checked_at_definition_time(
         define_strategy_configuration(
             kind, "configured", "C", "A configuration.", fields, Factory()
         )
+
+
+# every case of the invalid-input table, except the non-finite number JSON cannot carry
+_REFUSED = [
+    {"depth": 11}, {"depth": 0}, {"depth": 2.5}, {"depth": True}, {"tags": ["a", "a"]},
+    {"tags": ["x"] * 33}, {"tags": [""]}, {"tags": ["y" * 501]},
+    {"resident_source_keys": "source:a"}, {"instruction": "z" * 4_001}, {"strict": "yes"},
+    {"colour": "red"},
+]  # fmt: skip
+_ACCEPTED = [
+    {},
+    {"depth": 1, "strict": False, "tags": [f"t{n}" for n in range(32)], "instruction": "z" * 4_000},
+    {"resident_source_keys": ["source:a", "source:b"], "depth": 10},
+]
+
+
+@pytest.mark.parametrize(
+    ("config", "accepted"),
+    [(config, False) for config in _REFUSED] + [(config, True) for config in _ACCEPTED],
+)
+def test_the_json_schema_accepts_what_validation_accepts(
+    config: dict[str, Any], accepted: bool
+) -> None:
+    import jsonschema
+
+    defined = configuration(Factory())
+    schema = defined.json_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert jsonschema.Draft202012Validator(schema).is_valid(config) is accepted
+    if accepted:
+        defined.validate(config)
+    else:
+        with pytest.raises(DefinitionError):
+            defined.validate(config)
+
+
+def test_the_json_schema_states_labels_defaults_and_required_fields() -> None:
+    required = define_strategy_configuration(
+        "strategy-extension",
+        "scoped",
+        "Scoped",
+        "Selects exact keys.",
+        [
+            {"id": "source_keys", "label": "Keys", "input": "source-list", "required": True},
+            {
+                "id": "depth",
+                "label": "Depth",
+                "input": "number",
+                "minimum": 1,
+                "maximum": 3,
+                "default": 2,
+                "description": "How deep.",
+            },
+        ],
+        Factory(),
+    )
+    schema = required.json_schema()
+    assert schema["title"] == "Scoped"
+    assert schema["description"] == "Selects exact keys."
+    assert schema["required"] == ["source_keys"]
+    assert schema["additionalProperties"] is False
+    assert schema["properties"]["depth"] == {
+        "type": "integer", "minimum": 1, "maximum": 3, "title": "Depth", "description": "How deep.", "default": 2,
+    }  # fmt: skip
+    assert "required" not in configuration(Factory()).json_schema()

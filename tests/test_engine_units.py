@@ -6,7 +6,7 @@ import pytest
 from pydantic import BaseModel
 
 from mnemon import MemoryHost, RouteError
-from mnemon._engine.compose import PinnedView
+from mnemon._engine.assembly import PinnedView
 from mnemon._engine.execution import TurnExecution
 from tests.kit import fake_source, strategy_plugin
 

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from mnemon._cli._commands import cli
+from mnemon._cli._scaffold import render, template_words
 
 MNEMON = str(Path(sys.executable).parent / "mnemon")
 
@@ -188,6 +189,52 @@ def test_the_generated_code_is_lint_clean(generated: dict[str, Path], kind: str)
     for command in (["check", "--no-cache"], ["format", "--check", "--no-cache"]):
         result = run(generated[kind], ruff, *command, ".")
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(("kind", "package"), [("source", "todo_list"), ("strategy", "even_split")])
+def test_the_generated_code_type_checks_strictly(
+    generated: dict[str, Path], kind: str, package: str
+) -> None:
+    mypy = str(Path(sys.executable).parent / "mypy")
+    # one cache beside the generated plugins: the second check reuses what the first learnt
+    cache = generated[kind].parent / ".mypy_cache"
+    result = run(generated[kind], mypy, "--strict", "--cache-dir", str(cache), package, "tests")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Success: no issues found" in result.stdout
+
+
+@pytest.mark.parametrize("kind", ["source", "strategy"])
+def test_the_command_writes_the_templates_with_every_word_replaced(
+    generated: dict[str, Path], kind: str
+) -> None:
+    folder = generated[kind]
+    written = {
+        p.relative_to(folder).as_posix(): p.read_text(encoding="utf-8")
+        for p in folder.rglob("*")
+        if p.is_file() and "cache" not in p.relative_to(folder).parts[0]
+    }
+    assert written == render(kind, template_words(folder.name))
+    for relative, text in written.items():
+        for word in (
+            "__DIST__",
+            "__PACKAGE__",
+            "__TYPE_ID__",
+            "__CLASS__",
+            "__CORE",
+            "__TESTING__",
+        ):
+            assert word not in relative
+            assert word not in text, (relative, word)
+
+
+def test_the_generated_source_keeps_its_files_with_mnemon_storage(
+    generated: dict[str, Path],
+) -> None:
+    # the scaffold teaches the SDK: no hand-rolled temporary files or renames
+    module = (generated["source"] / "todo_list" / "_source.py").read_text(encoding="utf-8")
+    assert "from mnemon.storage import private_folder, write_atomically" in module
+    for hand_rolled in ("tempfile", "os.replace", "os.fsync"):
+        assert hand_rolled not in module
 
 
 def test_directory_chooses_the_folder(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ This module is the engine's facade: the host uses the engine only through the na
 and an import-linter contract keeps it so.
 """
 
-from .compose import PinnedView
+from .assembly import PinnedView
 from .engine import Engine, EntryMemoryService
 from .execution import TurnExecution
 from .generation import Lease

@@ -16,7 +16,8 @@ from .._install import Disposer, MemoryContributions
 from .._json import thaw_json
 from .._models import CompositionRequest, Diagnostic, HostSettings
 from .._observe import Observers
-from .compose import PinnedView, compose_view
+from .assembly import PinnedView
+from .compose import compose_view
 from .generation import (
     Generation,
     GenerationPlan,

@@ -2,25 +2,23 @@
 
 from __future__ import annotations
 
-import inspect
-import logging
 import time
 from collections.abc import Mapping
-from typing import Any, NoReturn
+from typing import Any
 
 import anyio
 import anyio.lowlevel
 from pydantic import BaseModel
 
+from .._awaited import awaited
 from .._errors import (
     ActionError,
     MnemonError,
     RevisionConflict,
     RouteError,
     SourceError,
-    _CodedError,
 )
-from .._json import FrozenDict, JsonValueError, freeze_json, json_size_exceeds
+from .._json import FrozenDict
 from .._models import (
     ActionOffer,
     Authorize,
@@ -37,49 +35,11 @@ from .._models import (
     from_checked,
     validate_model,
 )
-from .._schema import input_problems
-from .compose import PinnedView
+from .assembly import PinnedView
+from .checks import checked_input, source_failure
 from .reads import call_source
 
-__all__ = ["TurnExecution", "checked_input", "source_failure"]
-
-_log = logging.getLogger("mnemon.execution")
-
-
-def checked_input(
-    schema: Mapping[str, Any],
-    value: object,
-    subject: str,
-    error: type[MnemonError],
-    *,
-    max_bytes: int,
-    size_checked: bool = False,
-) -> FrozenDict:
-    """Freeze `value` and check it against `schema`; `error` names the property at fault.
-
-    The size is checked first, with a walk bounded by `max_bytes`, so an oversized input is
-    refused before any copy or schema work can stall the event loop; `size_checked` says the
-    caller already walked this very value against the same limit.
-
-    Raises:
-        MnemonError: of class `error`, for oversized, non-JSON, non-object or schema-breaking
-            input.
-    """
-    if not size_checked and json_size_exceeds(value, max_bytes):
-        raise error(  # type: ignore[call-arg]
-            f"{subject}: larger than {max_bytes} bytes of JSON (the host's max_input_bytes)",
-            code="input-too-large",
-        )
-    try:
-        frozen = freeze_json({} if value is None else value, what=subject)
-    except JsonValueError as exc:
-        raise error(str(exc), code="invalid-input") from None  # type: ignore[call-arg]
-    if not isinstance(frozen, FrozenDict):
-        raise error(f"{subject}: must be a JSON object", code="invalid-input")  # type: ignore[call-arg]
-    problems = input_problems(schema, frozen)
-    if problems:
-        raise error(f"{subject}: {'; '.join(problems)}", code="invalid-input")  # type: ignore[call-arg]
-    return frozen
+__all__ = ["TurnExecution"]
 
 
 class _Reader:
@@ -356,9 +316,7 @@ class TurnExecution:
                 create_turn = self._pinned.strategy.create_turn
                 assert create_turn is not None
                 try:
-                    policy = create_turn(self._pinned.view)
-                    if inspect.isawaitable(policy):
-                        policy = await policy
+                    policy = await awaited(create_turn(self._pinned.view))
                 except Exception as exc:
                     raise RouteError(
                         "the Strategy's create_turn() failed", code="policy-failed"
@@ -467,9 +425,7 @@ class TurnExecution:
         lease = pinned.generation.lease()
         try:
             # asked on every execution: an earlier yes authorizes nothing now
-            decision = authorize(offer)
-            if inspect.isawaitable(decision):
-                decision = await decision
+            decision = await awaited(authorize(offer))
             if not decision:
                 raise ActionError(
                     f"offer {offer_id!r} is not currently authorized", code="not-authorized"
@@ -558,22 +514,3 @@ def _receipt(
         idempotency_key=request.idempotency_key,
         detail=dict(detail or {}),
     )
-
-
-def source_failure(
-    where: str, failure: BaseException, error: type[_CodedError], **extra: Any
-) -> NoReturn:
-    """Raise `error` for a Source's failure without copying its text (only a SourceError code)."""
-    if isinstance(failure, SourceError):
-        raise error(
-            f"{where} failed ({failure.code})",
-            code=failure.code,
-            retryable=failure.retryable,
-            kind=failure.kind,
-            retry_after=failure.retry_after,
-            origin_code=failure.origin_code,
-            **extra,
-        ) from failure
-    _log.warning("%s failed", where)
-    _log.debug("%s failure", where, exc_info=failure)
-    raise error(f"{where} failed", code="source-failed", **extra) from None

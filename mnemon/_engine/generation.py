@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import anyio
 
+from .._awaited import awaited
 from .._definitions import SourceDefinition, StrategyDefinition, ViewExtensionDefinition
 from .._embedding import EmbedderDefinition, Embedding
 from .._errors import CompositionRejected, CompositionUnavailable, DefinitionError, SourceError
@@ -427,9 +428,7 @@ async def dispose_runtimes(
             timed_out = False
             try:
                 with anyio.fail_after(deadline):
-                    result = dispose()
-                    if inspect.isawaitable(result):
-                        await result
+                    await awaited(dispose())
             except TimeoutError:
                 timed_out = True
                 _log.warning("Memory Source %s dispose() timed out", slot.key)
@@ -458,9 +457,7 @@ async def dispose_embedders(slots: tuple[EmbedderSlot, ...], deadline: float) ->
                 continue
             try:
                 with anyio.fail_after(deadline):
-                    result = dispose()
-                    if inspect.isawaitable(result):
-                        await result
+                    await awaited(dispose())
             except TimeoutError:
                 _log.warning("embedder %s dispose() timed out", slot.key)
             except Exception:
@@ -485,9 +482,7 @@ async def _create_embedders(
             definition = item.definition
             assert isinstance(definition, EmbedderDefinition)
             try:
-                runtime = definition.create(item.configuration)
-                if inspect.isawaitable(runtime):
-                    runtime = await runtime
+                runtime = await awaited(definition.create(item.configuration))
             except Exception as exc:
                 raise CompositionRejected(f"embedder {item.instance_key} factory failed") from exc
             slots.append(EmbedderSlot(item.instance_key, runtime))
@@ -600,9 +595,7 @@ async def _create_runtimes(
                 telemetry=SourceTelemetry(observers, source.manifest.type_id),
             )
             try:
-                runtime = definition.create(init)
-                if inspect.isawaitable(runtime):
-                    runtime = await runtime
+                runtime = await awaited(definition.create(init))
             except Exception as exc:
                 raise CompositionRejected(f"Memory Source {source.key} factory failed") from exc
             needed = list(_REQUIRED_METHODS)

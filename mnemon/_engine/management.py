@@ -15,8 +15,7 @@ from .._models import (
     management_operations,
     validate_model,
 )
-from .compose import checked_facts
-from .execution import checked_input, source_failure
+from .checks import checked_facts, checked_input, source_failure
 from .generation import Generation
 from .reads import call_source
 from .records import checked_record_output

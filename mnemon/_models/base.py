@@ -154,6 +154,7 @@ class WireModel(BaseModel):
         return type(self).model_validate(values)
 
 
+# the core's only way past pydantic's validation (`from_checked`); nothing else sets these
 _set = object.__setattr__
 
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -50,6 +48,7 @@ from mnemon import (
     source_data_directory,
     truncate_text,
 )
+from mnemon.storage import private_folder, write_atomically
 
 PACKAGE = "mnemon-example-notes"
 MAX_NOTES_CHARACTERS = 200_000
@@ -148,33 +147,23 @@ def _read(path: Path) -> str:
         return ""
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+def _write(path: Path, text: str, private: bool) -> None:
+    if private:
+        private_folder(path.parent)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    # a reader sees the old notes or the new ones, never a mix, even after a crash
+    write_atomically(path, text.encode("utf-8"))
 
 
-def _append(path: Path, line: str) -> str:
+def _append(path: Path, line: str, private: bool) -> str:
     text = _read(path)
     if text and not text.endswith("\n"):
         text += "\n"
     text += f"- {line}\n"
     if len(text) > MAX_NOTES_CHARACTERS:
         raise SourceError("invalid_payload", "the notes would exceed their size limit")
-    _write_atomically(path, text)
+    _write(path, text, private)
     return text
 
 
@@ -185,6 +174,8 @@ class NotesSource:
         self._key = key
         self._folder = folder
         self._shared = path
+        # the entry's own folder is made private; the folder of a file the user named is theirs
+        self._private = path is None
         # writes of this instance are serialized, so a fenced replace checks and writes at once
         self._write_lock = anyio.Lock()
 
@@ -270,9 +261,9 @@ class NotesSource:
             check_memory_text(text, max_characters=MAX_NOTE_CHARACTERS, single_line=True)
         async with self._write_lock:
             if request.offer.action_id == "add":
-                text = await run_blocking(_append, path, text)
+                text = await run_blocking(_append, path, text, self._private)
             else:
-                await run_blocking(_write_atomically, path, text)
+                await run_blocking(_write, path, text, self._private)
         return create_mutation_receipt(
             request,
             completion="committed",
@@ -299,7 +290,7 @@ class NotesSource:
                     f"not {request.expected_revision}"
                 )
             text = request.input["text"]
-            await run_blocking(_write_atomically, self._path(request.scope), text)
+            await run_blocking(_write, self._path(request.scope), text, self._private)
         revision = _revision(text)
         return ManagementResult(
             source_key=self._key,

@@ -171,3 +171,40 @@ async def test_add_appends_exactly_one_line(tmp_path: Path) -> None:
         await turn.release()
     assert receipt.completion == "committed"
     assert path.read_text(encoding="utf-8") == "- kept\n- one line, with - dashes\n"
+
+
+def files_under(folder: Path) -> list[Path]:
+    return [path for path in folder.rglob("*") if path.is_file()]
+
+
+async def test_partitioned_notes_are_kept_private(tmp_path: Path) -> None:
+    async with MemoryCompositionRunner() as runner:
+        await runner.mount(notes, instance_id="notes", config={"data_dir": str(tmp_path)})
+        await runner.mount(focus, instance_id="focus", config={"source_keys": ["source:notes"]})
+        turn = await runner.begin_turn({"scope": {"user_id": "ada"}})
+        receipt = await turn.execute_action(
+            "source:notes/add", {"text": "tea, no sugar"}, lambda offer: True
+        )
+        await turn.release()
+    assert receipt.completion == "committed"
+    [written] = files_under(tmp_path)
+    assert written.read_text(encoding="utf-8") == "- tea, no sugar\n"
+    assert written.stat().st_mode & 0o777 == 0o600
+    assert written.parent.stat().st_mode & 0o777 == 0o700
+
+
+async def test_a_link_where_the_notes_file_belongs_is_not_followed(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere.md"
+    target.write_text("- not yours\n", encoding="utf-8")
+    path = tmp_path / "notes.md"
+    path.symlink_to(target)
+    async with MemoryCompositionRunner() as runner:
+        await open_notes(runner, path)
+        turn = await runner.begin_turn()
+        with pytest.raises(ActionError) as refused:
+            await turn.execute_action("source:notes/replace", {"text": "new"}, lambda offer: True)
+        await turn.release()
+    assert "(unsafe-path)" in str(refused.value)
+    assert "not yours" not in str(refused.value)
+    assert target.read_text(encoding="utf-8") == "- not yours\n"
+    assert path.is_symlink()

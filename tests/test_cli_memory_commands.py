@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_cli import MNEMON, environment, mnemon, start
-from tests.test_cli_manager import run, third_party
+from tests.test_cli_json_and_diagnostics import run, third_party
 
 ADA = ("--user", "ada", "--workspace", "billing")
 
