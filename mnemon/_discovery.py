@@ -3,12 +3,12 @@
 Places, highest priority first: bundled (inside the core package, or an installed
 distribution whose manifest says `bundled = true`: the first-party plugins), user
 (`$MNEMON_HOME/plugins/<dir>/`), project (`.mnemon/plugins/<dir>/` next to the profile) and
-installed distributions (entry-point group `mnemon.plugins`). Raven's `raven-plugin.toml` is read
-too, in the same folders and from distributions of Raven's own group (`raven.plugins`): its
-memory backends are hosted by the Raven adapter Source (`mnemon-source-raven`), which finds
-them here by name, and they are `unsupported` while that distribution is not installed.
+installed distributions (entry-point group `mnemon.plugins`). Manifests of other plugin formats
+are read too, by the reader an installed distribution registers for their file name
+(`mnemon.manifest_readers`), in the same folders and from the entry-point groups the reader
+names; their contributions are hosted by a mnemon plugin, which finds them here by name.
 Plugin code is imported only by `DiscoveredPlugin.load` (a profile activates the plugin) or
-`DiscoveredPlugin.load_object` (a Source names a contribution).
+`DiscoveredPlugin.load_object` (a Source names a contribution); discovery imports the readers.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import importlib.metadata
 import importlib.util
 import sys
 import tomllib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
@@ -39,26 +39,21 @@ from ._versions import RangeError, parse_range, parse_version
 __all__ = [
     "ENTRY_POINT_GROUP",
     "MANIFEST_FILE",
-    "RAVEN_ENTRY_POINT_GROUP",
-    "RAVEN_MANIFEST_FILE",
+    "READER_GROUP",
     "ContributedEntry",
     "DiscoveredPlugin",
     "Discovery",
     "PluginManifest",
     "core_version",
     "discover_plugins",
-    "raven_backends_hosted",
 ]
 
 ENTRY_POINT_GROUP = "mnemon.plugins"
-# Raven's own group: a Raven plugin distribution names its package there
-RAVEN_ENTRY_POINT_GROUP = "raven.plugins"
 MANIFEST_FILE = "mnemon-plugin.toml"
-RAVEN_MANIFEST_FILE = "raven-plugin.toml"
+# manifest file name -> the reader of that format (a callable: text -> manifest data)
+READER_GROUP = "mnemon.manifest_readers"
 CORE_DISTRIBUTION = "mnemon-runtime"
 BUNDLED_DIR = Path(__file__).resolve().parent / "_bundled"
-# the distribution that hosts Raven memory backends, found without importing it
-RAVEN_HOST_PACKAGE = "mnemon_source_raven"
 
 Origin = Literal["bundled", "user", "project", "entry-point"]
 Status = Literal["available", "active", "disabled", "shadowed", "broken", "unsupported"]
@@ -77,16 +72,9 @@ _Id = Annotated[str, StringConstraints(pattern=_ID, max_length=64, strict=True)]
 _Text = Annotated[str, StringConstraints(min_length=1, max_length=400, strict=True)]
 _Target = Annotated[str, StringConstraints(pattern=_TARGET, strict=True)]
 _Flag = Annotated[bool, Strict()]
+_Format = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{0,31}$", strict=True)]
 # a manifest is a few KB: a bigger file is refused before it is parsed, not after it fills memory
 MAX_MANIFEST_CHARACTERS = 1 << 20
-
-
-def raven_backends_hosted() -> bool:
-    """Whether Raven memory backends can be hosted: `mnemon-source-raven` is installed."""
-    try:
-        return importlib.util.find_spec(RAVEN_HOST_PACKAGE) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def core_version() -> str:
@@ -132,8 +120,8 @@ def _checked_schema(value: Any) -> Any:
 class HostedContributions(_Model):
     """What an entry hosts of another plugin format: the key of its configuration naming one."""
 
-    format: Literal["raven"]
-    """The manifest format whose contributions it hosts (`raven`: memory backends)."""
+    format: _Format
+    """The manifest format whose contributions it hosts (as its reader names it)."""
     key: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$", strict=True)]
     """The configuration key whose value is a contribution's name (or its factory)."""
 
@@ -168,59 +156,62 @@ class _MnemonPlugin(_Model):
     contributes: _Contributes = _Contributes()
 
 
-class _RavenBackend(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore", strict=False)
-    name: _Id
-    factory: _Target
-
-
-class _RavenContributes(BaseModel):
-    # Raven has more contribution kinds; those mnemon does not host are ignored
-    model_config = ConfigDict(frozen=True, extra="ignore", strict=False)
-    memory_backends: tuple[_RavenBackend, ...] = ()
-
-
-class _RavenPlugin(BaseModel):
-    # Raven's minimal manifest: `id`, `version`, `bundled` and the memory backends
-    model_config = ConfigDict(frozen=True, extra="ignore", strict=False)
-    id: _Id
-    version: _Text
-    display_name: _Text | None = None
-    raven: _Text | None = None
-    description: str = ""
-    bundled: _Flag = False
-    enabled_by_default: _Flag = True
-    config_schema: Any = None
-    contributes: _RavenContributes = _RavenContributes()
-
-    _schema = _field_validator("config_schema", mode="before")(
-        lambda value: None if value is None else _checked_schema(value)
-    )
-
-
 class _MnemonFile(_Model):
     plugin: _MnemonPlugin
 
 
-class _RavenFile(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore", strict=False)
-    plugin: _RavenPlugin
+class HostedBy(_Model):
+    """Who hosts the contributions of a foreign manifest: a mnemon plugin's entry, by name."""
+
+    plugin: _Id
+    """The mnemon plugin whose entry runs them (`raven`)."""
+    key: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$", strict=True)]
+    """The key of that entry's configuration naming a contribution (`backend`)."""
+    kind: _Text
+    """What a contribution is, for people (`memory backend`)."""
+    distribution: _Text
+    """The distribution to install to host them."""
+
+
+class _ForeignManifest(_Model):
+    """What a manifest reader returns: a foreign manifest in mnemon's terms."""
+
+    format: _Format
+    id: _Id
+    version: _Text
+    display_name: _Text
+    description: Annotated[str, StringConstraints(max_length=4000, strict=True)] = ""
+    requires: _Text | None = None
+    bundled: _Flag = False
+    enabled_by_default: _Flag = True
+    entries: tuple[ContributedEntry, ...] = ()
+    hosted_by: HostedBy | None = None
+
+    @_field_validator("format")
+    @classmethod
+    def _not_mnemon(cls, value: str) -> str:
+        if value == "mnemon":
+            raise ValueError("'mnemon' is the format of mnemon-plugin.toml, read by the core")
+        return value
 
 
 @dataclass(frozen=True, slots=True)
 class PluginManifest:
-    """A validated manifest: `mnemon-plugin.toml`, or Raven's `raven-plugin.toml`."""
+    """A validated manifest: `mnemon-plugin.toml`, or one of another format read by its reader."""
 
     id: str
     version: str
     display_name: str
     description: str
     requires: str | None
-    """The core versions it works with (`mnemon`), or Raven's own range (`raven`, optional)."""
+    """The core versions it works with (`mnemon`), or the range of its own format's host."""
     bundled: bool
     enabled_by_default: bool
     entries: tuple[ContributedEntry, ...]
-    format: Literal["mnemon", "raven"]
+    format: str
+    """`mnemon`, or the foreign format its reader names (`raven`)."""
+    hosted_by: HostedBy | None = None
+    """For a foreign format: the mnemon plugin that hosts its contributions."""
 
     def as_json(self) -> dict[str, Any]:
         """The manifest as JSON-safe data (what `mnemon plugins show --json` prints)."""
@@ -300,15 +291,19 @@ class DiscoveredPlugin:
             DefinitionError: no such contribution.
         """
         entry = self._usable_entry(name)
-        if self.manifest is not None and self.manifest.format == "raven":
+        if self.manifest is not None and self.manifest.format != "mnemon":
+            host = self.manifest.hosted_by
+            what = f"a {self.manifest.format} {host.kind if host else 'contribution'}"
+            if host is None:
+                raise InstallError(f"plugin {self.id!r}: {entry.name!r} is {what}, not mountable")
             if entry.unsupported:
                 raise InstallError(
-                    f"plugin {self.id!r}: {entry.name!r} is a Raven memory backend; hosting it "
-                    "needs mnemon-source-raven (unsupported)"
+                    f"plugin {self.id!r}: {entry.name!r} is {what}; hosting it needs "
+                    f"{host.distribution} (unsupported)"
                 )
             raise InstallError(
-                f"plugin {self.id!r}: {entry.name!r} is a Raven memory backend: mount the raven "
-                f"plugin with backend = {entry.name!r}"
+                f"plugin {self.id!r}: {entry.name!r} is {what}: mount the {host.plugin} plugin "
+                f"with {host.key} = {entry.name!r}"
             )
         plugin = self._imported(entry)
         if not callable(getattr(plugin, "apply", None)):
@@ -431,14 +426,63 @@ class Discovery:
         return Discovery(tuple(plugins))
 
 
-def _read_manifest(path: Path) -> tuple[PluginManifest | None, Problem | None, str | None]:
+class _Readers:
+    """The manifest readers installed distributions register, each imported when first needed.
+
+    An entry point of `mnemon.manifest_readers` is named for the manifest file it reads
+    (`raven-plugin.toml`) and names a callable: the file's text in, the manifest's data out (the
+    fields of `_ForeignManifest`). The callable may carry `entry_point_groups`: the groups whose
+    distributions name the package holding such a file, scanned as `mnemon.plugins` is.
+    """
+
+    def __init__(self) -> None:
+        self._points: dict[str, importlib.metadata.EntryPoint] = {}
+        for point in importlib.metadata.entry_points(group=READER_GROUP):
+            if point.name != MANIFEST_FILE:  # the core reads its own format
+                self._points.setdefault(point.name, point)
+        self._loaded: dict[str, Callable[[str], Any] | str] = {}
+
+    def names(self) -> tuple[str, ...]:
+        """The manifest file names discovery reads, `mnemon-plugin.toml` first."""
+        return (MANIFEST_FILE, *sorted(self._points))
+
+    def reader(self, name: str) -> Callable[[str], Any] | str:
+        """The reader of manifest file `name`, or why it cannot be used (naming its entry point)."""
+        if name not in self._loaded:
+            point = self._points[name]
+            where = f"its reader {point.value} ({_dist_name(point)})"
+            try:
+                value = point.load()
+            except Exception as exc:  # one broken reader breaks only the files it reads
+                self._loaded[name] = f"{where} failed to import ({type(exc).__name__})"
+            else:
+                self._loaded[name] = value if callable(value) else f"{where} is not callable"
+        return self._loaded[name]
+
+    def groups(self) -> Iterator[tuple[str, str]]:
+        """(entry-point group, manifest file name) of the groups the readers name."""
+        for name in sorted(self._points):
+            reader = self.reader(name)
+            groups = getattr(reader, "entry_point_groups", ()) if callable(reader) else ()
+            for group in groups if isinstance(groups, tuple | list) else ():
+                if isinstance(group, str) and group != ENTRY_POINT_GROUP:
+                    yield group, name
+
+
+def _dist_name(point: importlib.metadata.EntryPoint) -> str:
+    return point.dist.name if point.dist is not None else point.name
+
+
+def _read_manifest(
+    path: Path, readers: _Readers
+) -> tuple[PluginManifest | None, Problem | None, str | None]:
     """Parse and validate one manifest file; a problem code and detail instead when broken.
 
     A hostile file (nested past the parser's recursion, too big) is one broken plugin, never
     an exception that stops discovery of the others.
     """
     try:
-        return _parsed_manifest(path)
+        return _parsed_manifest(path, readers)
     except RecursionError:
         return None, "invalid-manifest", "nested too deeply to read"
     except MemoryError:
@@ -452,50 +496,79 @@ def _manifest_text(path: Path) -> str | None:
     return None if len(text) > MAX_MANIFEST_CHARACTERS else text
 
 
-def _parsed_manifest(path: Path) -> tuple[PluginManifest | None, Problem | None, str | None]:
+_Parsed = tuple[PluginManifest | None, Problem | None, str | None]
+
+
+def _parsed_manifest(path: Path, readers: _Readers) -> _Parsed:
     try:
         text = _manifest_text(path)
         if text is None:
             return None, "invalid-manifest", "larger than 1 MiB of text"
+        if path.name != MANIFEST_FILE:
+            return _checked(_foreign(path.name, text, readers))
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         return None, "invalid-toml", str(exc)
     except (OSError, UnicodeDecodeError) as exc:
         return None, "unreadable", type(exc).__name__
     try:
-        if path.name == RAVEN_MANIFEST_FILE:
-            raven = _RavenFile.model_validate(raw).plugin
-            hosted = raven_backends_hosted()
-            schema = raven.config_schema if raven.config_schema is not None else None
-            entries = tuple(
-                ContributedEntry(
-                    name=backend.name,
-                    plugin=backend.factory,
-                    config_schema=_thawed(schema) if schema is not None else {"type": "object"},
-                    unsupported=not hosted,
-                )
-                for backend in raven.contributes.memory_backends
-            )
-            manifest = PluginManifest(
-                raven.id, raven.version, raven.display_name or raven.id, raven.description,
-                raven.raven, raven.bundled, raven.enabled_by_default, entries, "raven",
-            )  # fmt: skip
-        else:
-            plugin = _MnemonFile.model_validate(raw).plugin
-            manifest = PluginManifest(
-                plugin.id, plugin.version, plugin.display_name, plugin.description,
-                plugin.mnemon, plugin.bundled, plugin.enabled_by_default,
-                plugin.contributes.entries, "mnemon",
-            )  # fmt: skip
+        plugin = _MnemonFile.model_validate(raw).plugin
     except ValidationError as exc:
-        error = exc.errors(include_url=False, include_input=False)[0]
-        key = ".".join(str(part) for part in error["loc"])
-        message = str(error["msg"]).removeprefix("Value error, ")
-        return None, "invalid-manifest", f"{key}: {message}"
+        return None, "invalid-manifest", _invalid(exc)
+    manifest = PluginManifest(
+        plugin.id, plugin.version, plugin.display_name, plugin.description,
+        plugin.mnemon, plugin.bundled, plugin.enabled_by_default,
+        plugin.contributes.entries, "mnemon",
+    )  # fmt: skip
+    return _checked((manifest, None, None))
+
+
+def _invalid(exc: ValidationError) -> str:
+    error = exc.errors(include_url=False, include_input=False)[0]
+    key = ".".join(str(part) for part in error["loc"])
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return f"{key}: {message}"
+
+
+def _foreign(name: str, text: str, readers: _Readers) -> _Parsed:
+    """A manifest of another format, read by the reader registered for its file name."""
+    reader = readers.reader(name)
+    if isinstance(reader, str):
+        return None, "unreadable", reader
+    try:
+        data = reader(text)
+    except ValidationError as exc:
+        return None, "invalid-manifest", _invalid(exc)
+    except (RecursionError, MemoryError):
+        raise
+    except DefinitionError as exc:  # the reader's own message, naming the key
+        return None, "invalid-manifest", str(exc)
+    except Exception as exc:
+        # its words may quote the file: only the exception's type (TOML says where it is)
+        detail = str(exc) if isinstance(exc, tomllib.TOMLDecodeError) else None
+        problem: Problem = "invalid-toml" if detail else "invalid-manifest"
+        return None, problem, detail or f"its reader failed ({type(exc).__name__})"
+    try:
+        foreign = _ForeignManifest.model_validate(data)
+    except ValidationError as exc:
+        return None, "invalid-manifest", _invalid(exc)
+    manifest = PluginManifest(
+        foreign.id, foreign.version, foreign.display_name, foreign.description,
+        foreign.requires, foreign.bundled, foreign.enabled_by_default, foreign.entries,
+        foreign.format, foreign.hosted_by,
+    )  # fmt: skip
+    return manifest, None, None
+
+
+def _checked(parsed: _Parsed) -> _Parsed:
+    """The rules every manifest follows, and those of mnemon's own format."""
+    manifest = parsed[0]
+    if manifest is None:
+        return parsed
     try:
         parse_version(manifest.version)
     except RangeError:
-        if manifest.format == "mnemon":  # Raven takes any version text
+        if manifest.format == "mnemon":  # another format may take any version text
             return None, "invalid-manifest", "plugin.version: not a SemVer 2.0.0 version"
     names = [entry.name for entry in manifest.entries]
     if len(set(names)) != len(names):
@@ -515,9 +588,15 @@ def _parsed_manifest(path: Path) -> tuple[PluginManifest | None, Problem | None,
 
 
 def _found(
-    path: Path, origin: Origin, *, import_root: Path | None, fallback_id: str, dist: str | None
+    path: Path,
+    origin: Origin,
+    readers: _Readers,
+    *,
+    import_root: Path | None,
+    fallback_id: str,
+    dist: str | None,
 ) -> DiscoveredPlugin:
-    manifest, problem, detail = _read_manifest(path)
+    manifest, problem, detail = _read_manifest(path, readers)
     if origin == "entry-point" and manifest is not None and manifest.bundled:
         # an installed distribution released with the core (the first-party plugins) ranks
         # as bundled; a drop-in folder's claim is not honoured, so none can shadow it by
@@ -525,10 +604,10 @@ def _found(
         origin = "bundled"
     status: Status = "broken" if problem else "available"
     if manifest is not None and not problem:
-        if manifest.format == "raven" and (
+        if manifest.format != "mnemon" and (
             not manifest.entries or any(entry.unsupported for entry in manifest.entries)
         ):
-            # nothing here mnemon can host: no memory backend, or no Raven adapter installed
+            # nothing here mnemon can host: no contribution, or its host is not installed
             status = "unsupported"
         elif not manifest.enabled_by_default:
             status = "disabled"
@@ -545,31 +624,36 @@ def _found(
     )
 
 
-def _manifest_in(folder: Path) -> Path | None:
-    for name in (MANIFEST_FILE, RAVEN_MANIFEST_FILE):
+def _manifest_in(folder: Path, names: tuple[str, ...]) -> Path | None:
+    for name in names:
         if (folder / name).is_file():
             return folder / name
     return None
 
 
-def _folder_plugins(root: Path | None, origin: Origin) -> Iterable[DiscoveredPlugin]:
+def _folder_plugins(
+    root: Path | None, origin: Origin, readers: _Readers
+) -> Iterable[DiscoveredPlugin]:
     if root is None or not root.is_dir():
         return
+    names = readers.names()
     for folder in sorted(root.iterdir()):
-        manifest = _manifest_in(folder) if folder.is_dir() else None
+        manifest = _manifest_in(folder, names) if folder.is_dir() else None
         if manifest is not None:
-            yield _found(manifest, origin, import_root=folder, fallback_id=folder.name, dist=None)
+            yield _found(
+                manifest, origin, readers, import_root=folder, fallback_id=folder.name, dist=None
+            )
 
 
-def _entry_point_plugins() -> Iterable[DiscoveredPlugin]:
+def _entry_point_plugins(readers: _Readers) -> Iterable[DiscoveredPlugin]:
     seen: set[tuple[str, str]] = set()
-    groups = ((ENTRY_POINT_GROUP, (MANIFEST_FILE, RAVEN_MANIFEST_FILE)),
-              (RAVEN_ENTRY_POINT_GROUP, (RAVEN_MANIFEST_FILE,)))  # fmt: skip
+    groups = [(ENTRY_POINT_GROUP, readers.names())]
+    groups += [(group, (name,)) for group, name in readers.groups()]
     for group, names in groups:
         for point in importlib.metadata.entry_points(group=group):
-            dist = point.dist.name if point.dist is not None else point.name
-            # mnemon's group names a module (its top-level package holds the manifest);
-            # Raven's names the package holding `raven-plugin.toml`, as Raven reads it
+            dist = _dist_name(point)
+            # mnemon's group names a module (its top-level package holds the manifest); a
+            # reader's group names the package holding its manifest file
             value = point.value.partition(":")[0].strip()
             package = value.split(".")[0] if group == ENTRY_POINT_GROUP else value
             if (dist, package) in seen:
@@ -578,7 +662,12 @@ def _entry_point_plugins() -> Iterable[DiscoveredPlugin]:
             manifest = _packaged_manifest(point.dist, package, names)
             if manifest is not None:
                 yield _found(
-                    manifest, "entry-point", import_root=None, fallback_id=point.name, dist=dist
+                    manifest,
+                    "entry-point",
+                    readers,
+                    import_root=None,
+                    fallback_id=point.name,
+                    dist=dist,
                 )
             else:
                 yield DiscoveredPlugin(
@@ -640,8 +729,8 @@ def discover_plugins(
         project_dir: the project's folder (the profile's); `.mnemon/plugins/` in it is read.
         user_dir: the user's drop-in folder (default `$MNEMON_HOME/plugins`).
         bundled_dir: the bundled plugins' folder (default: inside the core package).
-        entry_points: whether installed distributions (`mnemon.plugins`, and Raven's
-            `raven.plugins`) are read.
+        entry_points: whether installed distributions (`mnemon.plugins`, and the groups the
+            manifest readers name) are read. The readers themselves are always used.
 
     Returns:
         Every manifest found, sorted by id; for one id found in several places the highest
@@ -649,13 +738,18 @@ def discover_plugins(
         says `bundled = true` ranks as bundled. A broken manifest is listed with its problem
         and hides nothing else.
     """
+    readers = _Readers()
     found: list[DiscoveredPlugin] = [
-        *_folder_plugins(bundled_dir if bundled_dir is not None else BUNDLED_DIR, "bundled"),
-        *_folder_plugins(user_dir if user_dir is not None else _user_dir(), "user"),
         *_folder_plugins(
-            project_dir / ".mnemon" / "plugins" if project_dir is not None else None, "project"
+            bundled_dir if bundled_dir is not None else BUNDLED_DIR, "bundled", readers
         ),
-        *(_entry_point_plugins() if entry_points else ()),
+        *_folder_plugins(user_dir if user_dir is not None else _user_dir(), "user", readers),
+        *_folder_plugins(
+            project_dir / ".mnemon" / "plugins" if project_dir is not None else None,
+            "project",
+            readers,
+        ),
+        *(_entry_point_plugins(readers) if entry_points else ()),
     ]
     # stable: within one id, places keep their priority order
     found.sort(key=lambda plugin: (plugin.id, ORIGINS.index(plugin.origin)))

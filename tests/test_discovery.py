@@ -671,25 +671,43 @@ async def test_a_plugin_that_raises_on_import_is_listed_and_imported_only_when_a
     assert SECRET not in str(caught.value)
 
 
-def fake_distribution(site: Path, *, module_body: str, plugin_id: str = "installed.one") -> None:
-    """An installed distribution as a wheel leaves it: dist-info with RECORD and entry points."""
-    package = site / "fake_installed"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text(module_body, encoding="utf-8")
-    (package / "mnemon-plugin.toml").write_text(
-        manifest(plugin_id, target="fake_installed:plugin"), encoding="utf-8"
+def fake_distribution(
+    site: Path,
+    *,
+    module_body: str,
+    plugin_id: str = "installed.one",
+    package: str = "fake_installed",
+    entry_points: str | None = None,
+    summary: str | None = None,
+) -> None:
+    """An installed distribution as a wheel leaves it: dist-info with RECORD and entry points.
+
+    `entry_points` replaces the `entry_points.txt` text (default: the package in
+    `mnemon.plugins`); `summary` is its metadata's one-line summary.
+    """
+    package_dir = site / package
+    package_dir.mkdir(parents=True)
+    (package_dir / "__init__.py").write_text(module_body, encoding="utf-8")
+    (package_dir / "mnemon-plugin.toml").write_text(
+        manifest(plugin_id, target=f"{package}:plugin"), encoding="utf-8"
     )
-    info = site / "fake_installed-1.2.3.dist-info"
+    name = package.replace("_", "-")
+    info = site / f"{package}-1.2.3.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: fake-installed\nVersion: 1.2.3\n", encoding="utf-8"
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.2.3\n"
+        + (f"Summary: {summary}\n" if summary else ""),
+        encoding="utf-8",
     )
     (info / "entry_points.txt").write_text(
-        "[mnemon.plugins]\ninstalled-one = fake_installed\n", encoding="utf-8"
+        entry_points
+        if entry_points is not None
+        else f"[mnemon.plugins]\ninstalled-one = {package}\n",
+        encoding="utf-8",
     )
     (info / "RECORD").write_text(
-        "fake_installed/__init__.py,,\nfake_installed/mnemon-plugin.toml,,\n"
-        "fake_installed-1.2.3.dist-info/METADATA,,\n",
+        f"{package}/__init__.py,,\n{package}/mnemon-plugin.toml,,\n"
+        f"{package}-1.2.3.dist-info/METADATA,,\n",
         encoding="utf-8",
     )
 

@@ -100,7 +100,8 @@ def test_a_plugin_ships_a_manifest_matching_its_distribution(pyproject: Path) ->
     data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     project = data["project"]
     [(name, module)] = project["entry-points"]["mnemon.plugins"].items()
-    [package] = data["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"]
+    # the plugin's package first (mnemon-source-raven also ships its manifest reader)
+    package = data["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"][0]
     manifest = tomllib.loads((pyproject.parent / package / "mnemon-plugin.toml").read_text("utf-8"))
     plugin = manifest["plugin"]
     assert plugin["id"] == name, "the manifest id is the entry point's name"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import importlib
 import logging
 import sys
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from .._host import MemoryHost, MemoryTurn
 from .._models import ActionOffer, Evidence, MutationReceipt, Scope, View, ViewRoute
 from .._profile import PROFILE_FILE, Profile
 from .._text import visible_text
+from ._installed import InstalledCommands
 from ._manage import register as register_management
 from ._operations import manage
 from ._options import (
@@ -100,7 +100,7 @@ def _debug(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
     return value
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=InstalledCommands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--profile",
     "-p",
@@ -124,7 +124,10 @@ def _debug(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
 @click.version_option(__version__, "--version", "-V", prog_name="mnemon")
 @click.pass_context
 def cli(ctx: click.Context, profile: Path | None, no_color: bool) -> None:
-    """mnemon: composable, bounded, pinned memory Views for LLM agents."""
+    """mnemon: composable, bounded, pinned memory Views for LLM agents.
+
+    Installed distributions may add commands of their own (listed below with theirs).
+    """
     working_folder()  # every relative path (the profile, the demo folder, a file) starts there
     state = ctx.ensure_object(dict)
     state["profile"] = profile
@@ -625,49 +628,6 @@ def demo(ctx: click.Context, directory: Path, force: bool, as_json: bool) -> Non
     recalled = run(functools.partial(run_demo, profile, printer))
     if as_json:
         echo_json({"profile": shown_path(profile, name_if_outside=True), "recalled": recalled})
-
-
-# ---------------------------------------------------------------------- mcp
-
-
-@cli.command(
-    context_settings={"ignore_unknown_options": True, "help_option_names": []},
-    add_help_option=False,
-)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-@click.pass_context
-def mcp(ctx: click.Context, args: tuple[str, ...]) -> None:
-    """Serve memory to MCP clients (stdio, or --http); needs mnemon-runtime-mcp."""
-    try:  # a separate distribution: its SDK is too heavy for the core
-        server = importlib.import_module("mnemon_mcp")
-    except ModuleNotFoundError as exc:
-        if exc.name != "mnemon_mcp":
-            raise
-        raise click.ClickException(
-            "mnemon mcp needs the MCP server, which is not installed: "
-            "pip install mnemon-runtime-mcp"
-        ) from None
-    server.command.main(args=list(args), prog_name="mnemon mcp", obj=ctx.obj)
-
-
-@cli.command(
-    context_settings={"ignore_unknown_options": True, "help_option_names": []},
-    add_help_option=False,
-)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-@click.pass_context
-def plugin(ctx: click.Context, args: tuple[str, ...]) -> None:
-    """Inspect and certify remote Source plugins and Quivr rankers; needs mnemon-remote."""
-    try:  # a separate distribution: its HTTP stack is too heavy for the core
-        remote = importlib.import_module("mnemon_remote")
-    except ModuleNotFoundError as exc:
-        if exc.name != "mnemon_remote":
-            raise
-        raise click.ClickException(
-            "mnemon plugin needs the remote plugin protocol, which is not installed: "
-            "pip install mnemon-remote"
-        ) from None
-    remote.plugin_command.main(args=list(args), prog_name="mnemon plugin", obj=ctx.obj)
 
 
 register_management(cli)

@@ -121,10 +121,14 @@ def show(ctx: click.Context, plugin_id: str, as_json: bool) -> None:
     printer.field("description", manifest.description)
     printer.field("requires", f"{manifest.format} {manifest.requires or '(any version)'}")
     for entry in manifest.as_json()["entries"]:
-        if manifest.format == "raven":
-            # a Raven memory backend is used by name in a raven entry, not mounted itself
-            how = "" if entry["supported"] else " (unsupported: install mnemon-source-raven)"
-            what = f"memory backend {entry['name']!r} from {entry['plugin']}{how}"
+        host = manifest.hosted_by
+        if manifest.format != "mnemon":
+            # another format's contribution is used by name in its host's entry, not mounted
+            kind = host.kind if host is not None else f"{manifest.format} contribution"
+            how = ""
+            if not entry["supported"]:
+                how = f" (unsupported: install {host.distribution})" if host else " (unsupported)"
+            what = f"{kind} {entry['name']!r} from {entry['plugin']}{how}"
         else:
             what = f"entry {entry['name']!r} from {entry['plugin']}"
         printer.field("provides", what)

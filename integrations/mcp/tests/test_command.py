@@ -74,6 +74,20 @@ async def test_stdio_end_to_end(profile: Path) -> None:
     assert TEA in text_of(found)
 
 
+def test_mnemon_mcp_is_this_distributions_verb_found_by_entry_point() -> None:
+    from mnemon._cli._commands import cli
+
+    with cli.make_context("mnemon", ["mcp"]) as context:
+        assert cli.get_command(context, "mcp") is command
+    listed = CliRunner().invoke(cli, ["--help"])
+    assert listed.exit_code == 0
+    assert "  mcp " in listed.output
+    helped = CliRunner().invoke(cli, ["mcp", "--help"], prog_name="mnemon")
+    assert helped.exit_code == 0
+    assert "Usage: mnemon mcp [OPTIONS]" in helped.output
+    assert "--allow-writes" in helped.output
+
+
 def test_a_missing_user_is_a_usage_error(profile: Path) -> None:
     done = CliRunner().invoke(command, ["-p", str(profile)])
     assert done.exit_code == 2

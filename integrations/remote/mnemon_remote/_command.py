@@ -1,9 +1,11 @@
 """`mnemon plugin inspect|test|dev`: the contract runner on the command line.
 
 A manifest is judged by its content, not its file name: a folder names its manifest by the
-usual name (`mnemon-source.yaml` or `quivr-plugin.yaml`), a file may be called anything. A
-mnemon remote manifest declares a `source`; a Quivr manifest declares `contributions` and is
-judged by the runner `mnemon-strategy-quivr` registers in `mnemon.contract_runners`.
+usual name (`mnemon-source.yaml`, or the one a contract runner names), a file may be called
+anything. A mnemon remote manifest declares a `source`; a manifest of another contract is judged
+by the runner that claims it, found among every runner of the `mnemon.contract_runners` entry
+points: each says which manifest file it judges (`manifest_name`) and which content
+(`judges(document)`, given the file's top-level mapping).
 
 Exit codes: 0 valid (inspect) or certified (test), 1 invalid or not certified, 2 usage error.
 The human report goes to stdout, the plugin's own output to stderr.
@@ -15,6 +17,7 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -32,11 +35,12 @@ from ._runner import certify
 
 __all__ = ["plugin_command"]
 
-# a Quivr retrieval plugin is certified by the runner mnemon-strategy-quivr brings, found by
-# its entry point: one plugin distribution never imports another
-QUIVR_MANIFEST = "quivr-plugin.yaml"
-QUIVR_DISTRIBUTION = "mnemon-strategy-quivr"
+# the runners other distributions bring, found by entry point: one plugin distribution never
+# imports another
 RUNNERS = "mnemon.contract_runners"
+# contracts whose runner another distribution brings, named so a missing one can be installed;
+# a hint only: the installed runners are what judges
+WELL_KNOWN = {"quivr-plugin.yaml": ("contributions", "mnemon-strategy-quivr")}
 # a manifest is read whole to tell its kind; no manifest is anywhere near this
 MAX_MANIFEST_BYTES = 1_048_576
 
@@ -45,10 +49,10 @@ class _CannotJudge(click.ClickException):
     exit_code = 2  # a usage error, not a verdict on the plugin
 
 
-def _declares(path: Path) -> str | None:
-    """`source` or `contributions`, whichever the manifest file declares at its top, or None.
+def _document(path: Path) -> Mapping[str, Any] | None:
+    """The manifest file's top-level mapping, or None when it cannot be read as one.
 
-    None when it declares neither, or cannot be read as YAML: its inspector says why.
+    None when it cannot be read as YAML, or is not a mapping: its inspector says why.
     """
     try:
         with path.open("rb") as file:
@@ -56,39 +60,79 @@ def _declares(path: Path) -> str | None:
         value = parse_yaml(raw.decode("utf-8")) if len(raw) <= MAX_MANIFEST_BYTES else None
     except (OSError, UnicodeDecodeError, DefinitionError):
         return None
-    if not isinstance(value, dict):
-        return None
-    if "source" in value:
-        return "source"
-    if "contributions" in value:
-        return "contributions"
+    return value if isinstance(value, Mapping) else None
+
+
+def _installed_runners() -> list[Any]:
+    """Every runner of the group with the shape this command drives; a broken one is skipped."""
+    runners = []
+    for entry in metadata.entry_points(group=RUNNERS):
+        try:
+            runner = entry.load()
+        except Exception:  # a broken distribution must not stop the others from judging
+            continue
+        if isinstance(getattr(runner, "manifest_name", None), str) and all(
+            callable(getattr(runner, name, None)) for name in ("inspect", "certify", "develop")
+        ):
+            runners.append(runner)
+    return runners
+
+
+def _claims(runner: Any, document: Mapping[str, Any]) -> bool:
+    judges = getattr(runner, "judges", None)
+    try:
+        return bool(judges(document)) if callable(judges) else False
+    except Exception:  # a predicate that fails claims nothing
+        return False
+
+
+def _runner_for(path: Path) -> Any | None:
+    """The installed runner that judges `path` (a folder, or a manifest file), or None.
+
+    None: a mnemon remote manifest, judged by this distribution itself.
+
+    Raises:
+        _CannotJudge: the folder holds the manifests of two contracts, or the manifest is of a
+            contract whose runner is not installed.
+    """
+    runners = _installed_runners()
+    if path.is_dir():
+        others = sorted(({r.manifest_name for r in runners} | set(WELL_KNOWN)) - {MANIFEST_NAME})
+        present = [name for name in (MANIFEST_NAME, *others) if (path / name).is_file()]
+        if len(present) > 1:
+            raise _CannotJudge(f"the folder holds both {' and '.join(present)}: name one of them")
+        if not present or present == [MANIFEST_NAME]:
+            return None
+        return _named(runners, present[0], path)
+    document = _document(path)
+    if document is not None:
+        if "source" in document:
+            return None
+        for runner in runners:
+            if _claims(runner, document):
+                return runner
+        for name, (key, _) in WELL_KNOWN.items():
+            if key in document:
+                return _missing(name, path)
+    # a file that says nothing of any contract goes by its name, and its inspector says what
+    # is wrong
+    if path.name in {r.manifest_name for r in runners} | set(WELL_KNOWN):
+        return _named(runners, path.name, path)
     return None
 
 
-def _is_quivr(path: Path) -> bool:
-    """Whether `path` is, or is the folder of, a Quivr manifest (judged by content)."""
-    if path.is_dir():
-        if not (path / QUIVR_MANIFEST).is_file():
-            return False
-        if (path / MANIFEST_NAME).is_file():
-            raise _CannotJudge(
-                f"the folder holds both {MANIFEST_NAME} and {QUIVR_MANIFEST}: name one of them"
-            )
-        return True
-    declared = _declares(path)
-    # a file that says nothing of either goes by its name, and its inspector says what is wrong
-    return declared == "contributions" or (declared is None and path.name == QUIVR_MANIFEST)
+def _named(runners: list[Any], name: str, path: Path) -> Any:
+    for runner in runners:
+        if runner.manifest_name == name:
+            return runner
+    return _missing(name, path)
 
 
-def _quivr_runner(path: Path) -> Any | None:
-    """The Quivr-compat runner when `path` is or holds a Quivr manifest, else None."""
-    if not _is_quivr(path):
-        return None
-    for entry in metadata.entry_points(group=RUNNERS, name="quivr"):
-        return entry.load()
+def _missing(name: str, path: Path) -> Any:
+    distribution = WELL_KNOWN[name][1]
     raise _CannotJudge(
-        f"{path.name} is a Quivr plugin manifest; judging it needs {QUIVR_DISTRIBUTION}, "
-        f"which is not installed: pip install {QUIVR_DISTRIBUTION}"
+        f"{path.name} is a {name} manifest; judging it needs {distribution}, "
+        f"which is not installed: pip install {distribution}"
     )
 
 
@@ -106,7 +150,7 @@ def inspect_plugin(as_json: bool, directory: Path) -> None:
     The file may have any name: a Quivr manifest (it declares contributions) is judged by
     Quivr's contract and lists which of its Contributions mnemon hosts.
     """
-    runner = _quivr_runner(directory)
+    runner = _runner_for(directory)
     if runner is not None:
         _show_inspection(runner.inspect(directory), as_json)
     report = inspect_manifest(directory)
@@ -200,7 +244,7 @@ def test_plugin(
     if endpoint is not None and not endpoint.startswith(("http://", "https://")):
         raise click.BadParameter("must be an http(s) URL", param_hint="--endpoint")
     directory = directory.absolute()  # `mnemon plugin test .` names the folder it runs in
-    runner = _quivr_runner(directory)
+    runner = _runner_for(directory)
     options: dict[str, Any] = {}
     if runner is None and endpoint is not None:
         token = os.environ.get(token_env)
@@ -286,7 +330,7 @@ def dev_plugin(
     aside); Ctrl-C or SIGTERM stops it: SIGTERM to the plugin's group, SIGKILL after 5 s.
     """
     directory = directory.absolute()
-    runner = _quivr_runner(directory)
+    runner = _runner_for(directory)
     session: DevelopmentSession
     if runner is not None:
         session = runner.develop(

@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 from click.testing import CliRunner
 from mnemon_remote._report import report_validator
@@ -39,13 +38,19 @@ def _mnemon(
     )
 
 
-def test_without_mnemon_remote_the_command_says_how_to_install_it(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setitem(sys.modules, "mnemon_remote", None)  # as if it were not installed
-    result = CliRunner().invoke(cli, ["plugin", "inspect", str(PLUGINS / "notes")])
-    assert result.exit_code == 1
-    assert "pip install mnemon-remote" in result.output
+def test_mnemon_plugin_is_this_distributions_verb_found_by_entry_point() -> None:
+    from mnemon_remote import plugin_command
+
+    with cli.make_context("mnemon", ["plugin"]) as context:
+        assert cli.get_command(context, "plugin") is plugin_command
+    listed = CliRunner().invoke(cli, ["--help"])
+    assert listed.exit_code == 0
+    assert "  plugin " in listed.output
+    helped = CliRunner().invoke(cli, ["plugin", "--help"], prog_name="mnemon")
+    assert helped.exit_code == 0
+    assert "Usage: mnemon plugin [OPTIONS] COMMAND [ARGS]..." in helped.output
+    for verb in ("inspect", "test", "dev"):
+        assert f"  {verb} " in helped.output
 
 
 def test_inspect_a_valid_manifest() -> None:

@@ -851,16 +851,24 @@ def _report(run: ContractRun) -> dict[str, Any]:
     return value
 
 
+def _declares_contributions(document: Mapping[str, Any]) -> bool:
+    """Whether a manifest's top-level mapping is a Quivr manifest's: it declares contributions."""
+    return "contributions" in document
+
+
 @dataclass(frozen=True)
 class ContractRunner:
     """What `mnemon plugin inspect|test|dev` finds in the `mnemon.contract_runners` entry point.
 
     Attributes:
-        manifest_name: the manifest file that selects this runner in a plugin's folder.
+        manifest_name: the manifest file that selects this runner in a plugin's folder, and a
+            file of any other content by that name.
         distribution: the distribution to install for it.
         inspect: `inspect_plugin`.
         certify: `certify_plugin`.
         develop: opens the `mnemon plugin dev` session of a plugin (`open_development`).
+        judges: whether a manifest file, whatever its name, is one this runner judges, from
+            its top-level mapping.
     """
 
     manifest_name: str
@@ -868,3 +876,4 @@ class ContractRunner:
     inspect: Callable[[Path], dict[str, Any]]
     certify: Callable[..., Awaitable[dict[str, Any]]]
     develop: Callable[..., Any]
+    judges: Callable[[Mapping[str, Any]], bool] = _declares_contributions
