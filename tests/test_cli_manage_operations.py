@@ -128,8 +128,8 @@ def test_without_a_revision_read_first_the_change_reads_it_itself(mnemon: Comman
             ("manage", "mem0", "enabel", *USER),
             1,
             "unknown-operation",
-            "source:mem0 has no management operation 'enabel' (operations: status, enable); "
-            "did you mean 'enable'?",
+            "source:mem0 has no management operation 'enabel' "
+            "(operations: status, enable, records-write); did you mean 'enable'?",
             id="unknown-operation",
         ),
         pytest.param(
