@@ -122,7 +122,7 @@ def _check_serving(host: MemoryHost, profile: Profile) -> None:
     codes = [str(item.get("code")) for item in report.get("diagnostics", [])]
     name = profile.path.name
     if "missing-strategy" in codes or not report.get("serving"):
-        wanted = profile.strategy
+        wanted = profile.settings.strategy_type_id
         installed = ", ".join(_installed_strategies()) or "none"
         if wanted:
             raise CommandError(

@@ -718,7 +718,7 @@ async def _import(path: Path, scope: Scope, records: ExportRecords, tally: Impor
                 else:
                     await _import_document(host, key, scope, number, record, present, tally)
                 advance(1)
-            budget = profile.max_input_bytes - _ENVELOPE
+            budget = profile.settings.max_input_bytes - _ENVELOPE
             writable = _in_spaces(memories, catalog, mapping, spaces, tally, advance)
             for key, space, batch in _memory_batches(catalog, mapping, writable, budget):
                 if _bulk(catalog, key):
