@@ -203,7 +203,8 @@ def main() -> None:
         # 6. activation by id in a profile, through the installed command
         profile = consumer / "mnemon.toml"
         profile.write_text(
-            '[strategy]\nuse = "layered"\n\n[[entries]]\nid = "runtime"\nplugin = "runtime"\n',
+            '[strategy]\nuse = "layered"\n\n[[entries]]\nid = "runtime"\nplugin = "runtime"\n'
+            '\n[[entries]]\nid = "layered"\nplugin = "layered"\n',
             encoding="utf-8",
         )
         _run(venv / "bin" / "mnemon", "view", "--user", "ada", "--json", cwd=consumer, env=env,

@@ -176,9 +176,6 @@ class Profile:
             if entry.enabled:
                 plugin = entry.load_plugin(self.path, discovery)
                 mounts.append((plugin, entry.id, self.entry_config(entry)))
-        strategy = self._strategy_plugin(discovery)
-        if strategy is not None:
-            mounts.append(strategy)
         observers = [self._observer(use) for use in self.observers]
         async with MemoryHost(self.settings, observers=observers, **host) as memory:
             if mounts:
@@ -210,33 +207,7 @@ class Profile:
                     if plugin.status != "shadowed":
                         for hosted in _hosted_plugins(entry, contributed, discovery):
                             uses[hosted] = uses.get(hosted, False) or entry.enabled
-        if (
-            self.settings.strategy_type_id is not None
-            and discovery.get(self.settings.strategy_type_id) is not None
-        ):
-            # mounted for `[strategy] use` only when no entry names it (a disabled one wins)
-            uses.setdefault(self.settings.strategy_type_id, True)
         return uses
-
-    def _strategy_plugin(self, discovery: Discovery) -> tuple[Any, str, dict[str, Any]] | None:
-        """`[strategy] use` naming a plugin id no entry mounts: that plugin, mounted under its id.
-
-        The Strategy is then chosen by the same name, so the plugin's Strategy type id is its id.
-        """
-        found = (
-            discovery.get(self.settings.strategy_type_id)
-            if self.settings.strategy_type_id is not None
-            else None
-        )
-        if found is None or found.manifest is None:
-            return None
-        targets = {entry.plugin for entry in found.manifest.entries}
-        if any(
-            entry.plugin == found.id or entry.use in targets or entry.id == found.id
-            for entry in self.entries
-        ):
-            return None  # an entry mounts it already (or disables it on purpose)
-        return (found.load(), found.id, {})
 
 
 def _hosted_plugins(

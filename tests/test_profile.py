@@ -233,3 +233,18 @@ def test_a_profile_nested_too_deeply_is_a_profile_error(tmp_path: Path, text: st
     assert re.fullmatch(r"mnemon\.toml: .*nest.* at most 48 levels.*", message), message
     assert "[[" not in message
     assert "{" not in message
+
+
+async def test_strategy_selects_among_mounted_strategies_and_mounts_none(tmp_path: Path) -> None:
+    profile = load_profile(
+        write(
+            tmp_path,
+            '[strategy]\nuse = "layered"\n\n[[entries]]\nid = "runtime"\nplugin = "runtime"\n',
+        )
+    )
+    assert profile.settings.strategy_type_id == "layered"
+    async with profile.open_host() as host:
+        report = host.inspect()
+    assert report["entries"] == ["runtime"]
+    assert report["state"] != "serving"
+    assert [item["code"] for item in report["diagnostics"]] == ["missing-strategy"]

@@ -520,6 +520,9 @@ async def test_a_profile_switches_external_memory_off_and_a_host_switches_it_bac
         "[strategy]\n"
         'use = "general"\n'
         "[[entries]]\n"
+        'id = "general"\n'
+        'plugin = "general"\n'
+        "[[entries]]\n"
         'id = "mem"\n'
         'use = "mnemon_source_nexent"\n'
         "[entries.config]\n"
