@@ -140,7 +140,13 @@ def check_standard_install(work: Path, wheels: Path, env: dict[str, str]) -> Non
     """
     venv, folder = work / "standard-venv", work / "standard"
     _run(sys.executable, "-m", "venv", venv)
-    pip = [venv / "bin" / "python", "-m", "pip", "--disable-pip-version-check", "-q"]
+    pip: list[str | Path] = [
+        venv / "bin" / "python",
+        "-m",
+        "pip",
+        "--disable-pip-version-check",
+        "-q",
+    ]
     command = venv / "bin" / "mnemon"
     folder.mkdir()
     _run(*pip, "install", "--find-links", wheels, "mnemon-runtime[cli]", env=env)
