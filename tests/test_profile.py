@@ -94,6 +94,7 @@ async def test_the_profile_data_dir_is_the_hosts_default(tmp_path: Path) -> None
         ('data_dir = ""', r"data_dir: must be a folder's path \(line 1\)$"),
         ('[strategy]\nfallback = "any"', r"strategy\.fallback: must be None or \"sole-strategy\" \(line 2\)$"),
         ('[strategy]\nuse = 7', r"strategy\.use: must be a Strategy type id or instance key \(line 2\)$"),
+        ('[strategy]\nuse = ""', r"strategy\.use: must be a Strategy type id or instance key \(line 2\)$"),
         ('collector = "fast"', r"collector: Input should be 'python' or 'serving'"),
         ('[[entries]]\nid = "a"', r"entries\[0\]: an entry names its plugin with exactly one of `use` or `plugin`"),
         ('[[entries]]\nid = "a b"\nuse = "x"', r"entries\[0\]\.id: String should match pattern"),
@@ -103,7 +104,7 @@ async def test_the_profile_data_dir_is_the_hosts_default(tmp_path: Path) -> None
         ('[[entries]]\nid = "a"\nuse = "x"\n[entries.config]\nwhen = 1979-05-27', r"entries\[0\]\.config: unsupported type date at \$\.when"),
     ],
     ids=["toml-syntax", "unknown-key", "zero-timeout", "long-timeout", "text-timeout", "small-input",
-         "no-compositions", "empty-data-dir", "bad-fallback", "bad-use", "bad-collector",
+         "no-compositions", "empty-data-dir", "bad-fallback", "bad-use", "empty-use", "bad-collector",
          "missing-use", "bad-id", "bad-use", "bad-enabled", "duplicate-id", "date-in-config"],
 )  # fmt: skip
 def test_invalid_profiles_name_the_exact_key(tmp_path: Path, text: str, message: str) -> None:
