@@ -5,7 +5,10 @@ the repository (no editable installs, no source paths). In that environment the 
 discovered through their entry points, each must import only what its wheel declares and never
 a private `mnemon._*` module, each plugin's own tests run against the installed wheels (copied to
 a temporary folder, so the source tree is not on `sys.path`), and `examples/` runs as an external
-consumer. Third-party dependencies come from the package index through pip's cache.
+consumer. In a second fresh environment, `pip install 'mnemon-runtime[cli]'` alone gets a
+`mnemon init` that refuses and names the `standard` extra, and after
+`pip install 'mnemon-runtime[standard]'` the README's `mnemon init` and `mnemon view` work.
+Third-party dependencies come from the package index through pip's cache.
 """
 
 from __future__ import annotations
@@ -128,6 +131,38 @@ def _project(folder: Path) -> dict[str, object]:
     return project
 
 
+def check_standard_install(work: Path, wheels: Path, env: dict[str, str]) -> None:
+    """What a newcomer does in a fresh environment: `[cli]` alone, then `[standard]`.
+
+    With only the command installed, `mnemon init` must refuse (writing nothing) and name
+    the `standard` extra; after `pip install 'mnemon-runtime[standard]'`, `mnemon init` and
+    `mnemon view` must work with nothing else installed.
+    """
+    venv, folder = work / "standard-venv", work / "standard"
+    _run(sys.executable, "-m", "venv", venv)
+    pip: list[str | Path] = [
+        venv / "bin" / "python",
+        "-m",
+        "pip",
+        "--disable-pip-version-check",
+        "-q",
+    ]
+    command = venv / "bin" / "mnemon"
+    folder.mkdir()
+    _run(*pip, "install", "--find-links", wheels, "mnemon-runtime[cli]", env=env)
+    refused = subprocess.run(
+        [command, "--no-color", "init"], cwd=folder, env=env, capture_output=True, text=True
+    )
+    if refused.returncode != 1 or "'mnemon-runtime[standard]'" not in refused.stderr:
+        _fail(f"mnemon init with only [cli] installed: {refused.returncode} {refused.stderr!r}")
+    if (folder / "mnemon.toml").exists():
+        _fail("mnemon init with only [cli] installed wrote a profile that cannot load")
+    _run(*pip, "install", "--find-links", wheels, "mnemon-runtime[standard]", env=env)
+    _run(command, "init", cwd=folder, env=env, stdout=subprocess.DEVNULL)
+    _run(command, "view", "--user", "ada", cwd=folder, env=env, stdout=subprocess.DEVNULL)
+    print("[cli] then [standard]: mnemon init refused, then init and view worked", flush=True)
+
+
 def main() -> None:
     """Build, install, discover, audit and test; exit 1 naming the first failure."""
     started = time.monotonic()
@@ -203,12 +238,15 @@ def main() -> None:
         # 6. activation by id in a profile, through the installed command
         profile = consumer / "mnemon.toml"
         profile.write_text(
-            '[strategy]\nuse = "layered"\n\n[[entries]]\nid = "runtime"\nplugin = "runtime"\n',
+            '[strategy]\nuse = "layered"\n\n[[entries]]\nid = "runtime"\nplugin = "runtime"\n'
+            '\n[[entries]]\nid = "layered"\nplugin = "layered"\n',
             encoding="utf-8",
         )
         _run(venv / "bin" / "mnemon", "view", "--user", "ada", "--json", cwd=consumer, env=env,
              stdout=subprocess.DEVNULL)  # fmt: skip
-        # 7. the plugins' own tests and the examples, against the installed wheels
+        # 7. a newcomer's install in another fresh environment: `[cli]`, then `[standard]`
+        check_standard_install(work, wheels, env)
+        # 8. the plugins' own tests and the examples, against the installed wheels
         tests = consumer / "tests"
         for folder in DISTRIBUTIONS[1:]:
             if (folder / "tests").is_dir():

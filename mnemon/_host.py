@@ -283,13 +283,8 @@ class MemoryHost:
         settings: a `HostSettings` to start from (the defaults when omitted).
         observers: objects implementing `mnemon_observe_*` hooks (see `mnemon.hookimpl`);
             each is checked against the hook specifications now.
-        **options: `HostSettings` fields overriding it: `source_timeout` (the per-read
-            deadline), `strategy_type_id` and `strategy_fallback` (which Strategy serves),
-            `source_configuration` and `source_capabilities` (per instance key),
-            `data_dir` and `config_dir` (absolute folders), `max_input_bytes`, `switches`
-            (deployment-wide switches every Source receives in `SourceInit.switches`),
-            `collector` ('serving' sets Python's garbage collector up for many turns at
-            once while the host is open; see `HostSettings.collector`).
+        **options: `HostSettings` fields overriding it, by name (`source_timeout=2.0`); each
+            field's description says what it does (`help(mnemon.HostSettings)`).
 
     Raises:
         DefinitionError: a setting is invalid (or unknown); the message names it.

@@ -11,16 +11,16 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import Field, Strict, StringConstraints, ValidationError, model_validator
 
 from ._discovery import ContributedEntry, Discovery, discover_plugins
 from ._errors import DefinitionError
-from ._host import MemoryHost, host_settings
+from ._helpers import mnemon_home
+from ._host import MemoryHost
 from ._json import MAX_JSON_DEPTH, freeze_json, thaw_json
 from ._models import (
-    DEFAULT_MAX_INPUT_BYTES,
     ENTRY_ID_PATTERN,
     HostSettings,
     WireModel,
@@ -54,8 +54,9 @@ class _EntryModel(WireModel):
 
 
 class _StrategyModel(WireModel):
-    use: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=400)] | None = None
-    fallback: Literal["sole-strategy"] | None = None
+    # checked as the host settings they set (`_STRATEGY_SETTINGS`), with the host's rules
+    use: Any = None
+    fallback: Any = None
 
 
 class _ObserverModel(WireModel):
@@ -64,17 +65,24 @@ class _ObserverModel(WireModel):
 
 
 class _ProfileModel(WireModel):
-    data_dir: Annotated[str, Strict(), StringConstraints(min_length=1)] = ".mnemon"
-    source_timeout: Annotated[float, Field(gt=0, le=300)] = 10.0
-    max_input_bytes: Annotated[int, Strict(), Field(ge=1024, le=64 * 1024 * 1024)] = (
-        DEFAULT_MAX_INPUT_BYTES
-    )
-    max_concurrent_compositions: Annotated[int, Strict(), Field(ge=1, le=1_000_000)] | None = None
-    collector: Literal["python", "serving"] = "python"
+    # the profile's own tables; its host settings (`_TOP_LEVEL_SETTINGS`) are set apart first
     strategy: _StrategyModel = _StrategyModel()
     entries: list[_EntryModel] = Field(default_factory=list)
     observers: list[_ObserverModel] = Field(default_factory=list)
-    switches: dict[str, Annotated[bool, Strict()]] = Field(default_factory=dict)
+
+
+# the `HostSettings` fields a profile's top level sets, under the same names and rules;
+# `[strategy]` sets two more, and the profile's folder is `config_dir`
+_TOP_LEVEL_SETTINGS = (
+    "data_dir",
+    "source_timeout",
+    "max_input_bytes",
+    "max_concurrent_compositions",
+    "collector",
+    "switches",
+)
+_STRATEGY_SETTINGS = {"use": "strategy_type_id", "fallback": "strategy_fallback"}
+_DEFAULT_DATA_DIR = ".mnemon"
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,21 +132,20 @@ class ProfileEntry:
 
 @dataclass(frozen=True, slots=True)
 class Profile:
-    """A loaded profile: host settings, the data directory and the entries, in file order."""
+    """A loaded profile: the host settings it describes and its entries, in file order."""
 
     path: Path
-    data_dir: Path
-    source_timeout: float
-    max_input_bytes: int
-    strategy: str | None
-    strategy_fallback: Literal["sole-strategy"] | None
+    settings: HostSettings
+    """What its top level and `[strategy]` set: `data_dir` resolved from the profile's folder
+    (`.mnemon` there by default), `config_dir` that folder, the rest as written or default."""
     entries: tuple[ProfileEntry, ...]
     observers: tuple[str, ...] = ()
-    max_concurrent_compositions: int | None = None
-    switches: Mapping[str, bool] | None = None
-    """The deployment-wide switches of `[switches]` (`HostSettings.switches`)."""
-    collector: Literal["python", "serving"] = "python"
-    """`HostSettings.collector`: 'serving' sets Python's collector up for many turns."""
+
+    @property
+    def data_dir(self) -> Path:
+        """The folder Sources keep their data under unless their entry's configuration names one."""
+        folder = self.settings.data_dir
+        return Path(folder) if folder is not None else mnemon_home()
 
     def entry_config(self, entry: ProfileEntry) -> dict[str, Any]:
         """The entry's configuration as mounted (a relative `data_dir` from the profile's).
@@ -153,31 +160,6 @@ class Profile:
             config["data_dir"] = str(_resolved(self.path, config["data_dir"], key))
         return config
 
-    def host_settings(self) -> HostSettings:
-        """The host settings this profile describes (its folder for relative paths).
-
-        Raises:
-            DefinitionError: a setting is invalid; the message names it.
-        """
-        return host_settings(
-            None,
-            {
-                "data_dir": self.data_dir,
-                "config_dir": self.path.parent,
-                "max_input_bytes": self.max_input_bytes,
-                "source_timeout": self.source_timeout,
-                "strategy_type_id": self.strategy,
-                "strategy_fallback": self.strategy_fallback,
-                "switches": dict(self.switches or {}),
-                "collector": self.collector,
-            }
-            | (
-                {}
-                if self.max_concurrent_compositions is None
-                else {"max_concurrent_compositions": self.max_concurrent_compositions}
-            ),
-        )
-
     @asynccontextmanager
     async def open_host(self, **host: Any) -> AsyncIterator[MemoryHost]:
         """A `MemoryHost` with every enabled entry mounted in one atomic change.
@@ -188,18 +170,14 @@ class Profile:
             DefinitionError: an entry's plugin cannot be imported, or a setting is invalid.
             InstallError: the entries could not be mounted together.
         """
-        settings = self.host_settings()
         discovery = discover_plugins(project_dir=self.path.parent)
         mounts = []
         for entry in self.entries:
             if entry.enabled:
                 plugin = entry.load_plugin(self.path, discovery)
                 mounts.append((plugin, entry.id, self.entry_config(entry)))
-        strategy = self._strategy_plugin(discovery)
-        if strategy is not None:
-            mounts.append(strategy)
         observers = [self._observer(use) for use in self.observers]
-        async with MemoryHost(settings, observers=observers, **host) as memory:
+        async with MemoryHost(self.settings, observers=observers, **host) as memory:
             if mounts:
                 await memory.mount_all(mounts)
             yield memory
@@ -229,26 +207,7 @@ class Profile:
                     if plugin.status != "shadowed":
                         for hosted in _hosted_plugins(entry, contributed, discovery):
                             uses[hosted] = uses.get(hosted, False) or entry.enabled
-        if self.strategy is not None and discovery.get(self.strategy) is not None:
-            # mounted for `[strategy] use` only when no entry names it (a disabled one wins)
-            uses.setdefault(self.strategy, True)
         return uses
-
-    def _strategy_plugin(self, discovery: Discovery) -> tuple[Any, str, dict[str, Any]] | None:
-        """`[strategy] use` naming a plugin id no entry mounts: that plugin, mounted under its id.
-
-        The Strategy is then chosen by the same name, so the plugin's Strategy type id is its id.
-        """
-        found = discovery.get(self.strategy) if self.strategy is not None else None
-        if found is None or found.manifest is None:
-            return None
-        targets = {entry.plugin for entry in found.manifest.entries}
-        if any(
-            entry.plugin == found.id or entry.use in targets or entry.id == found.id
-            for entry in self.entries
-        ):
-            return None  # an entry mounts it already (or disables it on purpose)
-        return (found.load(), found.id, {})
 
 
 def _hosted_plugins(
@@ -331,7 +290,7 @@ def find_profile(start: Path) -> Path | None:
 
 _HEADER = re.compile(r"^\s*\[(\[)?\s*([^\]]+?)\s*\]")
 _KNOWN_KEYS: dict[str, tuple[str, ...]] = {
-    "": tuple(_ProfileModel.model_fields),
+    "": (*_TOP_LEVEL_SETTINGS, *_ProfileModel.model_fields),
     "strategy": tuple(_StrategyModel.model_fields),
     "entries": tuple(_EntryModel.model_fields),
 }
@@ -419,6 +378,7 @@ def load_profile(path: str | Path) -> Profile:
             f"{name}: arrays or tables nest too deeply (a profile value may nest at most "
             f"{MAX_JSON_DEPTH} levels)"
         ) from None
+    settings = {key: raw.pop(key) for key in _TOP_LEVEL_SETTINGS if key in raw}
     try:
         model = _ProfileModel.model_validate(raw)
     except ValidationError as exc:
@@ -440,14 +400,47 @@ def load_profile(path: str | Path) -> Profile:
         )
     return Profile(
         path=path,
-        data_dir=_resolved(path, model.data_dir, "data_dir"),
-        source_timeout=model.source_timeout,
-        max_input_bytes=model.max_input_bytes,
-        strategy=model.strategy.use,
-        strategy_fallback=model.strategy.fallback,
+        settings=_host_settings(path, text, settings, model.strategy),
         entries=tuple(entries),
         observers=tuple(item.use for item in model.observers if item.enabled),
-        max_concurrent_compositions=model.max_concurrent_compositions,
-        switches=dict(model.switches),
-        collector=model.collector,
     )
+
+
+def _host_settings(
+    path: Path, text: str, top_level: dict[str, Any], strategy: _StrategyModel
+) -> HostSettings:
+    """The `HostSettings` a profile describes, checked by the settings' own rules.
+
+    Raises:
+        DefinitionError: naming the profile key at fault and its line, never a path's value.
+    """
+    name = path.name
+    data_dir = top_level.pop("data_dir", _DEFAULT_DATA_DIR)
+    if not isinstance(data_dir, str) or not data_dir:
+        line = _key_line(text, ("data_dir",))
+        where = f" (line {line})" if line is not None else ""
+        raise DefinitionError(f"{name}.data_dir: must be a folder's path{where}")
+    values = {
+        **top_level,
+        "data_dir": str(_resolved(path, data_dir, "data_dir")),
+        "config_dir": str(path.parent),
+    }
+    for key, field in _STRATEGY_SETTINGS.items():
+        if getattr(strategy, key) is not None:
+            values[field] = getattr(strategy, key)
+    try:
+        return HostSettings.model_validate(values)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False, include_input=False)[0]
+        field = str(error["loc"][0]) if error["loc"] else ""
+        location = next(
+            (("strategy", key) for key, named in _STRATEGY_SETTINGS.items() if named == field),
+            (field, *error["loc"][1:]),
+        )
+        key = ".".join(str(part) for part in location)
+        message = str(error["msg"]).removeprefix("Value error, ")
+        # the settings' own messages open with the setting's name: the profile's key instead
+        message = message.removeprefix(field) if message.startswith(field) else f": {message}"
+        line = _key_line(text, location)
+        where = f" (line {line})" if line is not None else ""
+        raise DefinitionError(f"{name}.{key}{message}{where}") from None

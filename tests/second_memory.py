@@ -69,14 +69,14 @@ def with_second_memory(mnemon: Command, folder: Path, endpoint: str) -> Path:
 # a second long-term memory: a Raven backend
 [[entries]]
 id = "raven"
-use = "mnemon_source_raven"
+plugin = "raven"
 [entries.config]
 backend = "raven_reference:make_backend"
 
 # and a third: a Nexent provider folder
 [[entries]]
 id = "mem0"
-use = "mnemon_source_nexent"
+plugin = "nexent"
 [entries.config]
 plugin_dir = "{NEXENT_PLUGINS.as_posix()}"
 nexent_shim = true

@@ -123,10 +123,10 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_init_writes_a_starter_profile_and_keeps_an_existing_one(project: Path) -> None:
     text = (project / "mnemon.toml").read_text(encoding="utf-8")
-    for use in ("mnemon_source_runtime", "mnemon_source_documents", "mnemon_source_spaces",
-                "mnemon_strategy_layered", "mnemon_strategy_scoped",
-                "mnemon_strategy_light_context", "mnemon_strategy_auto_capture"):  # fmt: skip
-        assert use in text
+    for plugin in ("runtime", "documents", "spaces", "layered", "scoped", "light-context",
+                   "auto-capture"):  # fmt: skip
+        assert f'\nplugin = "{plugin}"\n' in text
+    assert "\nuse = " not in text.split("[[entries]]", 1)[1]  # by id, not by import path
     assert text.count("enabled = false") == 3
     again = mnemon(project, "init")
     assert again.returncode == 1

@@ -193,9 +193,35 @@ def test_an_unknown_strategy_lists_the_installed_ones(tmp_path: Path) -> None:
     )
     result = mnemon(tmp_path, "view", "--user", "ada")
     assert result.returncode == 1
-    assert "strategy.use 'layerd' is not mounted" in result.stderr
-    assert "installed Strategy plugins: " in result.stderr
-    assert "layered" in result.stderr
+    assert "[strategy] use 'layerd' selects no mounted Strategy" in result.stderr
+    assert "add an entry for one" in result.stderr
+    # the plugins whose manifests declare a Strategy, never the Sources or extensions
+    listed = result.stderr.split("installed Strategy plugins: ")[1]
+    assert "layered" in listed
+    assert "general" in listed
+    assert "runtime" not in listed
+    assert "scoped" not in listed
+
+
+def test_strategy_selects_a_mounted_strategy_and_never_mounts_one(tmp_path: Path) -> None:
+    profile = tmp_path / "mnemon.toml"
+    profile.write_text(
+        '[strategy]\nuse = "layered"\n\n[[entries]]\nid = "runtime"\nplugin = "runtime"\n',
+        encoding="utf-8",
+    )
+    result = mnemon(tmp_path, "view", "--user", "ada", "--json")
+    assert result.returncode == 1
+    error = json.loads(result.stdout)["error"]
+    assert error["code"] == "missing-strategy"
+    assert "[strategy] use 'layered' selects no mounted Strategy" in error["message"]
+    assert 'add an entry id = "layered", plugin = "layered"' in error["message"]
+    listed = json.loads(mnemon(tmp_path, "plugins", "--json").stdout)["plugins"]
+    assert {row["id"]: row["status"] for row in listed}["layered"] == "available"
+    with profile.open("a", encoding="utf-8") as file:
+        file.write('\n[[entries]]\nid = "layered"\nplugin = "layered"\n')
+    served = mnemon(tmp_path, "view", "--user", "ada", "--json")
+    assert served.returncode == 0, served.stderr
+    assert json.loads(served.stdout)["strategy_type_id"] == "layered"
 
 
 # ------------------------------------------------------------------ recall: a person's read

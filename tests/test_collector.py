@@ -87,6 +87,6 @@ def test_an_unknown_collector_is_refused_naming_the_setting(value: object) -> No
 def test_a_profile_asks_for_the_serving_collector(tmp_path: Path) -> None:
     path = tmp_path / "mnemon.toml"
     path.write_text('collector = "serving"\n', encoding="utf-8")
-    assert load_profile(path).host_settings().collector == "serving"
+    assert load_profile(path).settings.collector == "serving"
     path.write_text("", encoding="utf-8")
-    assert load_profile(path).host_settings().collector == "python"
+    assert load_profile(path).settings.collector == "python"

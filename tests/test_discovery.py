@@ -65,7 +65,7 @@ SOURCE_PACKAGE = {
     ),
 }
 
-# a drop-in Strategy whose type id is its plugin id, for `[strategy] use = "<id>"`
+# a drop-in Strategy whose type id is its plugin id, mounted by `plugin = "<id>"`
 STRATEGY_MODULE = textwrap.dedent(
     """
     from mnemon import ViewSpec, define_memory_strategy, install_memory
@@ -392,7 +392,8 @@ async def test_a_host_opens_with_hostile_manifests_beside_the_plugins_it_uses(
     )
     profile = tmp_path / "mnemon.toml"
     profile.write_text(
-        '[strategy]\nuse = "even"\n\n[[entries]]\nid = "hello"\nplugin = "greet.me"\n',
+        '[strategy]\nuse = "even"\n\n[[entries]]\nid = "hello"\nplugin = "greet.me"\n'
+        '\n[[entries]]\nid = "even"\nplugin = "even"\n',
         encoding="utf-8",
     )
     async with (
@@ -604,7 +605,8 @@ async def test_a_project_drop_in_is_activated_by_its_id_in_the_profile(
     )
     profile = tmp_path / "mnemon.toml"
     profile.write_text(
-        '[strategy]\nuse = "even"\n\n[[entries]]\nid = "hello"\nplugin = "greet.me"\n',
+        '[strategy]\nuse = "even"\n\n[[entries]]\nid = "hello"\nplugin = "greet.me"\n'
+        '\n[[entries]]\nid = "even"\nplugin = "even"\n',
         encoding="utf-8",
     )
     path_before = list(sys.path)

@@ -212,7 +212,7 @@ enabled = false
     )
     ProfileObserver.outcomes.clear()
     loaded = load_profile(profile)
-    assert loaded.host_settings().max_concurrent_compositions == 8
+    assert loaded.settings.max_concurrent_compositions == 8
     async with loaded.open_host() as host, host.turn(scope={"user_id": "ada"}):
         pass
     assert ProfileObserver.outcomes == ["composed"]

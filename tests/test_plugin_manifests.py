@@ -96,15 +96,15 @@ def test_discovery_reads_every_generated_schema(tmp_path: Path) -> None:
 def test_the_starter_profile_fits_the_schemas_it_names(tmp_path: Path) -> None:
     profile = tmp_path / "mnemon.toml"
     profile.write_text(starter_profile(), encoding="utf-8")
-    schemas = {
-        read(manifest)["contributes"]["entries"][0]["plugin"]: read(manifest)["contributes"][
-            "entries"
-        ][0]["config_schema"]
-        for manifest in schemas_tool().MODELS
-    }
+    schemas: dict[str, Any] = {}
+    for manifest in schemas_tool().MODELS:
+        declared = read(manifest)
+        schema = declared["contributes"]["entries"][0]["config_schema"]
+        # an entry names its plugin by id (the starter does) or by import path (`use =`)
+        schemas[declared["id"]] = schemas[declared["contributes"]["entries"][0]["plugin"]] = schema
     checked = 0
     for entry in load_profile(profile).entries:
-        schema = schemas.get(entry.use or "")
+        schema = schemas.get(entry.plugin or entry.use or "")
         if schema is None:
             continue
         jsonschema.Draft202012Validator(schema).validate(thawed(entry.config))

@@ -46,7 +46,7 @@ async def test_a_profile_mounts_its_enabled_entries_in_one_change(tmp_path: Path
     notes.write_text("From the profile.", encoding="utf-8")
     profile = load_profile(write(tmp_path, NOTES_AND_FOCUS.format(notes=notes)))
     assert profile.data_dir == tmp_path / "state"
-    assert profile.source_timeout == 2.5
+    assert profile.settings.source_timeout == 2.5
     assert [(e.id, e.enabled) for e in profile.entries] == [
         ("focus", True),
         ("notes", True),
@@ -85,10 +85,16 @@ async def test_the_profile_data_dir_is_the_hosts_default(tmp_path: Path) -> None
     ("text", "message"),
     [
         ("entries = [", "invalid TOML"),
-        ('surprise = 1', r"surprise: unknown key \(the keys here are data_dir, source_timeout, max_input_bytes, max_concurrent_compositions, collector, strategy, entries, observers, switches\)"),
-        ('source_timeout = 0', r"source_timeout: Input should be greater than 0"),
-        ('source_timeout = 301', r"source_timeout: Input should be less than or equal to 300"),
-        ('[strategy]\nfallback = "any"', r"strategy\.fallback: Input should be 'sole-strategy'"),
+        ('surprise = 1', r"surprise: unknown key \(the keys here are data_dir, source_timeout, max_input_bytes, max_concurrent_compositions, collector, switches, strategy, entries, observers\)"),
+        ('source_timeout = 0', r"source_timeout: must be a number of seconds in \(0, 300\] \(line 1\)$"),
+        ('source_timeout = 301', r"source_timeout: must be a number of seconds in \(0, 300\]"),
+        ('source_timeout = "5"', r"source_timeout: must be a number of seconds"),
+        ('max_input_bytes = 10', r"max_input_bytes: must be an integer from 1024 to 67108864"),
+        ('max_concurrent_compositions = 0', r"max_concurrent_compositions: must be an integer of at least 1"),
+        ('data_dir = ""', r"data_dir: must be a folder's path \(line 1\)$"),
+        ('[strategy]\nfallback = "any"', r"strategy\.fallback: must be None or \"sole-strategy\" \(line 2\)$"),
+        ('[strategy]\nuse = 7', r"strategy\.use: must be a Strategy type id or instance key \(line 2\)$"),
+        ('[strategy]\nuse = ""', r"strategy\.use: must be a Strategy type id or instance key \(line 2\)$"),
         ('collector = "fast"', r"collector: Input should be 'python' or 'serving'"),
         ('[[entries]]\nid = "a"', r"entries\[0\]: an entry names its plugin with exactly one of `use` or `plugin`"),
         ('[[entries]]\nid = "a b"\nuse = "x"', r"entries\[0\]\.id: String should match pattern"),
@@ -97,7 +103,8 @@ async def test_the_profile_data_dir_is_the_hosts_default(tmp_path: Path) -> None
         ('[[entries]]\nid = "a"\nuse = "x"\n[[entries]]\nid = "a"\nuse = "y"', r"entries\[1\]\.id: duplicate entry id 'a'"),
         ('[[entries]]\nid = "a"\nuse = "x"\n[entries.config]\nwhen = 1979-05-27', r"entries\[0\]\.config: unsupported type date at \$\.when"),
     ],
-    ids=["toml-syntax", "unknown-key", "zero-timeout", "long-timeout", "bad-fallback", "bad-collector",
+    ids=["toml-syntax", "unknown-key", "zero-timeout", "long-timeout", "text-timeout", "small-input",
+         "no-compositions", "empty-data-dir", "bad-fallback", "bad-use", "empty-use", "bad-collector",
          "missing-use", "bad-id", "bad-use", "bad-enabled", "duplicate-id", "date-in-config"],
 )  # fmt: skip
 def test_invalid_profiles_name_the_exact_key(tmp_path: Path, text: str, message: str) -> None:
@@ -112,7 +119,7 @@ def test_invalid_profiles_name_the_exact_key(tmp_path: Path, text: str, message:
         ('data_dri = "d"', r"^mnemon\.toml\.data_dri: unknown key; did you mean 'data_dir'\? \(line 1\)$"),
         ('data_dir = "d"\n\n[strategy]\nuses = "layered"', r"^mnemon\.toml\.strategy\.uses: unknown key; did you mean 'use'\? \(line 4\)$"),
         ('[[entries]]\nid = "a"\nuse = "x"\n\n[[entries]]\nid = "b"\nuse = "y"\nenabeld = false', r"^mnemon\.toml\.entries\[1\]\.enabeld: unknown key; did you mean 'enabled'\? \(line 8\)$"),
-        ('# a comment\nsource_timeout = -1', r"source_timeout: Input should be greater than 0 \(line 2\)$"),
+        ('# a comment\nsource_timeout = -1', r"source_timeout: must be a number of seconds in \(0, 300\] \(line 2\)$"),
         ('[[entries]]\nid = "a"\nuse = "x"\n[entries.config]\nenabled = 1\n[[entries]]\nid = "b"\nuse = "y"\nenabled = "no"', r"entries\[1\]\.enabled: Input should be a valid boolean \(line 9\)$"),
     ],
     ids=["top-level-typo", "strategy-typo", "entry-typo", "line-after-comment", "second-entry"],
@@ -227,3 +234,18 @@ def test_a_profile_nested_too_deeply_is_a_profile_error(tmp_path: Path, text: st
     assert re.fullmatch(r"mnemon\.toml: .*nest.* at most 48 levels.*", message), message
     assert "[[" not in message
     assert "{" not in message
+
+
+async def test_strategy_selects_among_mounted_strategies_and_mounts_none(tmp_path: Path) -> None:
+    profile = load_profile(
+        write(
+            tmp_path,
+            '[strategy]\nuse = "layered"\n\n[[entries]]\nid = "runtime"\nplugin = "runtime"\n',
+        )
+    )
+    assert profile.settings.strategy_type_id == "layered"
+    async with profile.open_host() as host:
+        report = host.inspect()
+    assert report["entries"] == ["runtime"]
+    assert report["state"] != "serving"
+    assert [item["code"] for item in report["diagnostics"]] == ["missing-strategy"]

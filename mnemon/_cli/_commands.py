@@ -14,7 +14,7 @@ import click
 from click.core import ParameterSource
 
 from .. import __version__
-from .._discovery import discover_plugins
+from .._discovery import Discovery, discover_plugins
 from .._errors import ActionError, MnemonError
 from .._host import MemoryHost, MemoryTurn
 from .._models import ActionOffer, Evidence, MutationReceipt, Scope, View, ViewRoute
@@ -48,7 +48,7 @@ from ._reindex import register as register_reindex
 from ._render import Printer, receipt_summary
 from ._scaffold import new
 from ._session import diagnostic_lines, open_memory, operator_turn
-from ._starter import installed_embedder, starter_profile
+from ._starter import installed_embedder, starter_profile, unusable_starter_plugins
 from ._transfer import register as register_transfer
 
 
@@ -165,9 +165,11 @@ def init(ctx: click.Context, force: bool, embedder_id: str | None, as_json: bool
     if path.exists() and not force:
         raise CommandError(f"{shown} exists; use --force to overwrite it", code="exists")
     # discovery reads manifests only: no plugin code runs here
+    discovery = discover_plugins(project_dir=path.parent)
+    _require_starter_plugins(discovery, hint(ctx, "init --force" if force else "init"))
     embedder = None
     if embedder_id != "none":
-        embedder = installed_embedder(discover_plugins(project_dir=path.parent), embedder_id)
+        embedder = installed_embedder(discovery, embedder_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(starter_profile(embedder=embedder), encoding="utf-8")
     if as_json:
@@ -185,6 +187,22 @@ def init(ctx: click.Context, force: bool, embedder_id: str | None, as_json: bool
             f"'mnemon-runtime[standard]' adds an offline one, then {hint(ctx, 'init --force')})"
         )
     printer.line(f"next: {hint(ctx, 'view --user you --workspace project')}")
+
+
+def _require_starter_plugins(discovery: Discovery, again: str) -> None:
+    """Refuse, before anything is written, a starter profile whose plugins cannot load here.
+
+    Raises:
+        CommandError: naming each plugin and why, and the install that provides them.
+    """
+    unusable = unusable_starter_plugins(discovery)
+    if unusable:
+        raise CommandError(
+            f"the starter profile's plugins cannot be loaded: {', '.join(unusable)}; nothing "
+            "was written. pip install 'mnemon-runtime[standard]' installs them (mnemon plugins "
+            f"lists what is found), then {again}",
+            code="missing-plugins",
+        )
 
 
 # ---------------------------------------------------------------------- view
@@ -622,6 +640,7 @@ def demo(ctx: click.Context, directory: Path, force: bool, as_json: bool) -> Non
     """
     from ._demo import prepare_demo, run_demo
 
+    _require_starter_plugins(discover_plugins(project_dir=directory.resolve()), "mnemon demo")
     profile = prepare_demo(directory.resolve(), force=force)
     # under --json the narrative goes to stderr and stdout carries only the summary
     printer = Printer(color=False, err=True) if as_json else printer_of(ctx)

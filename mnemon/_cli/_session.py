@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .._definitions import define_memory_plugin, define_memory_strategy
+from .._discovery import discover_plugins
 from .._helpers import allocate_characters, instance_folder_name
 from .._host import MemoryHost, MemoryTurn
 from .._install import install_memory
@@ -27,7 +28,7 @@ from .._models import (
     SourceCandidate,
     ViewSpec,
 )
-from .._profile import Profile, installed_plugins, load_profile
+from .._profile import Profile, load_profile
 from ._options import CommandError
 from ._paths import shown_path
 
@@ -107,11 +108,14 @@ class _OperatorPlugin:
         install_memory(ctx, plugin=_PLUGIN, strategies=[_STRATEGY])
 
 
-def _installed_strategies() -> list[str]:
+def _strategy_plugins(profile: Profile) -> list[str]:
+    """The discovered plugins whose manifest declares an entry that installs a Strategy."""
     return sorted(
-        name
-        for name, use in installed_plugins().items()
-        if use.split(".")[0].startswith("mnemon_strategy") or "strategy" in name
+        plugin.id
+        for plugin in discover_plugins(project_dir=profile.path.parent)
+        if plugin.status not in ("shadowed", "broken", "unsupported")
+        and plugin.manifest is not None
+        and any("strategy" in entry.installs for entry in plugin.manifest.entries)
     )
 
 
@@ -122,11 +126,15 @@ def _check_serving(host: MemoryHost, profile: Profile) -> None:
     codes = [str(item.get("code")) for item in report.get("diagnostics", [])]
     name = profile.path.name
     if "missing-strategy" in codes or not report.get("serving"):
-        wanted = profile.strategy
-        installed = ", ".join(_installed_strategies()) or "none"
+        wanted = profile.settings.strategy_type_id
+        plugins = _strategy_plugins(profile)
+        installed = ", ".join(plugins) or "none"
         if wanted:
+            # `[strategy]` only selects: an entry mounts the Strategy it names
+            add = f'id = "{wanted}", plugin = "{wanted}"' if wanted in plugins else "for one"
             raise CommandError(
-                f"{name}: strategy.use {wanted!r} is not mounted: no enabled entry installs it "
+                f"{name}: [strategy] use {wanted!r} selects no mounted Strategy: no enabled "
+                f"entry installs one by that type id or key; add an entry {add} "
                 f"(installed Strategy plugins: {installed})",
                 code="missing-strategy",
             )

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
 
 from .._discovery import DiscoveredPlugin, Discovery
 from ._options import FlagError
 
-__all__ = ["STARTER_PROFILE", "StarterEmbedder", "installed_embedder", "starter_profile"]
+__all__ = [
+    "STARTER_PROFILE",
+    "StarterEmbedder",
+    "installed_embedder",
+    "starter_profile",
+    "unusable_starter_plugins",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,28 +81,30 @@ def starter_profile(data_dir: str = ".mnemon", embedder: StarterEmbedder | None 
     """
     return f"""\
 # mnemon profile, written by `mnemon init`.
-# Every enabled entry is mounted together, in one atomic change.
+# Every enabled entry is mounted together, in one atomic change. An entry names its plugin
+# by id (`mnemon plugins` lists them), or by import path with `use = "package"`.
 # Relative paths are taken from this file's folder.
 data_dir = "{data_dir}"
 source_timeout = 10.0
 
+# Which of the mounted Strategies composes the View (the entry `layered` below mounts it).
 [strategy]
 use = "layered"
 
 # Resident working memory: facts about the user and the agent's own notes.
 [[entries]]
 id = "runtime"
-use = "mnemon_source_runtime"
+plugin = "runtime"
 
 # Markdown documents of the workspace, searchable (SQLite FTS5). Needs --workspace.
 [[entries]]
 id = "documents"
-use = "mnemon_source_documents"
+plugin = "documents"
 
 # Durable long-term memory in named spaces, on the embedded SQLite provider.
 [[entries]]
 id = "spaces"
-use = "mnemon_source_spaces"
+plugin = "spaces"
 [entries.config]
 default_space = "personal"
 
@@ -119,26 +128,43 @@ type = "sqlite"
 # model recalls them through one route, fused, and its writes still go to spaces.
 [[entries]]
 id = "layered"
-use = "mnemon_strategy_layered"
+plugin = "layered"
 [entries.config]
 write_sources = ["source:spaces"]
 
 # View extensions ship disabled: set enabled = true to use one.
 [[entries]]
 id = "scoped"
-use = "mnemon_strategy_scoped"
+plugin = "scoped"
 enabled = false
 
 [[entries]]
 id = "light-context"
-use = "mnemon_strategy_light_context"
+plugin = "light-context"
 enabled = false
 
 [[entries]]
 id = "auto-capture"
-use = "mnemon_strategy_auto_capture"
+plugin = "auto-capture"
 enabled = false
 """
 
 
 STARTER_PROFILE = starter_profile()
+
+
+def unusable_starter_plugins(discovery: Discovery) -> list[str]:
+    """The plugins the starter profile's enabled entries name that cannot be loaded here.
+
+    Each as `id (why)`: `not installed`, or the status discovery gave it (`broken`, ...).
+    """
+    unusable = []
+    for entry in tomllib.loads(STARTER_PROFILE)["entries"]:
+        if not entry.get("enabled", True):
+            continue  # a disabled entry is never imported
+        found = discovery.get(entry["plugin"])
+        if found is None:
+            unusable.append(f"{entry['plugin']} (not installed)")
+        elif found.status in ("broken", "unsupported"):
+            unusable.append(f"{entry['plugin']} ({found.status})")
+    return unusable

@@ -681,7 +681,7 @@ async def _import(path: Path, scope: Scope, records: ExportRecords, tally: Impor
         for (key, kind_id), (_, kind) in sorted(chosen.items(), key=lambda item: item[0]):
             client = host.management_client(key, scope)
             known[key, kind_id] = await _known_keys(client, key, kind) if kind.readable else set()
-        budget = profile.max_input_bytes - _ENVELOPE
+        budget = profile.settings.max_input_bytes - _ENVELOPE
         # a kind listed newest first is written oldest first, after the others: order is kept
         forwards = {pair for pair, (_, kind) in targets.items() if not kind.newest_first}
         backwards = set(targets) - forwards

@@ -130,7 +130,8 @@ class HostSettings(WireModel):
     @field_validator("strategy_type_id", mode="before")
     @classmethod
     def _selector(cls, value: Any) -> Any:
-        if value is not None and not isinstance(value, str):
+        # an empty or unbounded selector can match no Strategy: refused, not left unserved
+        if value is not None and (not isinstance(value, str) or not 0 < len(value) <= 400):
             raise ValueError("strategy_type_id: must be a Strategy type id or instance key")
         return value
 

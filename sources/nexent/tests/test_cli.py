@@ -57,6 +57,9 @@ def profile(folder: Path, plugin: str, endpoint: str) -> None:
         "[strategy]\n"
         'use = "general"\n'
         "[[entries]]\n"
+        'id = "general"\n'
+        'plugin = "general"\n'
+        "[[entries]]\n"
         'id = "mem"\n'
         'use = "mnemon_source_nexent"\n'
         "[entries.config]\n"

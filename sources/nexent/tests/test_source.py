@@ -520,6 +520,9 @@ async def test_a_profile_switches_external_memory_off_and_a_host_switches_it_bac
         "[strategy]\n"
         'use = "general"\n'
         "[[entries]]\n"
+        'id = "general"\n'
+        'plugin = "general"\n'
+        "[[entries]]\n"
         'id = "mem"\n'
         'use = "mnemon_source_nexent"\n'
         "[entries.config]\n"
@@ -533,7 +536,7 @@ async def test_a_profile_switches_external_memory_off_and_a_host_switches_it_bac
         encoding="utf-8",
     )
     loaded = load_profile(profile)
-    assert loaded.host_settings().switches == {"external-memory.ingest": False}
+    assert loaded.settings.switches == {"external-memory.ingest": False}
     async with loaded.open_host() as host:
         async with host.turn(scope=SCOPE) as turn:
             assert [o.action_id for o in turn.view.offers] == []

@@ -100,6 +100,10 @@ async def test_a_project_drop_in_backend_serves_through_a_profile(tmp_path: Path
             use = "general"
 
             [[entries]]
+            id = "general"
+            plugin = "general"
+
+            [[entries]]
             id = "memory"
             plugin = "raven"
             config = { backend = "lite", backend_config = { prefix = "lite: " } }

@@ -206,6 +206,10 @@ PROFILE = textwrap.dedent(
     use = "general"
 
     [[entries]]
+    id = "general"
+    plugin = "general"
+
+    [[entries]]
     id = "memory"
     plugin = "raven"
     config = { backend = "jsonl" }
