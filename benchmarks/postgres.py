@@ -54,9 +54,9 @@ from typing import Any
 import anyio
 import mnemon_spaces_postgres
 import psycopg
-from mnemon_spaces_postgres.testing import PostgresServer
 
 from mnemon_testing import MemoryCompositionRunner, SelectAll
+from mnemon_testing.postgres import PostgresServer
 
 SCHEMA = "bench"
 RECALL = "source:spaces/recall"

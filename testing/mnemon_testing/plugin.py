@@ -1,4 +1,9 @@
-"""pytest plugin of mnemon-testing: async tests under anyio, and the `memory_runner` fixture.
+"""pytest plugin of mnemon-testing: async tests under anyio, and its fixtures.
+
+Fixtures: `memory_runner` (a fresh `MemoryCompositionRunner`), and `postgres_server` /
+`pgvector_server` (a private PostgreSQL server per test session, started on first use by
+`mnemon_testing.postgres`: the machine's binaries, and the `pgserver` wheel's with pgvector;
+without them the tests that ask skip, except under `CI=true`, where they fail).
 
 Installing mnemon-testing registers this plugin (entry point `pytest11`, name `mnemon`).
 Every `async def` test is marked `pytest.mark.anyio`, so it runs under anyio without
@@ -17,12 +22,13 @@ every test when anyio's own auto mode is on. Disable the plugin with `-p no:mnem
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncIterator, Generator, Iterator
 from typing import Any
 
 import pytest
 
 from ._runner import MemoryCompositionRunner
+from .postgres import PostgresServer, start_test_server
 
 _OWNERS = frozenset({"anyio", "asyncio"})
 
@@ -63,3 +69,23 @@ async def memory_runner() -> AsyncIterator[MemoryCompositionRunner]:
         yield runner
     finally:
         await runner.dispose()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """The machine's PostgreSQL, private to this test session (no pgvector)."""
+    server = start_test_server()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def pgvector_server() -> Iterator[PostgresServer]:
+    """The `pgserver` wheel's PostgreSQL 16 with pgvector, private to this test session."""
+    server = start_test_server(pgvector=True)
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -43,9 +43,9 @@ from mnemon_source_spaces import (
     VectorSearchRequest,
 )
 from mnemon_spaces_postgres import POSTGRES_PROVIDER, PostgresProvider
-from mnemon_spaces_postgres.testing import PostgresServer, find_bindir, pgvector_bindir
 
 from mnemon import VectorSpace
+from mnemon_testing.postgres import PostgresServer, find_bindir, pgvector_bindir
 
 DIMENSIONS = 384
 SPACE = VectorSpace(

@@ -3,8 +3,8 @@
 Mount the package itself, with the Provider chosen in the configuration:
 `await host.mount(mnemon_spaces_postgres, instance_id="spaces", config={"provider":
 {"type": "postgres", "dsn": "..."}})`. The Source is the `spaces` Source with both the
-SQLite and the PostgreSQL Providers; `mnemon_spaces_postgres.testing` starts a private
-server for tests.
+SQLite and the PostgreSQL Providers (`mnemon_testing.postgres` starts a private server for
+tests).
 """
 
 from ._plugin import SPACES_SOURCE as SPACES_SOURCE

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
-import mnemon_source_runtime
 import mnemon_spaces_postgres
 from mnemon_source_spaces import ProviderInit
 from mnemon_spaces_postgres import POSTGRES_PROVIDER, PostgresProvider
@@ -37,8 +35,6 @@ async def open_provider(dsn: str, schema: str, **extra: Any) -> AsyncIterator[Po
 KEY = "source:spaces"
 REMEMBER = f"{KEY}/remember"
 RECALL = f"{KEY}/recall"
-RUNTIME_KEY = "source:runtime"
-RUNTIME_MUTATE = f"{RUNTIME_KEY}/mutate"
 
 
 def allow(offer: ActionOffer) -> bool:
@@ -65,30 +61,3 @@ async def open_source(config: Mapping[str, Any], **extra: Any) -> MemoryComposit
 
 
 ADA = {"user_id": "ada"}
-
-
-def runtime_config(dsn: str, schema: str, directory: Path, **extra: Any) -> dict[str, Any]:
-    return {
-        "store": "postgres",
-        "dsn": dsn,
-        "schema": schema,
-        "data_dir": str(directory),
-        "memory_limit_bytes": 1024 * 1024,
-        **extra,
-    }
-
-
-async def open_host(config: dict[str, Any]) -> MemoryCompositionRunner:
-    runner = MemoryCompositionRunner()
-    await runner.mount(mnemon_source_runtime, instance_id="runtime", config=config)
-    await runner.mount(SelectAll(max_characters=8_000), instance_id="show")
-    return runner
-
-
-def add(text: str) -> dict[str, Any]:
-    return {"target": "user", "operation": "add", "text": text}
-
-
-async def facts_of(runner: MemoryCompositionRunner, scope: dict[str, str] = ADA) -> list[str]:
-    output = await runner.management_client(RUNTIME_KEY, scope).read("read")
-    return [entry["text"] for entry in output["user"]]

@@ -1,10 +1,9 @@
 """A writer process for the multi-process test: remembers through a real host turn.
 
-    python pg_writer.py spaces  <config json> <prefix> <count>
-    python pg_writer.py runtime <config json> <prefix> <count>
+    python pg_writer.py spaces <config json> <prefix> <count>
 
-Prints one line per write, `<key> <completion>`, once its receipt came back: `spaces`
-remembers through the spaces Source, `runtime` adds user facts through the runtime Source.
+Prints one line per write, `<key> <completion>`, once its receipt came back (the spaces
+Source remembers each; the runtime Source's PostgreSQL tests live with that Source).
 """
 
 from __future__ import annotations
@@ -14,25 +13,19 @@ from typing import Any
 
 
 async def write(mode: str, config: dict[str, Any], prefix: str, count: int) -> None:
-    import mnemon_source_runtime
     import mnemon_spaces_postgres
-    from pg_kit import REMEMBER, RUNTIME_MUTATE, allow
+    from pg_kit import REMEMBER, allow
 
     from mnemon_testing import MemoryCompositionRunner, SelectAll
 
     async with MemoryCompositionRunner() as runner:
-        plugin: Any = mnemon_spaces_postgres if mode == "spaces" else mnemon_source_runtime
-        await runner.mount(plugin, instance_id=mode, config=config)
+        await runner.mount(mnemon_spaces_postgres, instance_id=mode, config=config)
         await runner.mount(SelectAll(mode="routed", max_characters=2_000), instance_id="strategy")
         turn = await runner.begin_turn({"scope": {"user_id": "shared"}})
         for index in range(count):
             key = f"{prefix}-{index}"
-            if mode == "spaces":
-                offer, value = REMEMBER, {"text": f"memory {key} of the fleet"}
-            else:
-                value = {"target": "user", "operation": "add", "text": f"fact {key}"}
-                offer = RUNTIME_MUTATE
-            receipt = await turn.execute_action(offer, value, allow, idempotency_key=key)
+            value = {"text": f"memory {key} of the fleet"}
+            receipt = await turn.execute_action(REMEMBER, value, allow, idempotency_key=key)
             print(key, receipt.completion, flush=True)
         await turn.release()
 

@@ -17,9 +17,9 @@ import psycopg
 import pytest
 from mnemon_source_spaces.testing import ProviderConformance
 from mnemon_spaces_postgres import POSTGRES_PROVIDER
-from mnemon_spaces_postgres.testing import PostgresServer
 
 from mnemon_testing.conformance import SourceConformance
+from mnemon_testing.postgres import PostgresServer
 
 
 class TestPostgresProvider(ProviderConformance):

@@ -15,10 +15,10 @@ from mnemon_source_spaces import (
     StatusRequest,
 )
 from mnemon_spaces_postgres import POSTGRES_PROVIDER
-from mnemon_spaces_postgres.testing import PostgresServer
 from pg_kit import open_provider, provider_init
 
 from mnemon import DefinitionError
+from mnemon_testing.postgres import PostgresServer
 
 SECRET_DSN = "host=/nowhere dbname=x user=u password=hunter2-secret-9d1e"
 

@@ -15,9 +15,10 @@ import pytest
 from mnemon_source_spaces import RememberRequest, SearchRequest, SearchResult
 from mnemon_spaces_postgres import PostgresProvider, _search
 from mnemon_spaces_postgres._words import predicted_lexemes
-from mnemon_spaces_postgres.testing import PostgresServer
 from pg_kit import open_provider
 from psycopg import sql
+
+from mnemon_testing.postgres import PostgresServer
 
 WORDS = [
     "tea", "green", "coffee", "Ada", "prefers", "morning", "billing", "report", "quarter",

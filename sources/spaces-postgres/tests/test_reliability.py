@@ -13,10 +13,10 @@ import orjson
 import psycopg
 import pytest
 from mnemon_source_spaces import ListRequest, ProviderError, RememberRequest
-from mnemon_spaces_postgres.testing import PostgresServer
 from pg_kit import REMEMBER, allow, open_provider, open_source, source_config
 
 from mnemon import ActionError
+from mnemon_testing.postgres import PostgresServer
 
 WRITER = Path(__file__).with_name("pg_writer.py")
 PROCESSES = 4

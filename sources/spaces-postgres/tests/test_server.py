@@ -7,7 +7,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from mnemon_spaces_postgres.testing import PostgresServer, PostgresUnavailable, start_test_server
+
+from mnemon_testing.postgres import PostgresServer, PostgresUnavailable, start_test_server
 
 
 def test_the_server_keeps_fsync_on_and_listens_on_its_socket_only(

@@ -32,7 +32,6 @@ from mnemon_source_spaces import (
     VectorSearchRequest,
 )
 from mnemon_spaces_postgres import PostgresProvider
-from mnemon_spaces_postgres.testing import PostgresServer
 from pg_kit import ADA, RECALL, REMEMBER, allow, open_provider, source_config
 
 from mnemon import (
@@ -47,6 +46,7 @@ from mnemon import (
     install_memory,
 )
 from mnemon_testing import MemoryCompositionRunner, SelectAll
+from mnemon_testing.postgres import PostgresServer
 
 SPACE = VectorSpace(id="test.toy", version="1", model="toy", dimensions=3, metric="cosine")
 P = "personal.user-ada"

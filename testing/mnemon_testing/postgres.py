@@ -8,10 +8,13 @@ runs as an unprivileged user (`mnemon-postgres`, created when missing), because 
 refuses to run as root. `stop()` stops it and removes the folder.
 
 `pgvector_bindir()` finds a server with the pgvector extension: the one the `pgserver`
-wheel ships (PostgreSQL 16 with pgvector, a test extra of this distribution), so the tests
-prove both ways of keeping vectors on any machine. The `postgres_server` and
-`pgvector_server` pytest fixtures in this distribution's tests start one server each per test
-session; when the binaries are missing they skip, except under `CI=true`, where they fail.
+wheel ships (PostgreSQL 16 with pgvector), so a plugin's tests can prove both ways of keeping
+vectors on any machine. The `postgres_server` and `pgvector_server` fixtures of this kit's
+pytest plugin start one server each per test session, on first use; when the binaries are
+missing they skip, except under `CI=true`, where they fail.
+
+Importing this module imports only the standard library: pytest is imported by
+`start_test_server` alone, and psycopg not at all (the tests connect with their own driver).
 """
 
 from __future__ import annotations
@@ -78,9 +81,7 @@ def pgvector_bindir() -> Path:
     """
     spec = importlib.util.find_spec("pgserver")
     if spec is None or not spec.submodule_search_locations:
-        raise PostgresUnavailable(
-            "pgserver is not installed (pip install 'mnemon-spaces-postgres[test]')"
-        )
+        raise PostgresUnavailable("pgserver is not installed (pip install pgserver)")
     bindir = Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
     if not (bindir / "initdb").exists():
         raise PostgresUnavailable(f"pgserver holds no initdb in {bindir}")

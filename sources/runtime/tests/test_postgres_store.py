@@ -13,15 +13,15 @@ import anyio.to_thread
 import mnemon_source_runtime
 import orjson
 import pytest
-from mnemon_spaces_postgres.testing import PostgresServer
-from pg_kit import ADA, RUNTIME_KEY, RUNTIME_MUTATE, add, allow, facts_of, open_host, runtime_config
+from runtime_kit import ADA, KEY, OFFER, add, allow, facts_of, open_host, postgres_config
+from runtime_writer import entry_text
 
 from mnemon import InstallError, RevisionConflict
 from mnemon_testing import MemoryCompositionRunner
+from mnemon_testing.postgres import PostgresServer
 
-WRITER = Path(__file__).with_name("pg_writer.py")
-# every write rewrites the partition's whole document, so the four writers contend for one row
-# throughout; 4 x 50 keeps this test to seconds
+WRITER = Path(__file__).with_name("runtime_writer.py")
+# the four writers contend for one partition's row throughout; 4 x 50 keeps this test to seconds
 WRITES = 50
 SECRET = "host=/nowhere dbname=x user=u password=runtime-secret-61c0"
 
@@ -31,8 +31,8 @@ def start_writer(config: dict[str, Any], prefix: str) -> subprocess.Popen[str]:
         [
             sys.executable,
             str(WRITER),
-            "runtime",
             orjson.dumps(config).decode(),
+            "shared",
             prefix,
             str(WRITES),
         ],
@@ -75,16 +75,14 @@ async def test_two_hosts_share_facts_and_lose_no_concurrent_write(
     postgres_server: PostgresServer, schema: str, tmp_path: Path
 ) -> None:
     dsn = postgres_server.dsn()
-    first = await open_host(runtime_config(dsn, schema, tmp_path / "a"))
-    second = await open_host(runtime_config(dsn, schema, tmp_path / "b"))
+    first = await open_host(postgres_config(dsn, schema, tmp_path / "a"))
+    second = await open_host(postgres_config(dsn, schema, tmp_path / "b"))
     try:
 
         async def write(runner: MemoryCompositionRunner, name: str) -> None:
             for index in range(15):
                 turn = await runner.begin_turn({"scope": ADA})
-                receipt = await turn.execute_action(
-                    RUNTIME_MUTATE, add(f"{name} fact {index}"), allow
-                )
+                receipt = await turn.execute_action(OFFER, add(f"{name} fact {index}"), allow)
                 assert receipt.completion == "committed"
                 await turn.release()
 
@@ -108,13 +106,13 @@ async def test_a_fenced_write_after_another_hosts_write_is_a_revision_conflict(
     postgres_server: PostgresServer, schema: str, tmp_path: Path
 ) -> None:
     dsn = postgres_server.dsn()
-    first = await open_host(runtime_config(dsn, schema, tmp_path / "a"))
-    second = await open_host(runtime_config(dsn, schema, tmp_path / "b"))
+    first = await open_host(postgres_config(dsn, schema, tmp_path / "a"))
+    second = await open_host(postgres_config(dsn, schema, tmp_path / "b"))
     try:
-        mine = first.management_client(RUNTIME_KEY, ADA)
+        mine = first.management_client(KEY, ADA)
         seen = await mine.revision()
         turn = await second.begin_turn({"scope": ADA})
-        await turn.execute_action(RUNTIME_MUTATE, add("written elsewhere"), allow)
+        await turn.execute_action(OFFER, add("written elsewhere"), allow)
         await turn.release()
         with pytest.raises(RevisionConflict):
             await mine.mutate("mutate", add("stale"), confirmed=True, expected_revision=seen)
@@ -130,29 +128,29 @@ async def test_a_fenced_write_after_another_hosts_write_is_a_revision_conflict(
 async def test_four_processes_mutating_one_partition_lose_nothing(
     postgres_server: PostgresServer, schema: str, tmp_path: Path
 ) -> None:
-    config = runtime_config(postgres_server.dsn(), schema, tmp_path, lock_timeout=30.0)
+    config = postgres_config(postgres_server.dsn(), schema, tmp_path, lock_timeout=30.0)
     processes = [start_writer(config, f"p{n}") for n in range(4)]
-    lines: list[str] = []
     for process in processes:
         out, err = await anyio.to_thread.run_sync(process.communicate)
+        # a writer asserts that each of its writes committed before printing it
         assert process.returncode == 0, err[-2_000:]
-        lines += out.splitlines()
-    assert {line.split()[1] for line in lines} == {"committed"}
+        assert out.splitlines()[-1] == f"wrote {WRITES - 1}"
     runner = await open_host(config)
     try:
-        facts = await facts_of(runner, {"user_id": "shared"})
+        notes = await runner.management_client(KEY, {"user_id": "shared"}).read("read")
     finally:
         await runner.dispose()
-    expected = {f"fact p{n}-{index}" for n in range(4) for index in range(WRITES)}
-    assert len(facts) == len(expected)
-    assert set(facts) == expected
+    texts = [entry["text"] for entry in notes["memory"]]
+    expected = {entry_text(f"p{n}", index) for n in range(4) for index in range(WRITES)}
+    assert len(texts) == len(expected)
+    assert set(texts) == expected
 
 
 async def test_an_unreachable_database_is_a_coded_unavailability_and_logs_no_address(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
-    config = runtime_config(SECRET, "s", tmp_path, lock_timeout=0.5)
+    config = postgres_config(SECRET, "s", tmp_path, lock_timeout=0.5)
     runner = await open_host(config)
     try:
         turn = await runner.begin_turn({"scope": ADA})

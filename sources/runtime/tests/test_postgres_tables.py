@@ -10,11 +10,11 @@ import anyio.to_thread
 import mnemon_source_runtime
 import psycopg
 import pytest
-from mnemon_spaces_postgres.testing import PostgresServer
-from pg_kit import ADA, RUNTIME_KEY, RUNTIME_MUTATE, add, allow, facts_of, open_host, runtime_config
+from runtime_kit import ADA, KEY, OFFER, add, allow, facts_of, open_host, postgres_config
 
 from mnemon import ActionError, ManagementError, MutationReceipt
 from mnemon_testing import MemoryCompositionRunner, SelectAll
+from mnemon_testing.postgres import PostgresServer
 
 
 async def mutate(
@@ -25,7 +25,7 @@ async def mutate(
 ) -> MutationReceipt:
     turn = await runner.begin_turn({"scope": scope})
     try:
-        return await turn.execute_action(RUNTIME_MUTATE, value, allow, idempotency_key=key)
+        return await turn.execute_action(OFFER, value, allow, idempotency_key=key)
     finally:
         await turn.release()
 
@@ -40,7 +40,7 @@ async def test_hosts_racing_to_the_byte_cap_never_exceed_it(
 ) -> None:
     dsn = postgres_server.dsn()
     limit = 4096
-    config = runtime_config(dsn, schema, tmp_path, memory_limit_bytes=limit, lock_timeout=20.0)
+    config = postgres_config(dsn, schema, tmp_path, memory_limit_bytes=limit, lock_timeout=20.0)
     hosts = [await open_host(config) for _ in range(3)]
     committed: list[str] = []
     refused: list[str] = []
@@ -61,7 +61,7 @@ async def test_hosts_racing_to_the_byte_cap_never_exceed_it(
         async with anyio.create_task_group() as group:
             for number, runner in enumerate(hosts):
                 group.start_soon(fill, runner, f"host{number}")
-        status = await hosts[0].management_client(RUNTIME_KEY, ADA).read("read")
+        status = await hosts[0].management_client(KEY, ADA).read("read")
     finally:
         for runner in hosts:
             await runner.dispose()
@@ -78,8 +78,8 @@ async def test_an_idempotent_retry_on_another_host_is_a_replay(
     postgres_server: PostgresServer, schema: str, tmp_path: Path
 ) -> None:
     dsn = postgres_server.dsn()
-    first = await open_host(runtime_config(dsn, schema, tmp_path / "a"))
-    second = await open_host(runtime_config(dsn, schema, tmp_path / "b"))
+    first = await open_host(postgres_config(dsn, schema, tmp_path / "a"))
+    second = await open_host(postgres_config(dsn, schema, tmp_path / "b"))
     try:
         original = await mutate(first, add("Ada takes tea."), key="tea-1")
         retried = await mutate(second, add("Ada takes tea."), key="tea-1")
@@ -114,7 +114,7 @@ async def test_idempotency_records_are_bounded_in_the_table(
     postgres_server: PostgresServer, schema: str, tmp_path: Path
 ) -> None:
     dsn = postgres_server.dsn()
-    runner = await open_host(runtime_config(dsn, schema, tmp_path, idempotency_records=3))
+    runner = await open_host(postgres_config(dsn, schema, tmp_path, idempotency_records=3))
     try:
         for index in range(5):
             await mutate(runner, add(f"fact {index}"), key=f"k{index}")
@@ -135,7 +135,7 @@ async def test_every_write_is_a_revision_in_the_history(
     postgres_server: PostgresServer, schema: str, tmp_path: Path
 ) -> None:
     dsn = postgres_server.dsn()
-    runner = await open_host(runtime_config(dsn, schema, tmp_path))
+    runner = await open_host(postgres_config(dsn, schema, tmp_path))
     try:
         receipts = [
             await mutate(runner, add("Ada is left-handed.")),
@@ -149,7 +149,7 @@ async def test_every_write_is_a_revision_in_the_history(
             ),
             await mutate(runner, {"target": "user", "operation": "remove", "id": "u1"}),
         ]
-        current = await runner.management_client(RUNTIME_KEY, ADA).revision()
+        current = await runner.management_client(KEY, ADA).revision()
     finally:
         await runner.dispose()
     history = rows(
@@ -219,7 +219,7 @@ async def test_a_one_row_store_is_migrated_forward_and_its_rows_kept(
     (bob_name,) = documents["bob"]
     damaged = {bob_name: b'{"format": "mnemon-runtime/2", "partition": '}
     create_v1_store(dsn, schema, {**documents["ada"], **damaged})
-    config = runtime_config(dsn, schema, tmp_path / "pg")
+    config = postgres_config(dsn, schema, tmp_path / "pg")
     # two hosts meet the old layout at once: one migrates, the other finds it done
     hosts = [await open_host(config), await open_host(config)]
     try:
@@ -227,15 +227,13 @@ async def test_a_one_row_store_is_migrated_forward_and_its_rows_kept(
             for runner in hosts:
                 group.start_soon(facts_of, runner)
         facts = await facts_of(hosts[1])
-        notes = (
-            await hosts[0].management_client(RUNTIME_KEY, {**ADA, "agent_id": "coder"}).read("read")
-        )
+        notes = await hosts[0].management_client(KEY, {**ADA, "agent_id": "coder"}).read("read")
         replay = await mutate(hosts[0], add("Ada is left-handed."), key="hand")
         after = await mutate(hosts[1], add("Ada reads in the evening."))
         turn = await hosts[0].begin_turn({"scope": {"user_id": "bob"}})
         bob = [(d.code, d.message) for d in turn.view.diagnostics]
         await turn.release()
-        bob_client = hosts[0].management_client(RUNTIME_KEY, {"user_id": "bob"})
+        bob_client = hosts[0].management_client(KEY, {"user_id": "bob"})
         damaged_revision = await bob_client.revision()
         with pytest.raises(ManagementError) as bob_write:
             await bob_client.mutate(
@@ -253,9 +251,7 @@ async def test_a_one_row_store_is_migrated_forward_and_its_rows_kept(
     assert after.detail is not None
     assert after.detail["id"] == "u3"
     assert final == [*facts, "Ada reads in the evening."]
-    assert bob == [
-        ("source-unavailable", f"Memory Source {RUNTIME_KEY} is unavailable (damaged-file)")
-    ]
+    assert bob == [("source-unavailable", f"Memory Source {KEY} is unavailable (damaged-file)")]
     assert bob_write.value.code == "schema_mismatch"
     assert rows(dsn, f"SELECT version FROM {schema}.schema_version ORDER BY version") == [
         (1,),
@@ -273,19 +269,19 @@ async def test_a_newer_schema_is_refused_and_left_alone(
     postgres_server: PostgresServer, schema: str, tmp_path: Path
 ) -> None:
     dsn = postgres_server.dsn()
-    runner = await open_host(runtime_config(dsn, schema, tmp_path))
+    runner = await open_host(postgres_config(dsn, schema, tmp_path))
     try:
         await mutate(runner, add("written by this version"))
     finally:
         await runner.dispose()
     with psycopg.connect(dsn) as connection:
         connection.execute(f"INSERT INTO {schema}.schema_version VALUES (3)")
-    runner = await open_host(runtime_config(dsn, schema, tmp_path))
+    runner = await open_host(postgres_config(dsn, schema, tmp_path))
     try:
         turn = await runner.begin_turn({"scope": ADA})
         await turn.release()
         with pytest.raises(ManagementError) as caught:
-            await runner.management_client(RUNTIME_KEY, ADA).read("read")
+            await runner.management_client(KEY, ADA).read("read")
     finally:
         await runner.dispose()
     # the Source does not serve (no fragments, no offer) rather than misread the tables
