@@ -6,7 +6,10 @@ Each distribution is installed the way pip leaves one (a dist-info folder on `PY
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -98,3 +101,35 @@ def test_a_distribution_cannot_replace_a_core_verb(tmp_path: Path) -> None:
     started = mnemon(tmp_path, "init", "--embedder", "none", PYTHONPATH=str(site))
     assert started.returncode == 0, started.stderr
     assert (tmp_path / "mnemon.toml").is_file()
+
+
+def test_facts_and_docs_come_from_the_distributions_of_their_sources(tmp_path: Path) -> None:
+    from mnemon._cli._commands import cli
+
+    listed = mnemon(tmp_path, "--help")
+    assert listed.returncode == 0, listed.stderr
+    for verb, distribution in (
+        ("facts", "mnemon-source-runtime"),
+        ("docs", "mnemon-source-documents"),
+    ):
+        assert verb not in cli.commands  # not one of the core's own verbs
+        [point] = importlib.metadata.entry_points(group="mnemon.commands", name=verb)
+        assert point.dist is not None
+        assert point.dist.name == distribution
+        [line] = [
+            line for line in listed.stdout.splitlines() if line.strip().startswith(f"{verb} ")
+        ]
+        # the listing shows the distribution's summary (cut to the terminal's width)
+        assert point.dist.metadata["Summary"][:20] in line
+
+
+def test_importing_the_sources_does_not_import_their_verbs_or_click() -> None:
+    code = (
+        "import sys, mnemon_source_runtime, mnemon_source_documents; "
+        "print(sorted(name for name in sys.modules if name == 'click' or name == 'mnemon.cli' "
+        "or name.endswith('._command')))"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (found.returncode, found.stdout) == (0, "[]\n"), found.stderr

@@ -170,9 +170,14 @@ def test_every_public_name_resolves(name: str) -> None:
 
 
 # documented public modules: importing one binds its name on the package
-PUBLIC_MODULES = {"postgres", "tools", "versions"}
+PUBLIC_MODULES = {"cli", "postgres", "tools", "versions"}
 # each public module's exact `__all__`; what it exports says it lives there (`__module__`)
 MODULE_EXPORTS = {
+    "mnemon.cli": [
+        "CommandError", "FlagError", "Printer", "echo_json", "identity", "json_option",
+        "management_entry", "mutate", "printer_of", "progress", "read_text_argument",
+        "require_confirmation", "run_with_host", "scope_of", "shown_path",
+    ],
     "mnemon.storage": [
         "PRIVATE_FILE_MODE", "PRIVATE_FOLDER_MODE", "hold_lock", "open_private", "open_regular",
         "private_folder", "remove_leftovers", "remove_leftovers_in", "temporary_path",

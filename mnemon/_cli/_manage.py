@@ -1,4 +1,4 @@
-"""Memory management from the terminal: list, forget, facts, docs, and any Source's route or action.
+"""Memory management from the terminal: list, forget, and any Source's route or action.
 
 Everything here is a person's operation on the management plane (confirmed, fenced by the
 Source's current revision) or on the operator's View; none of it is what the model sees.
@@ -7,7 +7,6 @@ Source's current revision) or on the operator's View; none of it is what the mod
 from __future__ import annotations
 
 import functools
-import re
 from pathlib import Path
 from typing import Any
 
@@ -29,15 +28,11 @@ from ._options import (
     json_option,
     printer_of,
     profile_path,
-    read_text_argument,
+    require_confirmation,
     run,
     scope_of,
 )
-from ._paths import shown_path
-from ._progress import progress
 from ._records import (
-    document_records,
-    management_entry,
     missing_scope,
     mutate,
     record_groups,
@@ -46,12 +41,7 @@ from ._records import (
 )
 from ._session import missing_flags, open_memory, operator_turn
 
-__all__ = ["act", "docs", "facts", "forget", "list_memory", "route"]
-
-
-def _confirmed(yes: bool, question: str, as_json: bool) -> None:
-    if not yes and not confirm(question, err=as_json):
-        raise CommandError("nothing was changed: you did not confirm", code="not-confirmed")
+__all__ = ["act", "forget", "list_memory", "route"]
 
 
 def _reason(exc: MnemonError, profile: Profile, entry: ManagementEntry, scope: Scope) -> str:
@@ -295,7 +285,7 @@ def forget(
     Every Source whose records can be deleted is asked, in order, until one deletes it.
     """
     scope = scope_of(options)
-    _confirmed(yes, "Delete this memory?", as_json)
+    require_confirmation(yes, "Delete this memory?", as_json=as_json)
     output = run(
         functools.partial(
             _forget,
@@ -316,320 +306,6 @@ def forget(
         "",
     )  # fmt: skip
     printer_of(ctx).ok(f"forgotten: {output['kind']} {output['id']}{where}")
-
-
-# ---------------------------------------------------------------------- facts
-
-
-async def _facts_change(
-    path: Path, scope: Scope, source: str | None, change: dict[str, Any]
-) -> dict[str, Any]:
-    async with open_memory(path) as (_, host):
-        entry = management_entry(host, "runtime", source)
-        result = await mutate(host, entry.source_key, scope, "mutate", change)
-        output: dict[str, Any] = dict(result.output) if isinstance(result.output, dict) else {}
-        return output
-
-
-def _target_of(entry_id: str) -> str:
-    if re.fullmatch(r"u\d+", entry_id):
-        return "user"
-    if re.fullmatch(r"m\d+", entry_id):
-        return "memory"
-    raise FlagError("ID: a fact is u1, u2, ... and a note m1, m2, ... (as `mnemon list` shows)")
-
-
-def _change_facts(
-    ctx: click.Context, change: dict[str, Any], options: dict[str, Any], yes: bool, as_json: bool
-) -> None:
-    scope = scope_of(options)
-    what = {"add": "Add", "replace": "Replace", "remove": "Remove"}[change["operation"]]
-    _confirmed(yes, f"{what} this working-memory entry?", as_json)
-    output = run(
-        functools.partial(_facts_change, profile_path(ctx), scope, options.get("source"), change)
-    )
-    if as_json:
-        echo_json(output)
-        return
-    printer_of(ctx).ok(f"{change['operation']}: entry {output.get('id')} (stored)")
-
-
-def _source_option(command: Any) -> Any:
-    return click.option(
-        "--source", default=None, help="The runtime Source (default: the first mounted)."
-    )(command)
-
-
-@click.group()
-def facts() -> None:
-    """Change the working memory (runtime): facts about the user, the agent's notes."""
-
-
-@facts.command("add")
-@click.argument("text", required=False)
-@click.option(
-    "--file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Read the text from this file (UTF-8).",
-)
-@click.option("--note", is_flag=True, help="An agent's note (needs --agent), not a user fact.")
-@click.option("--importance", type=click.IntRange(1, 5), default=None, help="1 to 5.")
-@_source_option
-@click.option("--yes", "-y", is_flag=True, help="Do it without asking.")
-@identity
-@json_option
-@click.pass_context
-def facts_add(
-    ctx: click.Context,
-    /,
-    text: str | None,
-    file: Path | None,
-    note: bool,
-    importance: int | None,
-    yes: bool,
-    as_json: bool,
-    **options: Any,
-) -> None:
-    """Add a fact about the user (TEXT, or - for standard input)."""
-    body = _text(text, file, yes)
-    change: dict[str, Any] = {
-        "target": "memory" if note else "user",
-        "operation": "add",
-        "text": body,
-    }
-    if importance is not None:
-        change["importance"] = importance
-    _change_facts(ctx, change, options, yes, as_json)
-
-
-def _text(text: str | None, file: Path | None, yes: bool) -> str:
-    body = read_text_argument(text, file)
-    if text == "-" and not yes:
-        raise FlagError("TEXT from standard input needs --yes (the prompt reads the same input)")
-    if text == "-" or file is not None:
-        body = body.strip()  # the newline a pipe or an editor ends the text with
-    if not body.strip():
-        raise FlagError("TEXT: is empty")
-    return body
-
-
-@facts.command("replace")
-@click.argument("entry_id", metavar="ID")
-@click.argument("text", required=False)
-@click.option(
-    "--file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Read the text from this file (UTF-8).",
-)
-@click.option("--importance", type=click.IntRange(1, 5), default=None, help="1 to 5.")
-@_source_option
-@click.option("--yes", "-y", is_flag=True, help="Do it without asking.")
-@identity
-@json_option
-@click.pass_context
-def facts_replace(
-    ctx: click.Context,
-    /,
-    entry_id: str,
-    text: str | None,
-    file: Path | None,
-    importance: int | None,
-    yes: bool,
-    as_json: bool,
-    **options: Any,
-) -> None:
-    """Replace the fact or note ID (u1, m2, ...) with TEXT."""
-    change: dict[str, Any] = {
-        "target": _target_of(entry_id),
-        "operation": "replace",
-        "id": entry_id,
-        "text": _text(text, file, yes),
-    }
-    if importance is not None:
-        change["importance"] = importance
-    _change_facts(ctx, change, options, yes, as_json)
-
-
-@facts.command("rm")
-@click.argument("entry_id", metavar="ID")
-@_source_option
-@click.option("--yes", "-y", is_flag=True, help="Do it without asking.")
-@identity
-@json_option
-@click.pass_context
-def facts_rm(
-    ctx: click.Context, /, entry_id: str, yes: bool, as_json: bool, **options: Any
-) -> None:
-    """Remove the fact or note ID (u1, m2, ...)."""
-    change = {"target": _target_of(entry_id), "operation": "remove", "id": entry_id}
-    _change_facts(ctx, change, options, yes, as_json)
-
-
-# ---------------------------------------------------------------------- docs
-
-
-def markdown_title(body: str, fallback: str) -> str:
-    """The first `# heading` of a Markdown body, else `fallback` (a file's stem)."""
-    for line in body.splitlines():
-        if line.startswith("# ") and line[2:].strip():
-            return line[2:].strip()
-    return fallback
-
-
-async def _docs_add(
-    path: Path, scope: Scope, source: str | None, files: list[tuple[str, str]]
-) -> list[dict[str, Any]]:
-    async with open_memory(path) as (_, host):
-        entry = management_entry(host, "documents", source)
-        client = host.management_client(entry.source_key, scope)
-        existing = {
-            (record["title"], record["body"])
-            for record in await document_records(client, entry.source_key, bodies=True)
-        }
-        outcomes: list[dict[str, Any]] = []
-        with progress("documents", total=len(files)) as advance:
-            for title, body in files:
-                if (title, body) in existing:
-                    # the same title and body are already here: adding it again would duplicate
-                    outcomes.append({"title": title, "status": "unchanged"})
-                else:
-                    result = await mutate(
-                        host, entry.source_key, scope, "create", {"title": title, "body": body}
-                    )
-                    existing.add((title, body))
-                    output = result.output if isinstance(result.output, dict) else {}
-                    outcomes.append(
-                        {"title": title, "status": "created", "document": output.get("document")}
-                    )
-                advance(1)
-        return outcomes
-
-
-def _read_markdown(file: Path, title: str | None) -> tuple[str, str]:
-    name = shown_path(file, name_if_outside=True)
-    try:
-        body = file.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise FlagError(f"{name}: must be UTF-8 text") from None
-    except OSError as exc:
-        raise FlagError(f"{name}: cannot be read ({exc.strerror or 'error'})") from None
-    return title or markdown_title(body, file.stem), body
-
-
-def _print_docs(ctx: click.Context, outcomes: list[dict[str, Any]], as_json: bool) -> None:
-    if as_json:
-        echo_json({"documents": outcomes})
-        return
-    printer = printer_of(ctx)
-    for outcome in outcomes:
-        if outcome["status"] == "created":
-            printer.ok(f"created {outcome['document']}: {outcome['title']}")
-        else:
-            printer.line(f"unchanged (already there): {outcome['title']}")
-
-
-@click.group()
-def docs() -> None:
-    """The workspace's Markdown documents (documents): add, list, show, import."""
-
-
-@docs.command("add")
-@click.argument("file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
-@click.option("--title", default=None, help="The title (default: the first # heading).")
-@click.option("--source", default=None, help="The documents Source (default: the first).")
-@click.option("--yes", "-y", is_flag=True, help="Do it without asking.")
-@identity
-@json_option
-@click.pass_context
-def docs_add(
-    ctx: click.Context,
-    /,
-    file: Path,
-    title: str | None,
-    source: str | None,
-    yes: bool,
-    as_json: bool,
-    **options: Any,
-) -> None:
-    """Add the Markdown FILE as a document of the workspace (--workspace)."""
-    scope = scope_of(options)
-    document = _read_markdown(file, title)
-    _confirmed(yes, "Add this document?", as_json)
-    outcomes = run(functools.partial(_docs_add, profile_path(ctx), scope, source, [document]))
-    _print_docs(ctx, outcomes, as_json)
-
-
-@docs.command("import")
-@click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
-@click.option("--source", default=None, help="The documents Source (default: the first).")
-@click.option("--yes", "-y", is_flag=True, help="Do it without asking.")
-@identity
-@json_option
-@click.pass_context
-def docs_import(
-    ctx: click.Context,
-    /,
-    directory: Path,
-    source: str | None,
-    yes: bool,
-    as_json: bool,
-    **options: Any,
-) -> None:
-    """Add every *.md file under DIRECTORY; a document already there is left unchanged."""
-    scope = scope_of(options)
-    files = [_read_markdown(file, None) for file in sorted(directory.rglob("*.md"))]
-    _confirmed(yes, f"Add {len(files)} document(s)?", as_json)
-    outcomes = run(functools.partial(_docs_add, profile_path(ctx), scope, source, files))
-    _print_docs(ctx, outcomes, as_json)
-
-
-async def _docs_read(path: Path, scope: Scope, source: str | None, document: str | None) -> Any:
-    async with open_memory(path) as (_, host):
-        entry = management_entry(host, "documents", source)
-        client = host.management_client(entry.source_key, scope)
-        if document is None:
-            return await document_records(client, entry.source_key)
-        return await client.read("read", {"document": document})
-
-
-@docs.command("list")
-@click.option("--source", default=None, help="The documents Source (default: the first).")
-@identity
-@json_option
-@click.pass_context
-def docs_list(ctx: click.Context, /, source: str | None, as_json: bool, **options: Any) -> None:
-    """List the documents of the workspace (--workspace)."""
-    found = run(functools.partial(_docs_read, profile_path(ctx), scope_of(options), source, None))
-    if as_json:
-        echo_json({"documents": found})
-        return
-    printer = printer_of(ctx)
-    printer.heading(f"{len(found)} document(s)")
-    for record in found:
-        printer.line(f"{record['id']}  {record['title']}")
-
-
-@docs.command("show")
-@click.argument("document")
-@click.option("--source", default=None, help="The documents Source (default: the first).")
-@identity
-@json_option
-@click.pass_context
-def docs_show(
-    ctx: click.Context, /, document: str, source: str | None, as_json: bool, **options: Any
-) -> None:
-    """Print the document DOCUMENT (its handle, as `docs list` shows it)."""
-    found = run(
-        functools.partial(_docs_read, profile_path(ctx), scope_of(options), source, document)
-    )
-    if as_json:
-        echo_json(found)
-        return
-    printer = printer_of(ctx)
-    printer.heading(str(found.get("title", document)))
-    printer.line(str(found.get("body", "")))
 
 
 # ---------------------------------------------------------------------- route and act
@@ -759,5 +435,5 @@ def act(
 
 def register(group: click.Group) -> None:
     """Add the management commands to `group`."""
-    for command in (list_memory, forget, facts, docs, route, act):
+    for command in (list_memory, forget, route, act):
         group.add_command(command)

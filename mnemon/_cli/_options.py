@@ -43,6 +43,7 @@ __all__ = [
     "profile_path",
     "read_text_argument",
     "remember_profile_flag",
+    "require_confirmation",
     "run",
     "scope_of",
     "wants_json",
@@ -319,3 +320,15 @@ def confirm(question: str, *, err: bool = False) -> bool:
     finally:
         if main:
             signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+
+
+def require_confirmation(yes: bool, question: str, *, as_json: bool = False) -> None:
+    """Go on if `yes` or the person answers yes to `question`, else stop changing nothing.
+
+    With `as_json`, the question goes to stderr so that stdout stays one JSON document.
+
+    Raises:
+        CommandError: the person did not confirm (`not-confirmed`).
+    """
+    if not yes and not confirm(question, err=as_json):
+        raise CommandError("nothing was changed: you did not confirm", code="not-confirmed")

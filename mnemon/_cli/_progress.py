@@ -1,4 +1,4 @@
-"""Progress for long work (import, export, a large `docs import`): on a terminal only.
+"""Progress for long work (import, export, a verb adding many files): on a terminal only.
 
 `rich` draws the bar on stderr when stderr is a terminal; piped or redirected, nothing is
 drawn, so scripts and `--json` output stay clean.

@@ -21,7 +21,6 @@ from ._options import CommandError
 
 __all__ = [
     "content_key",
-    "document_records",
     "management_entry",
     "missing_scope",
     "mutate",
@@ -31,7 +30,6 @@ __all__ = [
 ]
 
 PAGE = 100
-_DOCUMENT_PAGE = 1_000
 # what `json.dumps(value, ensure_ascii=False)` writes (keys are made of it), with the
 # encoder made once instead of per call
 _json_text = json.JSONEncoder(ensure_ascii=False).encode
@@ -133,33 +131,6 @@ async def mutate(
     client = host.management_client(key, scope)
     revision = await client.revision()
     return await client.mutate(operation, payload, confirmed=True, expected_revision=revision)
-
-
-async def document_records(
-    client: ManagementClient, key: str, *, bodies: bool = False
-) -> list[dict[str, Any]]:
-    """The documents of this scope's workspace (with their bodies), as `docs` shows them."""
-    records: list[dict[str, Any]] = []
-    offset = 0
-    while True:
-        page = await client.read("list", {"offset": offset, "limit": _DOCUMENT_PAGE})
-        listed = page.get("documents", [])
-        for document in listed:
-            record = {
-                "kind": "document",
-                "source": key,
-                "type": "documents",
-                "id": document["document"],
-                "title": document["title"],
-                "revision": document.get("revision"),
-            }
-            if bodies:
-                read = await client.read("read", {"document": document["document"]})
-                record["body"] = read.get("body", "")
-            records.append(record)
-        offset += len(listed)
-        if not listed or offset >= int(page.get("total", 0)):
-            return records
 
 
 def missing_scope(exc: ManagementError) -> bool:
