@@ -663,7 +663,7 @@ class NexentSource:
             raise
         outcomes = {u.unit_id: u.status.value for u in result.unit_results}
         outcomes.update(dict.fromkeys(dropped, "degraded"))
-        counted = {status: sum(s == status for s in outcomes.values()) for status in _UNIT_STATUSES}
+        counted = _counted(outcomes)
         self._observe("ingest", started, counts={f"units_{k}": v for k, v in counted.items()})
         return result.status, outcomes
 
@@ -686,7 +686,7 @@ class NexentSource:
             ids, key, [(_event_id(key, index), unit) for index, unit in enumerate(given)]
         )
         events = [_event_id(key, index) for index in range(len(given))]
-        counted = {s: sum(o == s for o in outcomes.values()) for s in _UNIT_STATUSES}
+        counted = _counted(outcomes)
         detail: dict[str, Any] = {
             "provider": self._name,
             "status": status,
@@ -779,6 +779,13 @@ class NexentSource:
 
 
 _UNIT_STATUSES = ("accepted", "rejected", "degraded")
+
+
+def _counted(outcomes: Mapping[str, str]) -> dict[str, int]:
+    """How many units ended in each status."""
+    return {status: sum(s == status for s in outcomes.values()) for status in _UNIT_STATUSES}
+
+
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 
 
