@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import io
-import sys
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from mnemon._cli._commands import main
+from tests.test_cli import run_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 RAVEN_TESTS = ROOT / "sources" / "raven" / "tests"
@@ -40,22 +39,15 @@ class Command:
     """`mnemon --no-color ...` run in this process, in `folder`, as a user types it."""
 
     def __init__(self, folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.monkeypatch = monkeypatch
+        self.folder = folder
         monkeypatch.chdir(folder)
         monkeypatch.setenv("MNEMON_HOME", str(folder / "home"))
         monkeypatch.setenv("NO_COLOR", "1")
         monkeypatch.delenv("MNEMON_PROFILE", raising=False)
 
     def __call__(self, *arguments: str, stdin: str = "") -> Ran:
-        out, err = io.StringIO(), io.StringIO()
-        self.monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-        status: object = 0
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                main(["--no-color", *arguments])
-            except SystemExit as exit:
-                status = exit.code
-        return Ran(int(status or 0), out.getvalue(), err.getvalue())
+        ran = run_in_process(self.folder, list(arguments), stdin, dict(os.environ))
+        return Ran(ran.returncode, ran.stdout, ran.stderr)
 
 
 def with_second_memory(mnemon: Command, folder: Path, endpoint: str) -> Path:
