@@ -184,7 +184,7 @@ async def test_an_unreachable_ranker_falls_back(tmp_path):
 
 
 async def test_an_overrun_is_search_deadline_exceeded(tmp_path, ranker_server):
-    # the hasty profile allows 50 ms; the slow ranker answers after 2 s
+    # the hasty profile allows 1 s; the slow ranker answers after 2 s
     runner = await _runner(tmp_path, endpoint=ranker_server("slow"), profile="hasty")
     try:
         evidence = await _recall(runner, "tea", limit=3)

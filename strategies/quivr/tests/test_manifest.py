@@ -156,8 +156,8 @@ def test_a_yaml_alias_is_refused_before_anything_walks_the_value():
     assert inspect_manifest(reference).valid
     # the same manifest, with one profile written as an alias of the other
     aliased = reference.replace("      default:\n", "      default: &same\n").replace(
-        "      hasty:\n        description: The same, within 50 milliseconds.\n"
-        "        max_latency_ms: 50\n        max_cost_cents: 0\n",
+        "      hasty:\n        description: The same, within one second.\n"
+        "        max_latency_ms: 1000\n        max_cost_cents: 0\n",
         "      hasty: *same\n",
     )
     assert "*same" in aliased
