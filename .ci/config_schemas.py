@@ -2,7 +2,7 @@
 
 `make config-schemas` (this script) writes them; `--check` only reports the manifests whose
 schema is stale and exits 1 (tests/test_plugin_manifests.py runs the check). A Source's model
-is a `mnemon.SourceConfiguration` (its pydantic JSON Schema, without the titles pydantic makes
+is a `mnemon.sdk.SourceConfiguration` (its pydantic JSON Schema, without the titles pydantic makes
 up from field names); a Strategy's or View extension's is a `StrategyConfiguration`
 (`json_schema()`). The schema is written as TOML tables at the end of the entry, under a
 comment saying where it comes from; everything else in the manifest is left as it is.

@@ -38,7 +38,7 @@ from typing import Any
 import anyio
 from targets import Check, add_options, repeat, report
 
-import mnemon
+import mnemon.sdk
 
 BACKEND = "asyncio"
 SOURCE_COUNTS = (1, 4, 16, 64)
@@ -55,14 +55,14 @@ SCENARIO = "agent.turn"
 REVISION = "bench:1"
 BUDGET = mnemon.ViewBudget()
 
-SOURCE_DESCRIPTOR = mnemon.define_memory_plugin(
+SOURCE_DESCRIPTOR = mnemon.sdk.define_memory_plugin(
     "mnemon-bench-memory",
     label="Benchmark memory",
     description="An in-memory Source whose reads cost next to nothing.",
     roles=["source"],
     provides=["bench.memory"],
 )
-STRATEGY_DESCRIPTOR = mnemon.define_memory_plugin(
+STRATEGY_DESCRIPTOR = mnemon.sdk.define_memory_plugin(
     "mnemon-bench-strategy",
     label="Benchmark Strategy",
     description="Selects every available Source eagerly and splits the budget evenly.",
@@ -123,7 +123,7 @@ class BenchSource:
         self.delay = delay
         self.reads = 0
         self._text = f"Remembered by {key}: the user prefers short, direct answers."
-        self._facts = mnemon.SourceFacts(
+        self._facts = mnemon.sdk.SourceFacts(
             instance_key=key,
             type_id="bench-memory",
             role="bench",
@@ -134,31 +134,31 @@ class BenchSource:
             action_ids=("remember",),
         )
         self._grant = mnemon.ReadGrant(source_key=key, value={"revision": REVISION})
-        self._contributions: dict[tuple[str, int], mnemon.ViewContribution] = {}
+        self._contributions: dict[tuple[str, int], mnemon.sdk.ViewContribution] = {}
 
-    async def facts(self, request: mnemon.FactsRequest) -> mnemon.SourceFacts:
+    async def facts(self, request: mnemon.sdk.FactsRequest) -> mnemon.sdk.SourceFacts:
         """Return the prebuilt facts."""
         self.reads += 1
         return self._facts
 
-    async def project(self, request: mnemon.ProjectionRequest) -> mnemon.ViewContribution:
+    async def project(self, request: mnemon.sdk.ProjectionRequest) -> mnemon.sdk.ViewContribution:
         """Return one fragment and a grant, after `delay` seconds when there is one."""
         if self.delay:
             await anyio.sleep(self.delay)
         shape = (request.mode, request.max_characters)
         contribution = self._contributions.get(shape)
         if contribution is None:
-            text = mnemon.truncate_text(self._text, request.max_characters)
+            text = mnemon.sdk.truncate_text(self._text, request.max_characters)
             fragments: tuple[mnemon.Fragment, ...] = ()
             if text:
                 fragments = (mnemon.Fragment(source_key=self.key, mode=request.mode, text=text),)
-            contribution = mnemon.ViewContribution(
+            contribution = mnemon.sdk.ViewContribution(
                 fragments=fragments, grant=self._grant, revision=REVISION
             )
             self._contributions[shape] = contribution
         return contribution
 
-    async def query(self, request: mnemon.QueryRequest) -> mnemon.Evidence:
+    async def query(self, request: mnemon.sdk.QueryRequest) -> mnemon.Evidence:
         """Return the remembered line (never called by this benchmark)."""
         item = mnemon.EvidenceItem(id="line", text=self._text, provenance={"revision": REVISION})
         return mnemon.Evidence(
@@ -168,9 +168,11 @@ class BenchSource:
             items=(item,),
         )
 
-    async def mutate(self, request: mnemon.MutationRequest) -> mnemon.MutationReceipt:
+    async def mutate(self, request: mnemon.sdk.MutationRequest) -> mnemon.MutationReceipt:
         """Accept a write without storing it (never called by this benchmark)."""
-        return mnemon.create_mutation_receipt(request, completion="committed", revision=REVISION)
+        return mnemon.sdk.create_mutation_receipt(
+            request, completion="committed", revision=REVISION
+        )
 
 
 class SourcePlugin:
@@ -182,22 +184,22 @@ class SourcePlugin:
         self.delay = delay
         # the last runtime made for a key belongs to the serving generation
         self.runtimes: dict[str, BenchSource] = {}
-        self.definition = mnemon.define_memory_source(SOURCE_MANIFEST, self._create)
+        self.definition = mnemon.sdk.define_memory_source(SOURCE_MANIFEST, self._create)
 
-    def _create(self, init: mnemon.SourceInit) -> BenchSource:
+    def _create(self, init: mnemon.sdk.SourceInit) -> BenchSource:
         runtime = BenchSource(init.instance_key, self.delay)
         self.runtimes[init.instance_key] = runtime
         return runtime
 
-    def apply(self, ctx: mnemon.PluginContext) -> None:
+    def apply(self, ctx: mnemon.sdk.PluginContext) -> None:
         """Install one BenchSource for this entry."""
-        mnemon.install_memory(ctx, sources=[self.definition])
+        mnemon.sdk.install_memory(ctx, sources=[self.definition])
 
 
 def compose_all(
-    request: mnemon.ComposeRequest,
-    sources: tuple[mnemon.SourceCandidate, ...],
-    contributions: tuple[mnemon.ExtensionContribution, ...],
+    request: mnemon.sdk.ComposeRequest,
+    sources: tuple[mnemon.sdk.SourceCandidate, ...],
+    contributions: tuple[mnemon.sdk.ExtensionContribution, ...],
 ) -> dict[str, Any]:
     """Select every available Source eagerly with its routes and actions; split the budget."""
     chosen = [source for source in sources if source.facts.availability != "unavailable"]
@@ -223,11 +225,11 @@ class StrategyPlugin:
     """A plugin installing the select-everything Strategy."""
 
     memory_plugin = STRATEGY_DESCRIPTOR
-    definition = mnemon.define_memory_strategy(STRATEGY_MANIFEST, compose_all)
+    definition = mnemon.sdk.define_memory_strategy(STRATEGY_MANIFEST, compose_all)
 
-    def apply(self, ctx: mnemon.PluginContext) -> None:
+    def apply(self, ctx: mnemon.sdk.PluginContext) -> None:
         """Install the Strategy for this entry."""
-        mnemon.install_memory(ctx, strategies=[self.definition])
+        mnemon.sdk.install_memory(ctx, strategies=[self.definition])
 
 
 # ------------------------------------------------------------------------- the two turns
@@ -295,11 +297,11 @@ async def open_setup(count: int, delay: float) -> Setup:
     # the same even split compose_all makes, so both sides project the same shapes
     share, remainder = divmod(BUDGET.max_projection_characters, count)
     facts_requests = [
-        mnemon.FactsRequest(instance_key=runtime.key, scope=scope, scenario=SCENARIO)
+        mnemon.sdk.FactsRequest(instance_key=runtime.key, scope=scope, scenario=SCENARIO)
         for runtime in runtimes
     ]
     projection_requests = [
-        mnemon.ProjectionRequest(
+        mnemon.sdk.ProjectionRequest(
             instance_key=runtime.key,
             scope=scope,
             scenario=SCENARIO,

@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 import orjson
 
-import mnemon
+import mnemon.sdk
 from mnemon._json import freeze_json
 from mnemon._schema import input_problems
 
@@ -45,12 +45,12 @@ HUGE = {"query": list(range(1_000, 560_000))}  # about 4 MB of JSON
 class Source:
     """A routed Source whose `query()` must never run in this benchmark."""
 
-    def __init__(self, init: mnemon.SourceInit) -> None:
+    def __init__(self, init: mnemon.sdk.SourceInit) -> None:
         self.key = init.instance_key
 
-    async def facts(self, request: mnemon.FactsRequest) -> mnemon.SourceFacts:
+    async def facts(self, request: mnemon.sdk.FactsRequest) -> mnemon.sdk.SourceFacts:
         """Ready, with one route."""
-        return mnemon.SourceFacts(
+        return mnemon.sdk.SourceFacts(
             instance_key=self.key,
             type_id="bench",
             role="notes",
@@ -60,16 +60,16 @@ class Source:
             route_ids=("lookup",),
         )
 
-    async def project(self, request: mnemon.ProjectionRequest) -> mnemon.ViewContribution:
+    async def project(self, request: mnemon.sdk.ProjectionRequest) -> mnemon.sdk.ViewContribution:
         """Only the grant the route needs."""
-        return mnemon.ViewContribution(grant=mnemon.ReadGrant(source_key=self.key, value={}))
+        return mnemon.sdk.ViewContribution(grant=mnemon.ReadGrant(source_key=self.key, value={}))
 
-    async def query(self, request: mnemon.QueryRequest) -> mnemon.Evidence:
+    async def query(self, request: mnemon.sdk.QueryRequest) -> mnemon.Evidence:
         """Never reached."""
         raise AssertionError("an oversized input must never reach the Source")
 
 
-SOURCE = mnemon.define_memory_source(
+SOURCE = mnemon.sdk.define_memory_source(
     {
         "type_id": "bench",
         "package_name": "mnemon-bench",
@@ -90,18 +90,18 @@ SOURCE = mnemon.define_memory_source(
 )
 
 
-def compose(request: Any, sources: Any, contributions: Any) -> mnemon.ViewSpec:
-    return mnemon.ViewSpec(
+def compose(request: Any, sources: Any, contributions: Any) -> mnemon.sdk.ViewSpec:
+    return mnemon.sdk.ViewSpec(
         strategy_type_id="all",
         explanation="the one Source, routed",
         sources=tuple(
-            mnemon.SourceSelection(source_key=s.key, route_ids=tuple(r.id for r in s.routes))
+            mnemon.sdk.SourceSelection(source_key=s.key, route_ids=tuple(r.id for r in s.routes))
             for s in sources
         ),
     )
 
 
-STRATEGY = mnemon.define_memory_strategy(
+STRATEGY = mnemon.sdk.define_memory_strategy(
     {
         "type_id": "all",
         "package_name": "mnemon-bench",
@@ -120,9 +120,9 @@ class Plugin:
     def __init__(self, **contributions: Any) -> None:
         self.contributions = contributions
 
-    def apply(self, ctx: mnemon.PluginContext) -> None:
+    def apply(self, ctx: mnemon.sdk.PluginContext) -> None:
         """Install them."""
-        mnemon.install_memory(ctx, **self.contributions)
+        mnemon.sdk.install_memory(ctx, **self.contributions)
 
 
 async def timed(work: Callable[[], Awaitable[None]]) -> tuple[float, float]:

@@ -25,7 +25,7 @@ question in its user's scope, one turn per question, on the asyncio backend:
 - **model view, MiniLM installed**: the starter profile's first recall of a turn, as above,
   with the embedder mounted into the starter host;
 - **reference dense** and **reference hybrid**, computed *beside* the product, as yardsticks:
-  memories and questions embedded with `mnemon_embedder_minilm` through `mnemon.Embedding`,
+  memories and questions embedded with `mnemon_embedder_minilm` through `mnemon.sdk.Embedding`,
   exact cosine search over the user's memories with numpy, and reciprocal rank fusion
   (k = 60) of the lexical top 50 (the Provider's own search: the route returns at most 20)
   and the dense top 50.
@@ -66,7 +66,7 @@ import mnemon_source_spaces as spaces
 from mnemon_source_spaces import SQLITE_PROVIDER, ProviderInit, SearchRequest
 from mnemon_source_spaces._grants import parent_of
 
-import mnemon
+import mnemon.sdk
 from mnemon._cli._starter import starter_profile
 
 BACKEND = "asyncio"
@@ -183,7 +183,7 @@ def load_dataset(folder: Path = DATA) -> Dataset:
 class EveryRoute:
     """A Strategy plugin routing every available Source with every route, without a policy."""
 
-    definition = mnemon.define_memory_strategy(
+    definition = mnemon.sdk.define_memory_strategy(
         {
             "type_id": "bench-recall",
             "package_name": "mnemon-bench-recall",
@@ -207,9 +207,9 @@ class EveryRoute:
         },
     )
 
-    def apply(self, ctx: mnemon.PluginContext) -> None:
+    def apply(self, ctx: mnemon.sdk.PluginContext) -> None:
         """Install the Strategy for this entry."""
-        mnemon.install_memory(ctx, strategies=[self.definition])
+        mnemon.sdk.install_memory(ctx, strategies=[self.definition])
 
 
 def scope_of(user: str) -> dict[str, str]:
@@ -219,7 +219,7 @@ def scope_of(user: str) -> dict[str, str]:
 
 def parent_for(user: str) -> str:
     """The parent the `spaces` Source derives for the user's `personal` space."""
-    partition = mnemon.scope_partition(mnemon.Scope(**scope_of(user)), ("user_id",))
+    partition = mnemon.sdk.scope_partition(mnemon.Scope(**scope_of(user)), ("user_id",))
     assert partition is not None
     return parent_of(partition, SPACE)
 
@@ -270,7 +270,7 @@ class References:
     computed here, beside it, for the coming hybrid recall to be compared with.
     """
 
-    embedding: mnemon.Embedding
+    embedding: mnemon.sdk.Embedding
     space: str
     runtime: Any
     ids: dict[str, list[str]] = field(default_factory=dict)  # user -> memory id of each row
@@ -341,11 +341,11 @@ def references_unavailable() -> str | None:
 
 
 async def open_references(dataset: Dataset) -> References:
-    """Load MiniLM through `mnemon.Embedding` and embed every memory of `dataset`."""
+    """Load MiniLM through `mnemon.sdk.Embedding` and embed every memory of `dataset`."""
     from mnemon_embedder_minilm import MINILM, SPACE_ID
 
     runtime = MINILM.create({})
-    embedding = mnemon.Embedding([(MINILM.manifest, runtime)])
+    embedding = mnemon.sdk.Embedding([(MINILM.manifest, runtime)])
     references = References(embedding, SPACE_ID, runtime)
     # the first call loads the model, untimed: segment_and_embed's deadline allows for a cold
     # disk, a query's does not
@@ -783,7 +783,7 @@ async def measure(dataset: Dataset, runs: int, misses: bool) -> None:
         tops = [percentile(list(run.lexical_top.values()), 0.5) for run in done]
         print(
             "Reference dense and hybrid are computed beside the product, as yardsticks: "
-            "MiniLM through mnemon.Embedding, exact cosine with numpy, "
+            "MiniLM through mnemon.sdk.Embedding, exact cosine with numpy, "
             f"RRF k={RRF_K} of the Provider's lexical top {FUSION_DEPTH} and the dense top "
             f"{FUSION_DEPTH}. Query encoding p50 {p50:.2f} ms, p95 {p95:.2f} ms; the lexical "
             f"top-{FUSION_DEPTH} search p50 {statistics.median(tops):.2f} ms."

@@ -54,7 +54,7 @@ import mnemon_example_focus as focus
 import mnemon_example_notes as notes
 import mnemon_remote
 
-import mnemon
+import mnemon.sdk
 from mnemon_testing import MemoryCompositionRunner
 
 PLUGIN = Path(__file__).parents[1] / "integrations" / "remote" / "tests" / "plugins" / "notes"
@@ -100,10 +100,10 @@ class _InProcessApp:
         )
         self.transport = httpx.ASGITransport(app=app)
 
-    def apply(self, ctx: mnemon.PluginContext) -> None:
+    def apply(self, ctx: mnemon.sdk.PluginContext) -> None:
         settings = mnemon_remote.RemoteSettings(ctx.configuration, token=_TOKEN)
         source = mnemon_remote.define_remote_source(settings, self.transport)
-        mnemon.install_memory(ctx, sources=[source])
+        mnemon.sdk.install_memory(ctx, sources=[source])
 
 
 @contextlib.asynccontextmanager

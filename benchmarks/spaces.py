@@ -68,7 +68,7 @@ from mnemon_source_spaces._sqlite_search import _candidates, _frequencies, _name
 from mnemon_source_spaces._text import STOPWORDS, fts_phrase, query_terms
 from targets import Check, add_options, repeat, report
 
-import mnemon
+import mnemon.sdk
 
 BACKEND = "asyncio"
 SCOPE = {"user_id": "bench"}
@@ -156,7 +156,7 @@ class Corpus:
 
 def _parent() -> str:
     """The parent the Source derives for the benchmark's scope and space."""
-    partition = mnemon.scope_partition(mnemon.Scope(**SCOPE), ("user_id",))
+    partition = mnemon.sdk.scope_partition(mnemon.Scope(**SCOPE), ("user_id",))
     assert partition is not None
     return parent_of(partition, SPACE)
 
@@ -193,7 +193,7 @@ def load(path: Path, parent: str, corpus: Corpus, count: int) -> float:
 class AllRoutes:
     """A Strategy plugin selecting every available Source with its routes and actions."""
 
-    definition = mnemon.define_memory_strategy(
+    definition = mnemon.sdk.define_memory_strategy(
         {
             "type_id": "bench-spaces",
             "package_name": "mnemon-bench-spaces",
@@ -217,9 +217,9 @@ class AllRoutes:
         },
     )
 
-    def apply(self, ctx: mnemon.PluginContext) -> None:
+    def apply(self, ctx: mnemon.sdk.PluginContext) -> None:
         """Install the Strategy for this entry."""
-        mnemon.install_memory(ctx, strategies=[self.definition])
+        mnemon.sdk.install_memory(ctx, strategies=[self.definition])
 
 
 def allow(offer: mnemon.ActionOffer) -> bool:

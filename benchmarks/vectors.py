@@ -65,7 +65,7 @@ from mnemon_source_spaces import (
 from spaces import KEY, SCOPE, SPACE, AllRoutes, Corpus, Latency, _parent, load, timed
 from targets import Check, add_options, repeat, report
 
-import mnemon
+import mnemon.sdk
 
 BACKEND = "asyncio"
 SEED = 20_261_202
@@ -117,12 +117,12 @@ def unavailable() -> str | None:
     return None
 
 
-def minilm() -> tuple[Any, mnemon.Embedding, mnemon.VectorSpace]:
+def minilm() -> tuple[Any, mnemon.sdk.Embedding, mnemon.sdk.VectorSpace]:
     """The MiniLM runtime, an `Embedding` over it, and its space."""
     from mnemon_embedder_minilm import MINILM, SPACE_ID
 
     runtime = MINILM.create({})
-    embedding = mnemon.Embedding([(MINILM.manifest, runtime)])
+    embedding = mnemon.sdk.Embedding([(MINILM.manifest, runtime)])
     return runtime, embedding, embedding.space(SPACE_ID)
 
 
@@ -141,7 +141,7 @@ def synthetic_vectors(count: int, dimensions: int, seed: int) -> Any:
 
 
 async def store_vectors(
-    adapter: Any, parent: str, space: mnemon.VectorSpace, first: int, count: int
+    adapter: Any, parent: str, space: mnemon.sdk.VectorSpace, first: int, count: int
 ) -> None:
     """Give memories `bench-{first}`.. their synthetic vectors, through the Provider."""
     vectors = synthetic_vectors(count, space.dimensions, SEED + first)
@@ -166,7 +166,7 @@ def store_config(directory: Path, store: Path, **extra: Any) -> dict[str, Any]:
     }
 
 
-async def indexed(adapter: Any, parent: str, space: mnemon.VectorSpace, vector: Any) -> str:
+async def indexed(adapter: Any, parent: str, space: mnemon.sdk.VectorSpace, vector: Any) -> str:
     """How the partition is searched, once any index it gets is built (off the request path)."""
     request = VectorSearchRequest(parents=(parent,), space=space.key, vector=vector, limit=10)
     started = time.perf_counter()
@@ -180,7 +180,7 @@ async def indexed(adapter: Any, parent: str, space: mnemon.VectorSpace, vector: 
 
 
 async def searches_after_writes(
-    adapter: Any, parent: str, space: mnemon.VectorSpace, vectors: Sequence[Any]
+    adapter: Any, parent: str, space: mnemon.sdk.VectorSpace, vectors: Sequence[Any]
 ) -> Latency:
     """Vector searches, each right after one new memory and its vectors were written."""
     samples = []
@@ -217,8 +217,8 @@ async def measure(
     size: int,
     queries: Sequence[str],
     plan: Plan,
-    embedding: mnemon.Embedding,
-    space: mnemon.VectorSpace,
+    embedding: mnemon.sdk.Embedding,
+    space: mnemon.sdk.VectorSpace,
 ) -> Row:
     """Every latency figure at the store's current size."""
     import mnemon_embedder_minilm
@@ -279,7 +279,9 @@ class Ingest:
     product: float
 
 
-async def ingest(folder: Path, corpus: Corpus, count: int, embedding: mnemon.Embedding) -> Ingest:
+async def ingest(
+    folder: Path, corpus: Corpus, count: int, embedding: mnemon.sdk.Embedding
+) -> Ingest:
     """The embedder's own batch rate beside management import + reindex, batch by batch.
 
     Each batch of `INGEST_BATCH` texts is first encoded alone, then imported with its

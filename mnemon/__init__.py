@@ -1,40 +1,15 @@
 """mnemon: a composable memory-view runtime for LLM agents.
 
-This module is the whole public SDK; everything else in the package is private.
+This module is the host's front door: the host, the profile, Views, reads, receipts and the
+management plane. Plugin authors import from `mnemon.sdk`; `mnemon.tools`, `mnemon.cli` and
+`mnemon.versions` serve their own audiences. Everything else in the package is private.
 """
 
+import inspect as _inspect
 import logging as _logging
-from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
-from importlib.metadata import version as _distribution_version
 
-from . import storage as storage
-from ._configuration import ConfigPath as ConfigPath
-from ._configuration import SourceConfiguration as SourceConfiguration
-from ._configuration import read_configuration as read_configuration
-from ._definitions import ConfigurationField as ConfigurationField
-from ._definitions import ExtensionRequest as ExtensionRequest
-from ._definitions import MemorySource as MemorySource
-from ._definitions import PluginDescriptor as PluginDescriptor
-from ._definitions import ProvidedCapability as ProvidedCapability
-from ._definitions import RouteReader as RouteReader
-from ._definitions import SourceDefinition as SourceDefinition
-from ._definitions import StrategyConfiguration as StrategyConfiguration
-from ._definitions import StrategyDefinition as StrategyDefinition
-from ._definitions import StrategyTurn as StrategyTurn
-from ._definitions import ViewExtensionDefinition as ViewExtensionDefinition
-from ._definitions import define_memory_plugin as define_memory_plugin
-from ._definitions import define_memory_source as define_memory_source
-from ._definitions import define_memory_strategy as define_memory_strategy
-from ._definitions import define_strategy_configuration as define_strategy_configuration
-from ._definitions import define_view_extension as define_view_extension
+from ._discovery import core_version as _core_version
 from ._discovery import discover_plugins as discover_plugins
-from ._embedding import EmbedderDefinition as EmbedderDefinition
-from ._embedding import Embedding as Embedding
-from ._embedding import EmbeddingError as EmbeddingError
-from ._embedding import check_query_vector as check_query_vector
-from ._embedding import check_segment_answer as check_segment_answer
-from ._embedding import define_embedder as define_embedder
-from ._embedding import space_registration_conflict as space_registration_conflict
 from ._errors import ActionError as ActionError
 from ._errors import CompositionRejected as CompositionRejected
 from ._errors import CompositionUnavailable as CompositionUnavailable
@@ -46,37 +21,20 @@ from ._errors import RevisionConflict as RevisionConflict
 from ._errors import RouteError as RouteError
 from ._errors import SourceError as SourceError
 from ._errors import SourceErrorKind as SourceErrorKind
-from ._helpers import allocate_characters as allocate_characters
-from ._helpers import create_mutation_receipt as create_mutation_receipt
-from ._helpers import guarded_call as guarded_call
-from ._helpers import mnemon_home as mnemon_home
-from ._helpers import run_blocking as run_blocking
-from ._helpers import source_data_directory as source_data_directory
-from ._helpers import truncate_text as truncate_text
 from ._host import ManagementClient as ManagementClient
 from ._host import MemoryHost as MemoryHost
 from ._host import MemoryTurn as MemoryTurn
 from ._host import Unmount as Unmount
-from ._install import MemoryContributions as MemoryContributions
 from ._install import MemoryPlugin as MemoryPlugin
-from ._install import PluginContext as PluginContext
-from ._install import install_memory as install_memory
-from ._json import configuration_digest as configuration_digest
 from ._models import ActionDescriptor as ActionDescriptor
 from ._models import ActionOffer as ActionOffer
 from ._models import Authorize as Authorize
-from ._models import CaptureSlotValue as CaptureSlotValue
-from ._models import ComposeRequest as ComposeRequest
 from ._models import CompositionRequest as CompositionRequest
 from ._models import Diagnostic as Diagnostic
-from ._models import EmbedderManifest as EmbedderManifest
-from ._models import EmbedQueryRequest as EmbedQueryRequest
 from ._models import Evidence as Evidence
 from ._models import EvidenceItem as EvidenceItem
 from ._models import EvidenceLimits as EvidenceLimits
-from ._models import ExtensionContribution as ExtensionContribution
 from ._models import ExtensionRecord as ExtensionRecord
-from ._models import FactsRequest as FactsRequest
 from ._models import Fragment as Fragment
 from ._models import GrantRecord as GrantRecord
 from ._models import Guidance as Guidance
@@ -88,15 +46,7 @@ from ._models import ManagementField as ManagementField
 from ._models import ManagementOperation as ManagementOperation
 from ._models import ManagementRequest as ManagementRequest
 from ._models import ManagementResult as ManagementResult
-from ._models import ManageRequest as ManageRequest
 from ._models import MutationReceipt as MutationReceipt
-from ._models import MutationRequest as MutationRequest
-from ._models import PolicyRequest as PolicyRequest
-from ._models import ProjectionRequest as ProjectionRequest
-from ._models import ProjectionSlotValue as ProjectionSlotValue
-from ._models import ProjectionSpec as ProjectionSpec
-from ._models import QueryRequest as QueryRequest
-from ._models import QueryVector as QueryVector
 from ._models import ReadGrant as ReadGrant
 from ._models import RecordDeleteResult as RecordDeleteResult
 from ._models import RecordKind as RecordKind
@@ -107,101 +57,48 @@ from ._models import RegistrySnapshot as RegistrySnapshot
 from ._models import Reminders as Reminders
 from ._models import RouteDescriptor as RouteDescriptor
 from ._models import Scope as Scope
-from ._models import Segment as Segment
-from ._models import SegmentAnswer as SegmentAnswer
-from ._models import SegmentRequest as SegmentRequest
-from ._models import SelectionSlotValue as SelectionSlotValue
-from ._models import SourceAction as SourceAction
-from ._models import SourceCandidate as SourceCandidate
 from ._models import SourceConsistency as SourceConsistency
-from ._models import SourceFacts as SourceFacts
-from ._models import SourceInit as SourceInit
-from ._models import SourceManifest as SourceManifest
 from ._models import SourceProvenance as SourceProvenance
-from ._models import SourceRoute as SourceRoute
-from ._models import SourceSelection as SourceSelection
-from ._models import StrategyManifest as StrategyManifest
 from ._models import TextPart as TextPart
-from ._models import VectorSpace as VectorSpace
 from ._models import View as View
 from ._models import ViewBudget as ViewBudget
-from ._models import ViewContribution as ViewContribution
 from ._models import ViewRef as ViewRef
 from ._models import ViewRoute as ViewRoute
-from ._models import ViewSpec as ViewSpec
-from ._observe import SourceTelemetry as SourceTelemetry
 from ._observe import hookimpl as hookimpl
-from ._partitions import ScopePartition as ScopePartition
-from ._partitions import scope_partition as scope_partition
 from ._profile import Profile as Profile
 from ._profile import ProfileEntry as ProfileEntry
 from ._profile import load_profile as load_profile
-from ._text import check_memory_text as check_memory_text
-from ._text import memory_text_schema as memory_text_schema
 from ._text import visible_json as visible_json
 from ._text import visible_text as visible_text
 from ._wake import render_wake as render_wake
-from ._yaml import parse_yaml as parse_yaml
 
-try:
-    __version__ = _distribution_version("mnemon-runtime")
-    """The installed core's version (the `mnemon-runtime` distribution)."""
-except _PackageNotFoundError:  # pragma: no cover - imported from an uninstalled source tree
-    __version__ = "0.0.0"
+__version__ = _core_version()
+"""The installed core's version (the `mnemon-runtime` distribution)."""
 
 # a library never configures logging; hosts attach their own handlers to "mnemon"
 _logging.getLogger("mnemon").addHandler(_logging.NullHandler())
 
-# tracebacks and reprs name the public module, where callers import these from
-for _error in (
-    ActionError,
-    CompositionRejected,
-    CompositionUnavailable,
-    DefinitionError,
-    EmbeddingError,
-    InstallError,
-    ManagementError,
-    MnemonError,
-    RevisionConflict,
-    RouteError,
-    SourceError,
-):
-    _error.__module__ = __name__
-del _error
 
 __all__ = [
     "ActionDescriptor",
     "ActionError",
     "ActionOffer",
     "Authorize",
-    "CaptureSlotValue",
-    "ComposeRequest",
     "CompositionRejected",
     "CompositionRequest",
     "CompositionUnavailable",
-    "ConfigPath",
-    "ConfigurationField",
     "DefinitionError",
     "Diagnostic",
-    "EmbedQueryRequest",
-    "EmbedderDefinition",
-    "EmbedderManifest",
-    "Embedding",
-    "EmbeddingError",
     "Evidence",
     "EvidenceItem",
     "EvidenceLimits",
-    "ExtensionContribution",
     "ExtensionRecord",
-    "ExtensionRequest",
-    "FactsRequest",
     "Fragment",
     "GrantRecord",
     "Guidance",
     "HostSettings",
     "InstallError",
     "InstalledContribution",
-    "ManageRequest",
     "ManagementClient",
     "ManagementDescriptor",
     "ManagementEntry",
@@ -210,25 +107,13 @@ __all__ = [
     "ManagementOperation",
     "ManagementRequest",
     "ManagementResult",
-    "MemoryContributions",
     "MemoryHost",
     "MemoryPlugin",
-    "MemorySource",
     "MemoryTurn",
     "MnemonError",
     "MutationReceipt",
-    "MutationRequest",
-    "PluginContext",
-    "PluginDescriptor",
-    "PolicyRequest",
     "Profile",
     "ProfileEntry",
-    "ProjectionRequest",
-    "ProjectionSlotValue",
-    "ProjectionSpec",
-    "ProvidedCapability",
-    "QueryRequest",
-    "QueryVector",
     "ReadGrant",
     "RecordDeleteResult",
     "RecordKind",
@@ -240,69 +125,127 @@ __all__ = [
     "RevisionConflict",
     "RouteDescriptor",
     "RouteError",
-    "RouteReader",
     "Scope",
-    "ScopePartition",
-    "Segment",
-    "SegmentAnswer",
-    "SegmentRequest",
-    "SelectionSlotValue",
-    "SourceAction",
-    "SourceCandidate",
-    "SourceConfiguration",
     "SourceConsistency",
-    "SourceDefinition",
     "SourceError",
     "SourceErrorKind",
-    "SourceFacts",
-    "SourceInit",
-    "SourceManifest",
     "SourceProvenance",
-    "SourceRoute",
-    "SourceSelection",
-    "SourceTelemetry",
-    "StrategyConfiguration",
-    "StrategyDefinition",
-    "StrategyManifest",
-    "StrategyTurn",
     "TextPart",
     "Unmount",
-    "VectorSpace",
     "View",
     "ViewBudget",
-    "ViewContribution",
-    "ViewExtensionDefinition",
     "ViewRef",
     "ViewRoute",
-    "ViewSpec",
-    "allocate_characters",
-    "check_memory_text",
-    "check_query_vector",
-    "check_segment_answer",
-    "configuration_digest",
-    "create_mutation_receipt",
-    "define_embedder",
-    "define_memory_plugin",
-    "define_memory_source",
-    "define_memory_strategy",
-    "define_strategy_configuration",
-    "define_view_extension",
     "discover_plugins",
-    "guarded_call",
     "hookimpl",
-    "install_memory",
     "load_profile",
-    "memory_text_schema",
-    "mnemon_home",
-    "parse_yaml",
-    "read_configuration",
     "render_wake",
-    "run_blocking",
-    "scope_partition",
-    "source_data_directory",
-    "space_registration_conflict",
-    "storage",
-    "truncate_text",
     "visible_json",
     "visible_text",
 ]
+
+# tracebacks and reprs name the public module, where callers import these from (functions and
+# errors only: a model or dataclass resolves its annotations from its own module)
+for _name in __all__:
+    _export = globals()[_name]
+    if _inspect.isfunction(_export) or (
+        _inspect.isclass(_export) and issubclass(_export, BaseException)
+    ):
+        _export.__module__ = __name__
+del _name, _export
+
+# the author SDK lived here before `mnemon.sdk`; its old names still resolve, with a warning
+_MOVED_TO_SDK = frozenset(
+    {
+        "CaptureSlotValue",
+        "ComposeRequest",
+        "ConfigPath",
+        "ConfigurationField",
+        "EmbedQueryRequest",
+        "EmbedderDefinition",
+        "EmbedderManifest",
+        "Embedding",
+        "EmbeddingError",
+        "ExtensionContribution",
+        "ExtensionRequest",
+        "FactsRequest",
+        "ManageRequest",
+        "MemoryContributions",
+        "MemorySource",
+        "MutationRequest",
+        "PluginContext",
+        "PluginDescriptor",
+        "PolicyRequest",
+        "ProjectionRequest",
+        "ProjectionSlotValue",
+        "ProjectionSpec",
+        "ProvidedCapability",
+        "QueryRequest",
+        "QueryVector",
+        "RouteReader",
+        "ScopePartition",
+        "Segment",
+        "SegmentAnswer",
+        "SegmentRequest",
+        "SelectionSlotValue",
+        "SourceAction",
+        "SourceCandidate",
+        "SourceConfiguration",
+        "SourceDefinition",
+        "SourceFacts",
+        "SourceInit",
+        "SourceManifest",
+        "SourceRoute",
+        "SourceSelection",
+        "SourceTelemetry",
+        "StrategyConfiguration",
+        "StrategyDefinition",
+        "StrategyManifest",
+        "StrategyTurn",
+        "VectorSpace",
+        "ViewContribution",
+        "ViewExtensionDefinition",
+        "ViewSpec",
+        "allocate_characters",
+        "check_memory_text",
+        "check_query_vector",
+        "check_segment_answer",
+        "configuration_digest",
+        "create_mutation_receipt",
+        "define_embedder",
+        "define_memory_plugin",
+        "define_memory_source",
+        "define_memory_strategy",
+        "define_strategy_configuration",
+        "define_view_extension",
+        "guarded_call",
+        "install_memory",
+        "memory_text_schema",
+        "mnemon_home",
+        "parse_yaml",
+        "postgres",
+        "read_configuration",
+        "run_blocking",
+        "scope_partition",
+        "source_data_directory",
+        "space_registration_conflict",
+        "storage",
+        "truncate_text",
+    }
+)
+
+
+def __getattr__(name: str) -> object:
+    if name not in _MOVED_TO_SDK:
+        raise AttributeError(f"module 'mnemon' has no attribute {name!r}")
+    import warnings
+
+    from . import sdk
+
+    warnings.warn(
+        f"mnemon.{name} moved to mnemon.sdk.{name}: import it from mnemon.sdk "
+        "(the old name goes in a later release)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(sdk, name)

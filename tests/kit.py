@@ -6,20 +6,16 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mnemon import (
+from mnemon import Evidence, EvidenceItem, Fragment, MutationReceipt, ReadGrant
+from mnemon.sdk import (
     ComposeRequest,
-    Evidence,
-    EvidenceItem,
     ExtensionContribution,
     FactsRequest,
-    Fragment,
-    MutationReceipt,
     MutationRequest,
     PluginContext,
     PluginDescriptor,
     ProjectionRequest,
     QueryRequest,
-    ReadGrant,
     SourceCandidate,
     SourceFacts,
     SourceInit,

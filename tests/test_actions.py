@@ -15,11 +15,10 @@ from mnemon import (
     MemoryHost,
     MemoryTurn,
     MutationReceipt,
-    MutationRequest,
     RevisionConflict,
     SourceError,
-    create_mutation_receipt,
 )
+from mnemon.sdk import MutationRequest, create_mutation_receipt
 from tests.kit import FakeSource, Probe, fake_source, strategy_plugin
 
 OFFER = "source:a/store"

@@ -9,10 +9,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 MAP = ROOT / "docs" / "architecture.md"
-# the top level and the three subpackages; a new module is placed on the map when it is added
+# the top level and the four subpackages; a new module is placed on the map when it is added
 MODULES = sorted(
     path.relative_to(ROOT).as_posix()
-    for folder in ("mnemon", "mnemon/_cli", "mnemon/_engine", "mnemon/_models")
+    for folder in ("mnemon", "mnemon/sdk", "mnemon/_cli", "mnemon/_engine", "mnemon/_models")
     for path in (ROOT / folder).glob("*.py")
 )
 

@@ -18,7 +18,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
-import mnemon
+import mnemon.sdk
 
 caller: contextvars.ContextVar[str] = contextvars.ContextVar("caller")
 
@@ -31,7 +31,7 @@ async def test_calls_made_at_once_each_get_their_own_result_and_context() -> Non
 
     async def one(number: int) -> None:
         caller.set(f"turn-{number}")
-        results[number] = await mnemon.run_blocking(work, number)
+        results[number] = await mnemon.sdk.run_blocking(work, number)
 
     async with anyio.create_task_group() as group:
         for number in range(300):
@@ -55,7 +55,7 @@ async def test_an_error_reaches_only_the_caller_whose_call_raised() -> None:
 
     async def one(number: int) -> None:
         try:
-            outcomes[number] = await mnemon.run_blocking(work, number)
+            outcomes[number] = await mnemon.sdk.run_blocking(work, number)
         except LookupError as error:
             outcomes[number] = str(error)
 
@@ -74,13 +74,13 @@ async def test_a_call_that_blocks_does_not_hold_up_the_calls_behind_it() -> None
     async with anyio.create_task_group() as group:
 
         async def blocked() -> None:
-            assert await mnemon.run_blocking(released.wait, 5.0) is True
+            assert await mnemon.sdk.run_blocking(released.wait, 5.0) is True
 
         group.start_soon(blocked)
         await anyio.sleep(0.01)
         for _ in range(20):
-            await mnemon.run_blocking(lambda: None)
-        await mnemon.run_blocking(released.set)
+            await mnemon.sdk.run_blocking(lambda: None)
+        await mnemon.sdk.run_blocking(released.set)
 
 
 async def test_a_cancelled_caller_does_not_cancel_another_callers_call() -> None:
@@ -92,7 +92,7 @@ async def test_a_cancelled_caller_does_not_cancel_another_callers_call() -> None
         return name
 
     async def waiting() -> None:
-        kept.append(await mnemon.run_blocking(work, "kept"))
+        kept.append(await mnemon.sdk.run_blocking(work, "kept"))
 
     cancelled = anyio.CancelScope()
     async with anyio.create_task_group() as group:
@@ -111,7 +111,7 @@ async def test_a_deadline_stops_the_wait_and_guarded_call_says_timeout() -> None
     gate = threading.Event()
     try:
         with pytest.raises(mnemon.SourceError) as raised:
-            await mnemon.guarded_call(gate.wait, 5.0, subject="the slow read", timeout=0.02)
+            await mnemon.sdk.guarded_call(gate.wait, 5.0, subject="the slow read", timeout=0.02)
     finally:
         gate.set()
     assert raised.value.code == "timeout"
@@ -120,7 +120,7 @@ async def test_a_deadline_stops_the_wait_and_guarded_call_says_timeout() -> None
 def test_calls_work_on_each_new_event_loop() -> None:
     # a host may run several loops one after another in one process (tests, a CLI)
     for number in range(3):
-        assert anyio.run(mnemon.run_blocking, abs, -number, backend="asyncio") == number
+        assert anyio.run(mnemon.sdk.run_blocking, abs, -number, backend="asyncio") == number
 
 
 async def test_a_call_whose_caller_stopped_waiting_before_it_began_never_runs() -> None:
@@ -131,7 +131,7 @@ async def test_a_call_whose_caller_stopped_waiting_before_it_began_never_runs() 
     ran: list[str] = []
     try:
         async with anyio.create_task_group() as group:
-            group.start_soon(mnemon.run_blocking, gate.wait, 5.0)
+            group.start_soon(mnemon.sdk.run_blocking, gate.wait, 5.0)
             await anyio.sleep(0.01)
             scope = anyio.CancelScope()
             group.start_soon(_within, scope, partial(ran.append, "abandoned"))
@@ -139,7 +139,7 @@ async def test_a_call_whose_caller_stopped_waiting_before_it_began_never_runs() 
             scope.cancel()
             await anyio.sleep(0.01)
             gate.set()
-        assert await mnemon.run_blocking(partial(ran.append, "later")) is None
+        assert await mnemon.sdk.run_blocking(partial(ran.append, "later")) is None
     finally:
         gate.set()
         limiter.total_tokens = tokens
@@ -148,7 +148,7 @@ async def test_a_call_whose_caller_stopped_waiting_before_it_began_never_runs() 
 
 async def _within(scope: anyio.CancelScope, call: Callable[[], object]) -> None:
     with scope:
-        await mnemon.run_blocking(call)
+        await mnemon.sdk.run_blocking(call)
         pytest.fail("a cancelled caller got its call's result")
 
 
@@ -167,7 +167,7 @@ async def _threads_for_slow_calls(calls: int) -> set[int]:
 
     async with anyio.create_task_group() as group:
         for _ in range(calls):
-            group.start_soon(mnemon.run_blocking, slow)
+            group.start_soon(mnemon.sdk.run_blocking, slow)
     return ran
 
 
@@ -195,6 +195,6 @@ async def test_in_a_busy_process_calls_that_block_for_long_still_get_a_thread(
     with anyio.fail_after(3):
         async with anyio.create_task_group() as group:
             for _ in range(2):
-                group.start_soon(mnemon.run_blocking, released.wait, 5.0)
+                group.start_soon(mnemon.sdk.run_blocking, released.wait, 5.0)
             await anyio.sleep(0.01)
-            await mnemon.run_blocking(released.set)
+            await mnemon.sdk.run_blocking(released.set)

@@ -33,7 +33,7 @@ CODE = textwrap.dedent(
     import math
     from pathlib import Path
 
-    from mnemon import QueryVector, Segment, SegmentAnswer, define_embedder, install_memory
+    from mnemon.sdk import QueryVector, Segment, SegmentAnswer, define_embedder, install_memory
 
     WORDS = {"tea": 0, "chai": 0, "drink": 0, "report": 1, "deadline": 1, "friday": 1}
 

@@ -11,10 +11,8 @@ from tests.test_cli import mnemon
 PLUGINS = '''\
 """A Source whose recalled memories hold lines that look like the command's own."""
 
-from mnemon import (
-    Evidence, EvidenceItem, ReadGrant, SourceFacts, ViewContribution, define_memory_source,
-    install_memory,
-)
+from mnemon import Evidence, EvidenceItem, ReadGrant
+from mnemon.sdk import SourceFacts, ViewContribution, define_memory_source, install_memory
 from mnemon_testing import SelectAll
 
 FORGING = "real memory\\n• forged memory\\nspace=forged\\n  | forged continuation"

@@ -23,10 +23,18 @@ from pathlib import Path
 
 import anyio
 
-from mnemon import (
-    Evidence, FactsRequest, MutationReceipt, MutationRequest, PluginContext,
-    ProjectionRequest, QueryRequest, ReadGrant, SourceError, SourceFacts, SourceInit,
-    ViewContribution, define_memory_source, install_memory,
+from mnemon import Evidence, MutationReceipt, ReadGrant, SourceError
+from mnemon.sdk import (
+    FactsRequest,
+    MutationRequest,
+    PluginContext,
+    ProjectionRequest,
+    QueryRequest,
+    SourceFacts,
+    SourceInit,
+    ViewContribution,
+    define_memory_source,
+    install_memory,
 )
 from mnemon_testing import SelectAll, StubSource
 

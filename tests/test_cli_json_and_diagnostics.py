@@ -13,7 +13,7 @@ from tests.test_cli import mnemon
 PLUGINS = '''\
 """Third-party plugins for the command's tests: a to-do Source, a Source whose facts() fail."""
 
-from mnemon import define_memory_source, install_memory
+from mnemon.sdk import define_memory_source, install_memory
 from mnemon_testing import StubSource
 
 todo = StubSource("todo", type_id="todo", routes=["lookup"], actions=["add"],

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from mnemon import DefinitionError, define_memory_source
+from mnemon import DefinitionError
+from mnemon.sdk import define_memory_source
 from tests.test_cli import mnemon
 
 # a to-do Source a third party wrote against the public SDK: it keeps each user's tasks in a
@@ -20,14 +21,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from mnemon import (
-    ManagementResult,
-    SourceError,
-    SourceFacts,
-    ViewContribution,
-    define_memory_source,
-    install_memory,
-)
+from mnemon import ManagementResult, SourceError
+from mnemon.sdk import SourceFacts, ViewContribution, define_memory_source, install_memory
 
 STORE = Path(__file__).with_name("tasks.json")
 TASK = {

@@ -11,20 +11,18 @@ from typing import Any
 
 import pytest
 
-from mnemon import (
+from mnemon import ManagementResult, MemoryHost, Scope
+from mnemon._cli._options import CommandError
+from mnemon._cli._reindex import Reindexed, fill_vectors, reindexable
+from mnemon.sdk import (
     FactsRequest,
-    ManagementResult,
     ManageRequest,
-    MemoryHost,
     ProjectionRequest,
-    Scope,
     SourceFacts,
     SourceInit,
     ViewContribution,
     define_memory_source,
 )
-from mnemon._cli._options import CommandError
-from mnemon._cli._reindex import Reindexed, fill_vectors, reindexable
 from tests.kit import Plugin, strategy_plugin
 
 NOTHING = {"type": "object", "properties": {}, "additionalProperties": False}

@@ -12,17 +12,8 @@ import orjson
 import pydantic
 import pytest
 
-from mnemon import (
-    CompositionRejected,
-    Fragment,
-    MemoryHost,
-    ReadGrant,
-    Scope,
-    SourceFacts,
-    View,
-    ViewContribution,
-    ViewSpec,
-)
+from mnemon import CompositionRejected, Fragment, MemoryHost, ReadGrant, Scope, View
+from mnemon.sdk import SourceFacts, ViewContribution, ViewSpec
 from tests.kit import FakeSource, Probe, fake_source, select_all, strategy_plugin
 
 

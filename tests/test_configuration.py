@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from mnemon import (
-    DefinitionError,
+from mnemon import DefinitionError
+from mnemon.sdk import (
     StrategyDefinition,
     define_memory_strategy,
     define_strategy_configuration,

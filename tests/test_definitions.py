@@ -9,10 +9,10 @@ from typing import Any
 import pydantic
 import pytest
 
-import mnemon
+import mnemon.sdk
 
 
-def _create(init: mnemon.SourceInit) -> Any:
+def _create(init: mnemon.sdk.SourceInit) -> Any:
     return None
 
 
@@ -20,7 +20,7 @@ def _compose(*args: object) -> Any:
     return None
 
 
-def _contribute(request: mnemon.ExtensionRequest) -> Any:
+def _contribute(request: mnemon.sdk.ExtensionRequest) -> Any:
     return {}
 
 
@@ -199,14 +199,14 @@ def _starts(field: str, *words: str) -> str:
 )
 def test_source_manifest_rejects_malformed_field(changes: dict[str, Any], pattern: str) -> None:
     with pytest.raises(mnemon.DefinitionError, match=pattern):
-        mnemon.define_memory_source(_source_manifest(**changes), _create)
+        mnemon.sdk.define_memory_source(_source_manifest(**changes), _create)
 
 
 def test_source_manifest_missing_field_is_named() -> None:
     manifest = _source_manifest()
     del manifest["consistency"]
     with pytest.raises(mnemon.DefinitionError, match=_starts("manifest.consistency")):
-        mnemon.define_memory_source(manifest, _create)
+        mnemon.sdk.define_memory_source(manifest, _create)
 
 
 @pytest.mark.parametrize(
@@ -221,7 +221,7 @@ def test_source_manifest_missing_field_is_named() -> None:
     ],
 )
 def test_source_manifest_accepts_boundary_values(changes: dict[str, Any]) -> None:
-    definition = mnemon.define_memory_source(_source_manifest(**changes), _create)
+    definition = mnemon.sdk.define_memory_source(_source_manifest(**changes), _create)
     for field, value in changes.items():
         if field not in ("routes", "actions"):
             assert getattr(definition.manifest, field) == value
@@ -229,13 +229,13 @@ def test_source_manifest_accepts_boundary_values(changes: dict[str, Any]) -> Non
 
 def test_source_factory_must_be_callable() -> None:
     with pytest.raises(mnemon.DefinitionError, match=_starts("create", "callable")):
-        mnemon.define_memory_source(_source_manifest(), "not a factory")  # type: ignore[arg-type]
+        mnemon.sdk.define_memory_source(_source_manifest(), "not a factory")  # type: ignore[arg-type]
 
 
 def test_valid_source_definition_is_frozen() -> None:
-    definition = mnemon.define_memory_source(_source_manifest(), _create)
-    assert isinstance(definition, mnemon.SourceDefinition)
-    assert isinstance(definition.manifest, mnemon.SourceManifest)
+    definition = mnemon.sdk.define_memory_source(_source_manifest(), _create)
+    assert isinstance(definition, mnemon.sdk.SourceDefinition)
+    assert isinstance(definition.manifest, mnemon.sdk.SourceManifest)
     assert definition.type_id == "notes"
     assert definition.package_name == "mnemon-example-notes"
     assert definition.create is _create
@@ -253,8 +253,8 @@ def test_valid_source_definition_is_frozen() -> None:
 
 
 def test_source_definition_accepts_a_manifest_model() -> None:
-    manifest = mnemon.SourceManifest.model_validate(_source_manifest())
-    assert mnemon.define_memory_source(manifest, _create).manifest == manifest
+    manifest = mnemon.sdk.SourceManifest.model_validate(_source_manifest())
+    assert mnemon.sdk.define_memory_source(manifest, _create).manifest == manifest
 
 
 # ------------------------------------------------------------------------- Strategies
@@ -309,7 +309,7 @@ def test_source_definition_accepts_a_manifest_model() -> None:
 )
 def test_strategy_manifest_rejects_malformed_field(changes: dict[str, Any], pattern: str) -> None:
     with pytest.raises(mnemon.DefinitionError, match=pattern):
-        mnemon.define_memory_strategy(_strategy_manifest(**changes), _compose)
+        mnemon.sdk.define_memory_strategy(_strategy_manifest(**changes), _compose)
 
 
 @pytest.mark.parametrize(
@@ -324,15 +324,17 @@ def test_strategy_manifest_rejects_malformed_field(changes: dict[str, Any], patt
     ],
 )
 def test_strategy_manifest_accepts_boundary_values(changes: dict[str, Any]) -> None:
-    definition = mnemon.define_memory_strategy(_strategy_manifest(**changes), _compose)
+    definition = mnemon.sdk.define_memory_strategy(_strategy_manifest(**changes), _compose)
     for field, value in changes.items():
         expected = tuple(value) if isinstance(value, list) else value
         assert getattr(definition.manifest, field) == expected
 
 
 def test_strategy_star_role_supports_every_role() -> None:
-    star = mnemon.define_memory_strategy(_strategy_manifest(supported_source_roles=["*"]), _compose)
-    named = mnemon.define_memory_strategy(_strategy_manifest(), _compose)
+    star = mnemon.sdk.define_memory_strategy(
+        _strategy_manifest(supported_source_roles=["*"]), _compose
+    )
+    named = mnemon.sdk.define_memory_strategy(_strategy_manifest(), _compose)
     assert star.manifest.supports_role("anything")
     assert named.manifest.supports_role("notes")
     assert not named.manifest.supports_role("durable-evidence")
@@ -347,12 +349,12 @@ def test_strategy_star_role_supports_every_role() -> None:
 )
 def test_strategy_functions_must_be_callable(compose: Any, create_turn: Any, field: str) -> None:
     with pytest.raises(mnemon.DefinitionError, match=_starts(field)):
-        mnemon.define_memory_strategy(_strategy_manifest(), compose, create_turn)
+        mnemon.sdk.define_memory_strategy(_strategy_manifest(), compose, create_turn)
 
 
 def test_valid_strategy_definition_is_frozen() -> None:
-    definition = mnemon.define_memory_strategy(_strategy_manifest(), _compose, _compose)
-    assert isinstance(definition, mnemon.StrategyDefinition)
+    definition = mnemon.sdk.define_memory_strategy(_strategy_manifest(), _compose, _compose)
+    assert isinstance(definition, mnemon.sdk.StrategyDefinition)
     assert definition.type_id == "focus"
     assert definition.package_name == "mnemon-example-focus"
     assert definition.manifest.supported_source_roles == ("notes", "narrative")
@@ -413,17 +415,17 @@ def test_valid_strategy_definition_is_frozen() -> None:
 )
 def test_plugin_descriptor_rejects_malformed_field(changes: dict[str, Any], pattern: str) -> None:
     with pytest.raises(mnemon.DefinitionError, match=pattern):
-        mnemon.define_memory_plugin(**(_PLUGIN | changes))
+        mnemon.sdk.define_memory_plugin(**(_PLUGIN | changes))
 
 
 def test_plugin_descriptor_rejects_bare_string_provides() -> None:
     # "notes" is a slip for ["notes"]; it must not become the capabilities n, o, t, e, s
     with pytest.raises(mnemon.DefinitionError, match=_starts("plugin.provides")):
-        mnemon.define_memory_plugin(**(_PLUGIN | {"provides": "notes"}))
+        mnemon.sdk.define_memory_plugin(**(_PLUGIN | {"provides": "notes"}))
 
 
 def test_valid_plugin_descriptor_is_frozen_and_normalized() -> None:
-    descriptor = mnemon.define_memory_plugin(
+    descriptor = mnemon.sdk.define_memory_plugin(
         "mnemon-example-notes",
         "Notes",
         "File-backed notes",
@@ -431,11 +433,11 @@ def test_valid_plugin_descriptor_is_frozen_and_normalized() -> None:
         provides=["notes", {"id": "notes.index", "exclusive": True}],
         requires=["source.narrative"],
     )
-    assert isinstance(descriptor, mnemon.PluginDescriptor)
+    assert isinstance(descriptor, mnemon.sdk.PluginDescriptor)
     assert descriptor.roles == ("source", "strategy-extension")
     assert descriptor.provides == (
-        mnemon.ProvidedCapability(id="notes"),
-        mnemon.ProvidedCapability(id="notes.index", exclusive=True),
+        mnemon.sdk.ProvidedCapability(id="notes"),
+        mnemon.sdk.ProvidedCapability(id="notes.index", exclusive=True),
     )
     assert descriptor.provides[0].exclusive is False
     assert descriptor.requires == ("source.narrative",)
@@ -477,21 +479,23 @@ def test_view_extension_rejects_malformed_field(arguments: dict[str, Any], patte
         "contribute": _contribute,
     }
     with pytest.raises(mnemon.DefinitionError, match=pattern):
-        mnemon.define_view_extension(**(base | arguments))
+        mnemon.sdk.define_view_extension(**(base | arguments))
 
 
 @pytest.mark.parametrize("slot", ["selection", "projection", "capture"])
 def test_view_extension_accepts_standard_slot_for_any_strategy(slot: str) -> None:
-    extension = mnemon.define_view_extension("scoped", "mnemon-strategy-scoped", slot, _contribute)
+    extension = mnemon.sdk.define_view_extension(
+        "scoped", "mnemon-strategy-scoped", slot, _contribute
+    )
     assert extension.slot == slot
     assert extension.strategy_type_id == "*"
 
 
 def test_view_extension_accepts_custom_slot_for_named_strategy() -> None:
-    extension = mnemon.define_view_extension(
+    extension = mnemon.sdk.define_view_extension(
         "pin", "mnemon-example-focus", "focus", _contribute, strategy_type_id="focus"
     )
-    assert isinstance(extension, mnemon.ViewExtensionDefinition)
+    assert isinstance(extension, mnemon.sdk.ViewExtensionDefinition)
     assert (extension.type_id, extension.slot, extension.strategy_type_id) == (
         "pin",
         "focus",

@@ -38,8 +38,8 @@ SOURCE_PACKAGE = {
     "__init__.py": "from ._source import plugin as plugin\n",
     "_source.py": textwrap.dedent(
         """
-        from mnemon import (Fragment, SourceFacts, ViewContribution, define_memory_source,
-                            install_memory)
+        from mnemon import Fragment
+        from mnemon.sdk import SourceFacts, ViewContribution, define_memory_source, install_memory
 
         class Greeting:
             def __init__(self, init):
@@ -68,7 +68,7 @@ SOURCE_PACKAGE = {
 # a drop-in Strategy whose type id is its plugin id, mounted by `plugin = "<id>"`
 STRATEGY_MODULE = textwrap.dedent(
     """
-    from mnemon import ViewSpec, define_memory_strategy, install_memory
+    from mnemon.sdk import ViewSpec, define_memory_strategy, install_memory
 
     def compose(request, sources, contributions):
         share = request.budget.max_projection_characters // max(1, len(sources))

@@ -82,7 +82,7 @@ def _python_block(document: Path, containing: str) -> str:
 
 
 async def test_the_authoring_guide_strategy_and_extension_compose_a_view() -> None:
-    from mnemon import install_memory
+    from mnemon.sdk import install_memory
     from mnemon_testing import MemoryCompositionRunner, StubSource
 
     guide = ROOT / "docs" / "authoring.md"

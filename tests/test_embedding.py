@@ -10,20 +10,17 @@ from typing import Any
 import anyio
 import pytest
 
-from mnemon import (
-    DefinitionError,
+from mnemon import DefinitionError, InstallError, MemoryHost, SourceError
+from mnemon.sdk import (
     EmbedderManifest,
     Embedding,
     EmbeddingError,
     EmbedQueryRequest,
-    InstallError,
-    MemoryHost,
     PluginContext,
     QueryVector,
     Segment,
     SegmentAnswer,
     SegmentRequest,
-    SourceError,
     VectorSpace,
     define_embedder,
     install_memory,

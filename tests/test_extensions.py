@@ -7,15 +7,8 @@ from typing import Any
 
 import pytest
 
-from mnemon import (
-    CompositionRejected,
-    ExtensionRequest,
-    InstallError,
-    MemoryHost,
-    RegistrySnapshot,
-    ViewSpec,
-    define_view_extension,
-)
+from mnemon import CompositionRejected, InstallError, MemoryHost, RegistrySnapshot
+from mnemon.sdk import ExtensionRequest, ViewSpec, define_view_extension
 from tests.kit import Plugin, fake_source, strategy_plugin
 
 SLOTS = ("selection", "projection", "capture")

@@ -8,12 +8,8 @@ from typing import Any
 import anyio
 import pytest
 
-from mnemon import (
-    CompositionRejected,
-    CompositionUnavailable,
-    MemoryHost,
-    ViewContribution,
-)
+from mnemon import CompositionRejected, CompositionUnavailable, MemoryHost
+from mnemon.sdk import ViewContribution
 from tests.kit import FakeSource, Probe, fake_source, strategy_plugin
 
 SECRET_URL = "https://admin:s3cr3t-token@db.internal:5432/memory"

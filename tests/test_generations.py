@@ -12,8 +12,8 @@ from mnemon import (
     DefinitionError,
     InstallError,
     MemoryHost,
-    SourceInit,
 )
+from mnemon.sdk import SourceInit
 from tests.kit import Probe, fake_source, strategy_plugin
 
 
@@ -264,7 +264,7 @@ def test_host_arguments_are_validated(arguments: dict, message: str) -> None:
 
 
 async def test_the_hosts_data_dir_reaches_sources(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from mnemon import source_data_directory
+    from mnemon.sdk import source_data_directory
 
     source, probe = fake_source()
     async with MemoryHost(data_dir=tmp_path) as host:
@@ -318,7 +318,8 @@ async def test_bad_configuration_fails_at_mount_even_before_a_strategy_exists() 
     ],
 )
 def test_distinct_entries_never_share_a_data_folder(first: str, second: str) -> None:
-    from mnemon import SourceProvenance, source_data_directory
+    from mnemon import SourceProvenance
+    from mnemon.sdk import source_data_directory
 
     def folder(entry: str) -> Path:
         init = SourceInit(

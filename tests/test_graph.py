@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mnemon import InstallError, MemoryHost, define_memory_plugin
+from mnemon import InstallError, MemoryHost
+from mnemon.sdk import define_memory_plugin
 from tests.kit import fake_source, strategy_plugin
 
 

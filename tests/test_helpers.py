@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import mnemon
+import mnemon.sdk
 
 # ------------------------------------------------------------------------- truncate_text
 
@@ -57,24 +57,24 @@ E_ACUTE = "e\u0301"
     ],
 )
 def test_truncate_text_cuts_at_grapheme_boundary(text: str, limit: int, expected: str) -> None:
-    assert mnemon.truncate_text(text, limit) == expected
+    assert mnemon.sdk.truncate_text(text, limit) == expected
 
 
 def test_truncate_text_returns_the_same_text_when_it_fits() -> None:
     text = "fits" + FAMILY
-    assert mnemon.truncate_text(text, len(text)) is text
+    assert mnemon.sdk.truncate_text(text, len(text)) is text
 
 
 @pytest.mark.parametrize("limit", [-1, -100])
 def test_truncate_text_rejects_negative_limit(limit: int) -> None:
     with pytest.raises(ValueError, match="negative"):
-        mnemon.truncate_text("abc", limit)
+        mnemon.sdk.truncate_text("abc", limit)
 
 
 @given(text=st.text(), data=st.data())
 def test_truncate_text_returns_a_bounded_prefix(text: str, data: st.DataObject) -> None:
     limit = data.draw(st.integers(min_value=0, max_value=len(text) + 2), label="limit")
-    result = mnemon.truncate_text(text, limit)
+    result = mnemon.sdk.truncate_text(text, limit)
     assert text.startswith(result)
     assert len(result) <= limit
     if len(text) <= limit:
@@ -111,7 +111,7 @@ def test_truncate_text_keeps_the_most_whole_graphemes_that_fit(
 ) -> None:
     text = "".join(graphemes)
     limit = data.draw(st.integers(min_value=0, max_value=len(text) + 2), label="limit")
-    result = mnemon.truncate_text(text, limit)
+    result = mnemon.sdk.truncate_text(text, limit)
     boundaries = [0, *itertools.accumulate(len(grapheme) for grapheme in graphemes)]
     assert text.startswith(result)
     assert len(result) <= limit
@@ -125,8 +125,8 @@ def test_truncate_text_keeps_the_most_whole_graphemes_that_fit(
 # ------------------------------------------------------------------------- receipts
 
 
-def _request(idempotency_key: str | None = "k1") -> mnemon.MutationRequest:
-    return mnemon.MutationRequest(
+def _request(idempotency_key: str | None = "k1") -> mnemon.sdk.MutationRequest:
+    return mnemon.sdk.MutationRequest(
         view=mnemon.ViewRef(id="view:x", scope=mnemon.Scope()),
         offer=mnemon.ActionOffer(
             id="source:a/replace",
@@ -146,7 +146,7 @@ COMMITTED_AT = "2024-05-01T12:00:00+00:00"
 
 
 def test_receipt_defaults_to_unknown_and_failed() -> None:
-    receipt = mnemon.create_mutation_receipt(_request())
+    receipt = mnemon.sdk.create_mutation_receipt(_request())
     assert isinstance(receipt, mnemon.MutationReceipt)
     assert receipt.completion == "unknown"
     assert receipt.status == "failed"
@@ -154,7 +154,7 @@ def test_receipt_defaults_to_unknown_and_failed() -> None:
 
 
 def test_receipt_is_bound_to_the_request() -> None:
-    receipt = mnemon.create_mutation_receipt(
+    receipt = mnemon.sdk.create_mutation_receipt(
         _request(), completion="committed", committed_at=COMMITTED_AT, revision="r2"
     )
     assert receipt.view_id == "view:x"
@@ -162,7 +162,7 @@ def test_receipt_is_bound_to_the_request() -> None:
     assert receipt.source_key == "source:a"
     assert receipt.idempotency_key == "k1"
     assert receipt.revision == "r2"
-    assert mnemon.create_mutation_receipt(_request(None)).idempotency_key is None
+    assert mnemon.sdk.create_mutation_receipt(_request(None)).idempotency_key is None
 
 
 @pytest.mark.parametrize(
@@ -179,7 +179,7 @@ def test_receipt_is_bound_to_the_request() -> None:
 def test_receipt_status_defaults_to_what_completion_implies(
     completion: Any, committed_at: str | None, status: str
 ) -> None:
-    receipt = mnemon.create_mutation_receipt(
+    receipt = mnemon.sdk.create_mutation_receipt(
         _request(), completion=completion, committed_at=committed_at
     )
     assert (receipt.completion, receipt.status) == (completion, status)
@@ -187,13 +187,15 @@ def test_receipt_status_defaults_to_what_completion_implies(
 
 def test_committed_receipt_requires_committed_at() -> None:
     with pytest.raises(mnemon.DefinitionError, match=r"^receipt.*committed_at"):
-        mnemon.create_mutation_receipt(_request(), completion="committed")
+        mnemon.sdk.create_mutation_receipt(_request(), completion="committed")
 
 
 @pytest.mark.parametrize("completion", ["accepted", "candidate", "partial", "failed", "unknown"])
 def test_only_committed_receipt_may_carry_committed_at(completion: Any) -> None:
     with pytest.raises(mnemon.DefinitionError, match="committed_at"):
-        mnemon.create_mutation_receipt(_request(), completion=completion, committed_at=COMMITTED_AT)
+        mnemon.sdk.create_mutation_receipt(
+            _request(), completion=completion, committed_at=COMMITTED_AT
+        )
 
 
 @pytest.mark.parametrize(
@@ -207,7 +209,7 @@ def test_only_committed_receipt_may_carry_committed_at(completion: Any) -> None:
 )
 def test_committed_at_must_be_iso_8601_with_time_zone(committed_at: str, words: str) -> None:
     with pytest.raises(mnemon.DefinitionError, match=rf"^receipt\.committed_at: .*{words}"):
-        mnemon.create_mutation_receipt(
+        mnemon.sdk.create_mutation_receipt(
             _request(), completion="committed", committed_at=committed_at
         )
 
@@ -221,7 +223,7 @@ def test_committed_at_must_be_iso_8601_with_time_zone(committed_at: str, words: 
     ],
 )
 def test_committed_at_accepts_zoned_timestamps(committed_at: str) -> None:
-    receipt = mnemon.create_mutation_receipt(
+    receipt = mnemon.sdk.create_mutation_receipt(
         _request(), completion="committed", committed_at=committed_at
     )
     assert receipt.committed_at == committed_at
@@ -238,30 +240,30 @@ def test_committed_at_accepts_zoned_timestamps(committed_at: str) -> None:
 )
 def test_dishonest_receipt_is_rejected(completion: Any, status: Any) -> None:
     with pytest.raises(mnemon.DefinitionError, match=r"^receipt"):
-        mnemon.create_mutation_receipt(_request(), completion=completion, status=status)
+        mnemon.sdk.create_mutation_receipt(_request(), completion=completion, status=status)
 
 
 def test_committed_receipt_with_failed_status_is_rejected() -> None:
     with pytest.raises(mnemon.DefinitionError, match="succeeded"):
-        mnemon.create_mutation_receipt(
+        mnemon.sdk.create_mutation_receipt(
             _request(), completion="committed", status="failed", committed_at=COMMITTED_AT
         )
 
 
 def test_unknown_completion_is_a_definition_error() -> None:
     with pytest.raises(mnemon.DefinitionError, match=r"^receipt\.completion"):
-        mnemon.create_mutation_receipt(_request(), completion="done")  # type: ignore[arg-type]
+        mnemon.sdk.create_mutation_receipt(_request(), completion="done")  # type: ignore[arg-type]
 
 
 def test_receipt_detail_is_a_frozen_private_copy() -> None:
     detail: dict[str, Any] = {"ids": ["n1"]}
-    receipt = mnemon.create_mutation_receipt(_request(), completion="accepted", detail=detail)
+    receipt = mnemon.sdk.create_mutation_receipt(_request(), completion="accepted", detail=detail)
     detail["ids"].append("n2")
     assert receipt.detail == {"ids": ("n1",)}
     with pytest.raises(TypeError, match="frozen"):
         receipt.detail["ids"] = ()  # type: ignore[index]
     with pytest.raises(mnemon.DefinitionError, match=r"^receipt\.detail: .*\$\.n"):
-        mnemon.create_mutation_receipt(_request(), detail={"n": float("nan")})
+        mnemon.sdk.create_mutation_receipt(_request(), detail={"n": float("nan")})
 
 
 @pytest.mark.parametrize(
@@ -300,7 +302,7 @@ async def test_run_blocking_runs_in_a_worker_thread() -> None:
     def where(offset: int) -> tuple[int, int]:
         return threading.get_ident(), offset + 1
 
-    thread, value = await mnemon.run_blocking(where, 41)
+    thread, value = await mnemon.sdk.run_blocking(where, 41)
     assert value == 42
     assert thread != threading.get_ident()
 
@@ -312,7 +314,7 @@ async def test_run_blocking_runs_in_a_worker_thread() -> None:
 def test_allocate_characters_sums_exactly_and_follows_the_weights(
     total: int, weights: list[int]
 ) -> None:
-    shares = mnemon.allocate_characters(total, weights)
+    shares = mnemon.sdk.allocate_characters(total, weights)
     assert sum(shares) == total
     whole = sum(weights)
     for share, weight in zip(shares, weights, strict=True):
@@ -323,9 +325,9 @@ def test_allocate_characters_sums_exactly_and_follows_the_weights(
 
 
 def test_allocate_characters_edges() -> None:
-    assert mnemon.allocate_characters(10, []) == ()
-    assert mnemon.allocate_characters(10, [90, 5, 5]) == (9, 1, 0)
-    assert mnemon.allocate_characters(3, [1, 1, 1, 1]) == (1, 1, 1, 0)
+    assert mnemon.sdk.allocate_characters(10, []) == ()
+    assert mnemon.sdk.allocate_characters(10, [90, 5, 5]) == (9, 1, 0)
+    assert mnemon.sdk.allocate_characters(3, [1, 1, 1, 1]) == (1, 1, 1, 0)
     for bad in ((-1, [1]), (5, [0, 0]), (5, [1, -1])):
         with pytest.raises(ValueError, match="allocate_characters"):
-            mnemon.allocate_characters(*bad)
+            mnemon.sdk.allocate_characters(*bad)

@@ -6,15 +6,8 @@ from typing import Any
 
 import pytest
 
-from mnemon import (
-    DefinitionError,
-    InstallError,
-    MemoryHost,
-    PluginContext,
-    RegistrySnapshot,
-    define_memory_plugin,
-    install_memory,
-)
+from mnemon import DefinitionError, InstallError, MemoryHost, RegistrySnapshot
+from mnemon.sdk import PluginContext, define_memory_plugin, install_memory
 from tests.kit import Plugin, Probe, fake_source, strategy_plugin
 
 
@@ -286,7 +279,7 @@ class _SyncFacts:
 
 
 async def test_a_source_whose_callbacks_are_not_coroutines_is_refused_at_mount() -> None:
-    from mnemon import define_memory_source
+    from mnemon.sdk import define_memory_source
     from tests.kit import source_manifest
 
     definition = define_memory_source(
@@ -303,7 +296,7 @@ async def test_a_source_whose_callbacks_are_not_coroutines_is_refused_at_mount()
 
 
 def test_a_strategy_whose_compose_is_a_coroutine_is_refused_at_definition() -> None:
-    from mnemon import define_memory_strategy
+    from mnemon.sdk import define_memory_strategy
 
     async def compose(request: Any, sources: Any, contributions: Any) -> Any:
         raise AssertionError("never called")

@@ -15,7 +15,7 @@ from typing import Any
 import pydantic
 import pytest
 
-import mnemon
+import mnemon.sdk
 from mnemon._json import MAX_JSON_DEPTH, FrozenDict, JsonValueError, canonical_json, freeze_json
 
 
@@ -83,7 +83,7 @@ def test_freeze_json_rejects_value_and_names_path(
 @pytest.mark.parametrize(("value", "reason"), REJECTED)
 def test_configuration_digest_rejects_value_with_mnemon_error(value: object, reason: str) -> None:
     with pytest.raises(mnemon.MnemonError, match=_at_path("$.a.b[1]")) as info:
-        mnemon.configuration_digest({"a": {"b": [0, value]}})
+        mnemon.sdk.configuration_digest({"a": {"b": [0, value]}})
     assert isinstance(info.value, ValueError)
     assert reason in str(info.value)
 
@@ -104,7 +104,7 @@ def test_lone_surrogate_in_key_is_rejected_with_path() -> None:
 
 def test_configuration_digest_rejects_lone_surrogate_key_with_mnemon_error() -> None:
     with pytest.raises(mnemon.MnemonError, match="lone surrogate"):
-        mnemon.configuration_digest({"bad\ud800": 1})
+        mnemon.sdk.configuration_digest({"bad\ud800": 1})
 
 
 def test_source_hints_reject_lone_surrogate_key_as_validation_error() -> None:
@@ -148,7 +148,9 @@ def test_freeze_json_keeps_bool_distinct_from_int() -> None:
 
 def test_tuples_are_json_arrays() -> None:
     assert freeze_json({"a": (1, [2])}) == {"a": (1, (2,))}
-    assert mnemon.configuration_digest({"a": (1, 2)}) == mnemon.configuration_digest({"a": [1, 2]})
+    assert mnemon.sdk.configuration_digest({"a": (1, 2)}) == mnemon.sdk.configuration_digest(
+        {"a": [1, 2]}
+    )
 
 
 # ------------------------------------------------------------------------- depth
@@ -167,7 +169,7 @@ def test_nesting_of_48_containers_is_accepted(kind: str) -> None:
     assert MAX_JSON_DEPTH == 48
     value = _nested(48, kind)
     assert freeze_json(value) == freeze_json(copy.deepcopy(value))
-    assert mnemon.configuration_digest(value).startswith("config:")
+    assert mnemon.sdk.configuration_digest(value).startswith("config:")
 
 
 @pytest.mark.parametrize("kind", ["list", "dict", "mixed"])
@@ -177,7 +179,7 @@ def test_nesting_of_49_containers_is_rejected(kind: str) -> None:
     # the 49th container is the one named: 48 steps below the root
     assert info.value.path.count("[") + info.value.path.count(".") == 48
     with pytest.raises(mnemon.MnemonError, match="nesting deeper than 48"):
-        mnemon.configuration_digest(_nested(49, kind))
+        mnemon.sdk.configuration_digest(_nested(49, kind))
 
 
 # ------------------------------------------------------------------------- cycles and sharing
@@ -215,7 +217,7 @@ def test_cycles_are_rejected_with_path(make: Callable[[], object], path: str) ->
         freeze_json(make())
     assert info.value.reason == "cycle"
     with pytest.raises(mnemon.MnemonError, match="cycle"):
-        mnemon.configuration_digest(make())
+        mnemon.sdk.configuration_digest(make())
 
 
 def test_shared_subtrees_are_accepted() -> None:
@@ -230,14 +232,14 @@ def test_shared_subtrees_are_accepted() -> None:
 # ------------------------------------------------------------------------- private copies
 
 
-def _facts(**changes: object) -> mnemon.SourceFacts:
+def _facts(**changes: object) -> mnemon.sdk.SourceFacts:
     fields: dict[str, object] = {
         "instance_key": "source:a",
         "type_id": "notes",
         "role": "notes",
         "availability": "ready",
     }
-    return mnemon.SourceFacts(**(fields | changes))  # type: ignore[arg-type]
+    return mnemon.sdk.SourceFacts(**(fields | changes))  # type: ignore[arg-type]
 
 
 def test_mutating_the_original_after_freezing_changes_nothing() -> None:
@@ -269,7 +271,7 @@ def test_mutating_grant_value_after_building_grant_changes_nothing() -> None:
 
 def test_mutating_input_schema_after_definition_changes_nothing() -> None:
     schema: dict[str, Any] = {"type": "object", "properties": {"q": {"type": "string"}}}
-    definition = mnemon.define_memory_source(
+    definition = mnemon.sdk.define_memory_source(
         {
             "type_id": "notes",
             "package_name": "mnemon-notes",
@@ -389,7 +391,7 @@ def test_canonical_json_sorts_keys_by_code_point() -> None:
 
 
 def test_configuration_digest_is_prefixed_sha256_of_canonical_json() -> None:
-    digest = mnemon.configuration_digest({"b": 1, "a": [1, 2]})
+    digest = mnemon.sdk.configuration_digest({"b": 1, "a": [1, 2]})
     assert re.fullmatch(r"config:[0-9a-f]{64}", digest)
     assert digest == "config:" + hashlib.sha256(b'{"a":[1,2],"b":1}').hexdigest()
 
@@ -397,7 +399,7 @@ def test_configuration_digest_is_prefixed_sha256_of_canonical_json() -> None:
 def test_configuration_digest_ignores_insertion_order() -> None:
     first = {"a": 1, "b": {"c": 2, "d": [3, {"e": 4, "f": 5}]}}
     second = {"b": {"d": [3, {"f": 5, "e": 4}], "c": 2}, "a": 1}
-    assert mnemon.configuration_digest(first) == mnemon.configuration_digest(second)
+    assert mnemon.sdk.configuration_digest(first) == mnemon.sdk.configuration_digest(second)
 
 
 @pytest.mark.parametrize(
@@ -411,14 +413,14 @@ def test_configuration_digest_ignores_insertion_order() -> None:
     ],
 )
 def test_configuration_digest_differs_for_different_values(first: object, second: object) -> None:
-    assert mnemon.configuration_digest(first) != mnemon.configuration_digest(second)
+    assert mnemon.sdk.configuration_digest(first) != mnemon.sdk.configuration_digest(second)
 
 
 def test_configuration_digest_rejects_nan_with_mnemon_error() -> None:
     assert issubclass(JsonValueError, mnemon.MnemonError)
     assert issubclass(JsonValueError, ValueError)
     with pytest.raises(mnemon.MnemonError, match=r"^configuration: non-finite number nan at \$$"):
-        mnemon.configuration_digest(float("nan"))
+        mnemon.sdk.configuration_digest(float("nan"))
 
 
 def test_json_value_error_in_a_definition_becomes_definition_error_with_field() -> None:
@@ -434,7 +436,7 @@ def test_json_value_error_in_a_definition_becomes_definition_error_with_field() 
         ],
     }
     with pytest.raises(mnemon.DefinitionError) as info:
-        mnemon.define_memory_source(manifest, lambda init: None)
+        mnemon.sdk.define_memory_source(manifest, lambda init: None)
     message = str(info.value)
     assert message.startswith("manifest.routes[0].input_schema: ")
     assert "$.properties.q.default" in message

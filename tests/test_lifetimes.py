@@ -15,11 +15,9 @@ from mnemon import (
     Evidence,
     MemoryHost,
     MutationReceipt,
-    MutationRequest,
-    QueryRequest,
     RouteError,
-    create_mutation_receipt,
 )
+from mnemon.sdk import MutationRequest, QueryRequest, create_mutation_receipt
 from mnemon_testing import MemoryCompositionRunner
 from tests.kit import FakeSource, Probe, fake_source, strategy_plugin
 

@@ -8,15 +8,11 @@ from typing import Any
 import anyio
 import pytest
 
-from mnemon import (
+from mnemon import ManagementError, ManagementResult, MemoryHost, RevisionConflict, SourceError
+from mnemon.sdk import (
     FactsRequest,
-    ManagementError,
-    ManagementResult,
     ManageRequest,
-    MemoryHost,
     ProjectionRequest,
-    RevisionConflict,
-    SourceError,
     SourceFacts,
     SourceInit,
     ViewContribution,

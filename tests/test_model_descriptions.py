@@ -7,14 +7,19 @@ import pydoc
 import pydantic
 import pytest
 
-import mnemon
+import mnemon.sdk
 
-MODELS = [
-    getattr(mnemon, name)
-    for name in mnemon.__all__
-    if isinstance(getattr(mnemon, name), type)
-    and issubclass(getattr(mnemon, name), pydantic.BaseModel)
-]
+# the models of both front doors, the host's and the plugin author's
+MODELS = sorted(
+    {
+        getattr(door, name)
+        for door in (mnemon, mnemon.sdk)
+        for name in door.__all__
+        if isinstance(getattr(door, name), type)
+        and issubclass(getattr(door, name), pydantic.BaseModel)
+    },
+    key=lambda model: model.__name__,
+)
 
 
 def test_the_public_sdk_has_models() -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mnemon import MemoryHost, ViewSpec
+from mnemon import MemoryHost
+from mnemon.sdk import ViewSpec
 from tests.kit import fake_source, select_all, strategy_plugin
 
 

@@ -9,13 +9,7 @@ import anyio
 import pluggy
 import pytest
 
-from mnemon import (
-    ActionError,
-    MemoryHost,
-    RouteError,
-    SourceError,
-    hookimpl,
-)
+from mnemon import ActionError, MemoryHost, RouteError, SourceError, hookimpl
 from tests.kit import FakeSource, Probe, fake_source, strategy_plugin
 
 SECRET = "tok-SECRET-7f3a"
@@ -235,7 +229,7 @@ enabled = false
     ],
 )
 def test_source_telemetry_refuses_what_is_not_a_code(arguments: dict[str, Any], words: str) -> None:
-    from mnemon import SourceTelemetry
+    from mnemon.sdk import SourceTelemetry
 
     reporting = SourceTelemetry(None, "stub")
     call: dict[str, Any] = {"name": "stub.calls", "operation": "search", "outcome": "ok"}

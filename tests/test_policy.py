@@ -7,15 +7,8 @@ from typing import Any
 import anyio
 import pytest
 
-from mnemon import (
-    Evidence,
-    EvidenceItem,
-    MemoryHost,
-    PolicyRequest,
-    RouteError,
-    RouteReader,
-    View,
-)
+from mnemon import Evidence, EvidenceItem, MemoryHost, RouteError, View
+from mnemon.sdk import PolicyRequest, RouteReader
 from tests.kit import Probe, fake_source, strategy_plugin
 from tests.test_embedding import embedder_plugin
 

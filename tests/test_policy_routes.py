@@ -6,17 +6,13 @@ from typing import Any
 
 import pytest
 
-from mnemon import (
+from mnemon import CompositionRejected, Evidence, MemoryHost, RouteError, View
+from mnemon.sdk import (
     ComposeRequest,
-    CompositionRejected,
-    Evidence,
     ExtensionContribution,
-    MemoryHost,
     PolicyRequest,
-    RouteError,
     RouteReader,
     SourceCandidate,
-    View,
     ViewContribution,
     ViewSpec,
 )

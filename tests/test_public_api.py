@@ -1,4 +1,4 @@
-"""The public SDK surface: one exact, sorted `__all__`, every name documented."""
+"""The public surface: each front door has one exact, sorted `__all__`, every name documented."""
 
 from __future__ import annotations
 
@@ -10,10 +10,76 @@ import typing
 import pydantic
 import pytest
 
-import mnemon
+import mnemon.sdk
 
 # Adding or removing a public name is a decision: change this list on purpose.
 EXPECTED_ALL = [
+    "ActionDescriptor",
+    "ActionError",
+    "ActionOffer",
+    "Authorize",
+    "CompositionRejected",
+    "CompositionRequest",
+    "CompositionUnavailable",
+    "DefinitionError",
+    "Diagnostic",
+    "Evidence",
+    "EvidenceItem",
+    "EvidenceLimits",
+    "ExtensionRecord",
+    "Fragment",
+    "GrantRecord",
+    "Guidance",
+    "HostSettings",
+    "InstallError",
+    "InstalledContribution",
+    "ManagementClient",
+    "ManagementDescriptor",
+    "ManagementEntry",
+    "ManagementError",
+    "ManagementField",
+    "ManagementOperation",
+    "ManagementRequest",
+    "ManagementResult",
+    "MemoryHost",
+    "MemoryPlugin",
+    "MemoryTurn",
+    "MnemonError",
+    "MutationReceipt",
+    "Profile",
+    "ProfileEntry",
+    "ReadGrant",
+    "RecordDeleteResult",
+    "RecordKind",
+    "RecordOutcome",
+    "RecordPage",
+    "RecordWriteResult",
+    "RegistrySnapshot",
+    "Reminders",
+    "RevisionConflict",
+    "RouteDescriptor",
+    "RouteError",
+    "Scope",
+    "SourceConsistency",
+    "SourceError",
+    "SourceErrorKind",
+    "SourceProvenance",
+    "TextPart",
+    "Unmount",
+    "View",
+    "ViewBudget",
+    "ViewRef",
+    "ViewRoute",
+    "discover_plugins",
+    "hookimpl",
+    "load_profile",
+    "render_wake",
+    "visible_json",
+    "visible_text",
+]
+
+# the plugin author's door: everything a plugin uses, the names hosts use too included
+SDK_ALL = [
     "ActionDescriptor",
     "ActionError",
     "ActionOffer",
@@ -42,11 +108,9 @@ EXPECTED_ALL = [
     "Fragment",
     "GrantRecord",
     "Guidance",
-    "HostSettings",
     "InstallError",
     "InstalledContribution",
     "ManageRequest",
-    "ManagementClient",
     "ManagementDescriptor",
     "ManagementEntry",
     "ManagementError",
@@ -55,18 +119,14 @@ EXPECTED_ALL = [
     "ManagementRequest",
     "ManagementResult",
     "MemoryContributions",
-    "MemoryHost",
     "MemoryPlugin",
     "MemorySource",
-    "MemoryTurn",
     "MnemonError",
     "MutationReceipt",
     "MutationRequest",
     "PluginContext",
     "PluginDescriptor",
     "PolicyRequest",
-    "Profile",
-    "ProfileEntry",
     "ProjectionRequest",
     "ProjectionSlotValue",
     "ProjectionSpec",
@@ -110,7 +170,6 @@ EXPECTED_ALL = [
     "StrategyManifest",
     "StrategyTurn",
     "TextPart",
-    "Unmount",
     "VectorSpace",
     "View",
     "ViewBudget",
@@ -131,16 +190,14 @@ EXPECTED_ALL = [
     "define_memory_strategy",
     "define_strategy_configuration",
     "define_view_extension",
-    "discover_plugins",
     "guarded_call",
     "hookimpl",
     "install_memory",
-    "load_profile",
     "memory_text_schema",
     "mnemon_home",
     "parse_yaml",
+    "postgres",
     "read_configuration",
-    "render_wake",
     "run_blocking",
     "scope_partition",
     "source_data_directory",
@@ -152,25 +209,78 @@ EXPECTED_ALL = [
 ]
 
 
-def test_all_is_exactly_the_expected_list() -> None:
-    assert mnemon.__all__ == EXPECTED_ALL
+# each front door's exact `__all__`: a host's, and a plugin author's
+DOORS = {"mnemon": EXPECTED_ALL, "mnemon.sdk": SDK_ALL}
+EXPORTS = [(door, name) for door, names in DOORS.items() for name in names]
 
 
-def test_all_is_sorted() -> None:
-    assert mnemon.__all__ == sorted(mnemon.__all__)
+def _export(door: str, name: str) -> object:
+    return getattr(importlib.import_module(door), name)
 
 
-def test_all_has_no_duplicates() -> None:
-    assert len(set(mnemon.__all__)) == len(mnemon.__all__)
+def _exports_where(test: typing.Callable[[object], bool]) -> list[tuple[str, str]]:
+    return [(door, name) for door, name in EXPORTS if test(_export(door, name))]
 
 
-@pytest.mark.parametrize("name", EXPECTED_ALL)
-def test_every_public_name_resolves(name: str) -> None:
-    assert getattr(mnemon, name, None) is not None
+def _is_model(value: object) -> bool:
+    return inspect.isclass(value) and issubclass(value, pydantic.BaseModel)
+
+
+def _is_error(value: object) -> bool:
+    return inspect.isclass(value) and issubclass(value, BaseException)
+
+
+@pytest.mark.parametrize("door", sorted(DOORS))
+def test_all_is_exactly_the_expected_list_sorted_without_duplicates(door: str) -> None:
+    names = importlib.import_module(door).__all__
+    assert names == DOORS[door]
+    assert names == sorted(set(names))
+
+
+@pytest.mark.parametrize(("door", "name"), EXPORTS)
+def test_every_public_name_resolves(door: str, name: str) -> None:
+    assert _export(door, name) is not None
+
+
+def test_names_in_both_doors_are_the_same_objects() -> None:
+    shared = set(EXPECTED_ALL) & set(SDK_ALL)
+    assert {
+        name for name in shared if getattr(mnemon, name) is not getattr(mnemon.sdk, name)
+    } == set()
+    # everything a host uses but the author's door lacks is the host itself
+    assert set(EXPECTED_ALL) - set(SDK_ALL) == {
+        "HostSettings", "ManagementClient", "MemoryHost", "MemoryTurn", "Profile",
+        "ProfileEntry", "Unmount", "discover_plugins", "load_profile", "render_wake",
+    }  # fmt: skip
+
+
+def test_functions_and_errors_only_an_author_uses_say_they_live_in_the_sdk() -> None:
+    for name in set(SDK_ALL) - set(EXPECTED_ALL):
+        value = getattr(mnemon.sdk, name)
+        if inspect.isfunction(value) or _is_error(value):
+            assert value.__module__ == "mnemon.sdk", name
+
+
+@pytest.mark.parametrize("name", [n for n in SDK_ALL if n not in EXPECTED_ALL])
+def test_an_author_name_still_resolves_from_mnemon_with_a_warning(name: str) -> None:
+    with pytest.warns(DeprecationWarning, match=f"mnemon.{name} moved to mnemon.sdk.{name}"):
+        assert getattr(mnemon, name) is getattr(mnemon.sdk, name)
+
+
+@pytest.mark.parametrize("module", ["storage", "postgres"])
+def test_the_moved_storage_modules_still_import_with_a_warning(module: str) -> None:
+    with pytest.warns(DeprecationWarning, match=f"mnemon.{module} moved to mnemon.sdk.{module}"):
+        old = importlib.import_module(f"mnemon.{module}")
+    assert old is importlib.import_module(f"mnemon.sdk.{module}")
+
+
+def test_an_unknown_name_is_still_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        mnemon.nothing_here  # noqa: B018
 
 
 # documented public modules: importing one binds its name on the package
-PUBLIC_MODULES = {"cli", "postgres", "tools", "versions"}
+PUBLIC_MODULES = {"cli", "sdk", "tools", "versions"}
 # each public module's exact `__all__`; what it exports says it lives there (`__module__`)
 MODULE_EXPORTS = {
     "mnemon.cli": [
@@ -178,7 +288,7 @@ MODULE_EXPORTS = {
         "management_entry", "mutate", "printer_of", "progress", "read_text_argument",
         "require_confirmation", "run_with_host", "scope_of", "shown_path",
     ],
-    "mnemon.storage": [
+    "mnemon.sdk.storage": [
         "PRIVATE_FILE_MODE", "PRIVATE_FOLDER_MODE", "hold_lock", "open_private", "open_regular",
         "private_folder", "remove_leftovers", "remove_leftovers_in", "temporary_path",
         "tighten_file", "write_atomically",
@@ -187,7 +297,7 @@ MODULE_EXPORTS = {
         "MAX_TOOL_NAME", "TOOL_NAME_PATTERN", "Tool", "ToolDispatcher", "ToolFormat",
         "ToolResult", "ToolSet", "evidence_text", "receipt_text",
     ],
-    "mnemon.postgres": [
+    "mnemon.sdk.postgres": [
         "DatabaseErrorCode", "check_connection_string", "classify_database_error",
         "open_async_connection_pool", "open_connection_pool", "quiet_pool_logs",
     ],
@@ -210,13 +320,15 @@ def test_each_public_module_exports_exactly_its_names_from_itself(module_name: s
 
 def test_no_public_name_outside_all() -> None:
     public = {name for name in vars(mnemon) if not name.startswith("_")}
-    assert public - PUBLIC_MODULES == set(mnemon.__all__)
+    # importing a moved module by its old name binds it too (the warning test does)
+    assert public - PUBLIC_MODULES - {"storage", "postgres"} == set(mnemon.__all__)
 
 
-def test_star_import_gives_exactly_all() -> None:
+@pytest.mark.parametrize("door", sorted(DOORS))
+def test_star_import_gives_exactly_all(door: str) -> None:
     namespace: dict[str, object] = {}
-    exec("from mnemon import *", namespace)
-    assert {name for name in namespace if name != "__builtins__"} == set(EXPECTED_ALL)
+    exec(f"from {door} import *", namespace)
+    assert {name for name in namespace if name != "__builtins__"} == set(DOORS[door])
 
 
 def _own_doc(obj: object) -> str:
@@ -224,14 +336,14 @@ def _own_doc(obj: object) -> str:
     return (doc or "").strip()
 
 
-@pytest.mark.parametrize("name", EXPECTED_ALL)
-def test_every_public_name_has_a_docstring(name: str) -> None:
-    obj = getattr(mnemon, name)
+@pytest.mark.parametrize(("door", "name"), EXPORTS)
+def test_every_public_name_has_a_docstring(door: str, name: str) -> None:
+    obj = _export(door, name)
     assert inspect.isclass(obj) or callable(obj) or inspect.ismodule(obj)
     doc = _own_doc(obj)
-    assert doc, f"mnemon.{name} has no docstring"
+    assert doc, f"{door}.{name} has no docstring"
     # a dataclass without a docstring gets its signature as one; that is not documentation
-    assert not doc.startswith(f"{name}("), f"mnemon.{name} has only a generated docstring"
+    assert not doc.startswith(f"{name}("), f"{door}.{name} has only a generated docstring"
 
 
 def _public_members(cls: type) -> list[tuple[str, object]]:
@@ -246,48 +358,31 @@ def _public_members(cls: type) -> list[tuple[str, object]]:
     return members
 
 
-@pytest.mark.parametrize(
-    "name", [name for name in EXPECTED_ALL if inspect.isclass(getattr(mnemon, name))]
-)
-def test_public_methods_of_public_classes_have_docstrings(name: str) -> None:
+@pytest.mark.parametrize(("door", "name"), _exports_where(inspect.isclass))
+def test_public_methods_of_public_classes_have_docstrings(door: str, name: str) -> None:
     undocumented = [
         attribute
-        for attribute, function in _public_members(getattr(mnemon, name))
+        for attribute, function in _public_members(_export(door, name))  # type: ignore[arg-type]
         if not (function.__doc__ or "").strip()
     ]
     assert undocumented == []
 
 
-def test_module_has_a_docstring() -> None:
-    assert (mnemon.__doc__ or "").strip()
+@pytest.mark.parametrize("door", sorted(DOORS))
+def test_module_has_a_docstring(door: str) -> None:
+    assert (importlib.import_module(door).__doc__ or "").strip()
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        name
-        for name in EXPECTED_ALL
-        if inspect.isclass(getattr(mnemon, name))
-        and issubclass(getattr(mnemon, name), pydantic.BaseModel)
-    ],
-)
-def test_public_wire_models_are_frozen_and_forbid_extra_fields(name: str) -> None:
-    config = getattr(mnemon, name).model_config
+@pytest.mark.parametrize(("door", "name"), _exports_where(_is_model))
+def test_public_wire_models_are_frozen_and_forbid_extra_fields(door: str, name: str) -> None:
+    config = _export(door, name).model_config  # type: ignore[attr-defined]
     assert config.get("frozen") is True
     assert config.get("extra") == "forbid"
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        name
-        for name in EXPECTED_ALL
-        if inspect.isclass(getattr(mnemon, name))
-        and issubclass(getattr(mnemon, name), BaseException)
-    ],
-)
-def test_public_errors_share_one_root(name: str) -> None:
-    assert issubclass(getattr(mnemon, name), mnemon.MnemonError)
+@pytest.mark.parametrize(("door", "name"), _exports_where(_is_error))
+def test_public_errors_share_one_root(door: str, name: str) -> None:
+    assert issubclass(_export(door, name), mnemon.MnemonError)  # type: ignore[arg-type]
 
 
 def test_library_does_not_configure_logging() -> None:
@@ -297,37 +392,31 @@ def test_library_does_not_configure_logging() -> None:
     assert logging.getLogger("mnemon").level == logging.NOTSET
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        name
-        for name in EXPECTED_ALL
-        if inspect.isclass(getattr(mnemon, name))
-        and issubclass(getattr(mnemon, name), BaseException)
-    ],
-)
-def test_public_errors_show_their_public_module(name: str) -> None:
-    error = getattr(mnemon, name)
-    assert error.__module__ == "mnemon"
-    assert f"mnemon.{name}" in repr(error)
+@pytest.mark.parametrize(("door", "name"), _exports_where(_is_error))
+def test_public_errors_show_their_public_module(door: str, name: str) -> None:
+    error = _export(door, name)
+    home = "mnemon" if name in EXPECTED_ALL else "mnemon.sdk"
+    assert error.__module__ == home  # type: ignore[attr-defined]
+    assert f"{home}.{name}" in repr(error)
 
 
 def _models_in(annotation: object) -> set[type]:
     found: set[type] = set()
-    if inspect.isclass(annotation) and issubclass(annotation, pydantic.BaseModel):
-        found.add(annotation)
+    if _is_model(annotation):
+        found.add(annotation)  # type: ignore[arg-type]
     for argument in typing.get_args(annotation):
         found |= _models_in(argument)
     return found
 
 
-def test_every_model_reachable_from_a_public_model_is_public() -> None:
-    public = {getattr(mnemon, name) for name in EXPECTED_ALL}
+@pytest.mark.parametrize("door", sorted(DOORS))
+def test_every_model_reachable_from_a_public_model_is_public(door: str) -> None:
+    public = {_export(door, name) for name in DOORS[door]}
     missing = set()
-    for name in EXPECTED_ALL:
-        model = getattr(mnemon, name)
-        if not (inspect.isclass(model) and issubclass(model, pydantic.BaseModel)):
+    for name in DOORS[door]:
+        model = _export(door, name)
+        if not _is_model(model):
             continue
-        for field in model.model_fields.values():
+        for field in model.model_fields.values():  # type: ignore[attr-defined]
             missing |= {found.__name__ for found in _models_in(field.annotation) - public}
     assert missing == set()

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-import mnemon
+import mnemon.sdk
 
 DATA = Path(__file__).resolve().parent.parent / "benchmarks" / "data" / "agent-memories"
 KINDS = {"paraphrase", "multi-hop", "temporal", "keyword", "negative"}
@@ -42,7 +42,7 @@ def test_memories_are_unique_and_importable(memories: list[dict[str, Any]]) -> N
     for memory in memories:
         # the id names its user, so an answer id says whose scope it belongs to
         assert re.fullmatch(rf"{memory['user']}-\d{{3}}", memory["id"]), memory["id"]
-        mnemon.check_memory_text(memory["text"], max_characters=8_000)  # what `remember` takes
+        mnemon.sdk.check_memory_text(memory["text"], max_characters=8_000)  # what `remember` takes
         assert datetime.fromisoformat(memory["created_at"]).tzinfo is not None, memory["id"]
 
 

@@ -8,15 +8,8 @@ from typing import Any
 import anyio
 import pytest
 
-from mnemon import (
-    Evidence,
-    EvidenceItem,
-    MemoryHost,
-    MemoryTurn,
-    QueryRequest,
-    RouteError,
-    SourceError,
-)
+from mnemon import Evidence, EvidenceItem, MemoryHost, MemoryTurn, RouteError, SourceError
+from mnemon.sdk import QueryRequest
 from tests.kit import FakeSource, Probe, fake_source, strategy_plugin
 
 

@@ -232,7 +232,7 @@ def test_the_generated_source_keeps_its_files_with_mnemon_storage(
 ) -> None:
     # the scaffold teaches the SDK: no hand-rolled temporary files or renames
     module = (generated["source"] / "todo_list" / "_source.py").read_text(encoding="utf-8")
-    assert "from mnemon.storage import private_folder, write_atomically" in module
+    assert "from mnemon.sdk.storage import private_folder, write_atomically" in module
     for hand_rolled in ("tempfile", "os.replace", "os.fsync"):
         assert hand_rolled not in module
 

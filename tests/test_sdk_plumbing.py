@@ -15,17 +15,13 @@ import pytest
 import yaml
 from pydantic import SecretStr
 
-import mnemon
-from mnemon import (
+import mnemon.sdk
+from mnemon import DefinitionError, RevisionConflict, Scope, SourceError, SourceProvenance
+from mnemon.sdk import (
     ConfigPath,
-    DefinitionError,
-    RevisionConflict,
-    Scope,
     ScopePartition,
     SourceConfiguration,
-    SourceError,
     SourceInit,
-    SourceProvenance,
     check_memory_text,
     guarded_call,
     memory_text_schema,
@@ -322,13 +318,13 @@ def test_parse_yaml_refuses_what_would_blow_up_whoever_walks_the_value(
     text: str, rule: str
 ) -> None:
     with pytest.raises(mnemon.DefinitionError) as caught:
-        mnemon.parse_yaml(text)
+        mnemon.sdk.parse_yaml(text)
     assert rule in str(caught.value)
     assert "s3cr3t" not in str(caught.value)
 
 
 def test_parse_yaml_reads_what_safe_load_reads() -> None:
     text = "id: x\nlist: [1, 2.5, true, null]\nanchor: &a plain\nnested: {k: [v]}\n"
-    assert mnemon.parse_yaml(text) == yaml.safe_load(text)
+    assert mnemon.sdk.parse_yaml(text) == yaml.safe_load(text)
     deepest = "v: " + "[" * 47 + "]" * 47  # the mapping and 47 lists: 48 levels
-    assert mnemon.parse_yaml(deepest) == yaml.safe_load(deepest)
+    assert mnemon.sdk.parse_yaml(deepest) == yaml.safe_load(deepest)

@@ -1,4 +1,4 @@
-"""mnemon.postgres: connection strings checked unquoted, failures classified, pool logs quiet.
+"""mnemon.sdk.postgres: connection strings checked unquoted, failures classified, pool logs quiet.
 
 The pools' behaviour against a running server (sessions with `synchronous_commit` and
 `statement_timeout`, reconnection after a restart) is tested by the stores that use them, in
@@ -16,7 +16,7 @@ import pytest
 from psycopg_pool import PoolTimeout
 
 from mnemon import DefinitionError
-from mnemon.postgres import (
+from mnemon.sdk.postgres import (
     check_connection_string,
     classify_database_error,
     open_async_connection_pool,

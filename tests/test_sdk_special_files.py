@@ -17,9 +17,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from mnemon import RevisionConflict, SourceError, check_memory_text, guarded_call
-from mnemon import memory_text_schema as text_schema
-from mnemon.storage import (
+from mnemon import RevisionConflict, SourceError
+from mnemon.sdk import check_memory_text, guarded_call
+from mnemon.sdk import memory_text_schema as text_schema
+from mnemon.sdk.storage import (
     hold_lock,
     open_private,
     open_regular,

@@ -1,4 +1,4 @@
-"""mnemon.storage: private folders and files, atomic replace, leftovers, the cross-process lock."""
+"""mnemon.sdk.storage: private folders and files, atomic replace, leftovers, the cross-process lock."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mnemon import SourceError
-from mnemon.storage import (
+from mnemon.sdk.storage import (
     hold_lock,
     open_private,
     private_folder,

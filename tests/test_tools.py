@@ -10,17 +10,8 @@ from typing import Any
 import anyio
 import pytest
 
-from mnemon import (
-    ActionOffer,
-    Evidence,
-    EvidenceItem,
-    MemoryHost,
-    MemoryTurn,
-    MutationRequest,
-    QueryRequest,
-    SourceError,
-    create_mutation_receipt,
-)
+from mnemon import ActionOffer, Evidence, EvidenceItem, MemoryHost, MemoryTurn, SourceError
+from mnemon.sdk import MutationRequest, QueryRequest, create_mutation_receipt
 from mnemon.tools import TOOL_NAME_PATTERN, ToolDispatcher, ToolSet
 from tests.kit import FakeSource, Probe, fake_source, strategy_plugin
 

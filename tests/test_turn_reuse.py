@@ -16,16 +16,8 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from mnemon import (
-    CompositionRejected,
-    FactsRequest,
-    MemoryHost,
-    ProjectionRequest,
-    SourceFacts,
-    View,
-    ViewContribution,
-    ViewRef,
-)
+from mnemon import CompositionRejected, MemoryHost, View, ViewRef
+from mnemon.sdk import FactsRequest, ProjectionRequest, SourceFacts, ViewContribution
 from tests.kit import FakeSource, Probe, fake_source, select_all, strategy_plugin
 
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import orjson
 
-from mnemon import MemoryHost, ViewSpec
+from mnemon import MemoryHost
+from mnemon.sdk import ViewSpec
 from tests.kit import FakeSource, Probe, fake_source, select_all, strategy_plugin
 
 TEMPLATE_TEXT = "Use {{user_name}} and {0} and {name!r} and ${HOME} as they are."

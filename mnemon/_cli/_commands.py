@@ -13,8 +13,7 @@ import anyio
 import click
 from click.core import ParameterSource
 
-from .. import __version__
-from .._discovery import Discovery, discover_plugins
+from .._discovery import Discovery, core_version, discover_plugins
 from .._errors import ActionError, MnemonError
 from .._host import MemoryHost, MemoryTurn
 from .._models import ActionOffer, Evidence, MutationReceipt, Scope, View, ViewRoute
@@ -121,7 +120,7 @@ def _debug(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
     callback=_debug,
     help="Show the DEBUG log of mnemon.* on stderr (with a failing Source's traceback).",
 )
-@click.version_option(__version__, "--version", "-V", prog_name="mnemon")
+@click.version_option(core_version(), "--version", "-V", prog_name="mnemon")
 @click.pass_context
 def cli(ctx: click.Context, profile: Path | None, no_color: bool) -> None:
     """mnemon: composable, bounded, pinned memory Views for LLM agents.

@@ -36,8 +36,8 @@ from .._errors import ManagementError, SourceError
 from .._host import ManagementClient, MemoryHost
 from .._models import ID_PATTERN, MAX_RECORD_PAGE, ManagementEntry, RecordKind, Scope
 from .._schema import input_problems
+from .._storage import open_private, temporary_path
 from .._text import visible_text
-from ..storage import open_private, temporary_path
 from ._options import (
     IDENTITY,
     CommandError,
@@ -191,7 +191,7 @@ def _export_to(
     """Run the export `job` into `out`: a private file, complete or not there at all.
 
     The lines go to a temporary file beside `out` with a fresh random name, created
-    exclusively, 0600 and never through a link (`mnemon.storage`), so nothing planted in the
+    exclusively, 0600 and never through a link (`mnemon.sdk.storage`), so nothing planted in the
     folder is followed, written or truncated; flushed to disk, it is renamed over `out` in
     one step, and a reader never sees half an export under its name.
 

@@ -103,11 +103,11 @@ class SourceInit(WireModel):
     """The host's deployment-wide switches (`HostSettings.switches`), by name; a Source honours
     the ones it documents (`external-memory.search`: false switches its reads off)."""
     embedding: Any = Field(default=None, exclude=True)
-    """The embedders installed beside the Source (an `mnemon.Embedding`: their vector spaces,
+    """The embedders installed beside the Source (an `mnemon.sdk.Embedding`: their vector spaces,
     `segment_and_embed`, `embed_query`, every answer checked), or None when there is none.
     Not part of the JSON form: it is a live service of this host."""
     telemetry: Any = Field(default=None, exclude=True)
-    """An `mnemon.SourceTelemetry`: where the Source reports its own calls to the system behind
+    """An `mnemon.sdk.SourceTelemetry`: where the Source reports its own calls to the system behind
     it (a span name, an outcome, counts) to the host's observers; None outside a host."""
 
 

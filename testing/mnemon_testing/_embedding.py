@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mnemon import (
+from mnemon.sdk import (
     Embedding,
     FactsRequest,
     PluginContext,

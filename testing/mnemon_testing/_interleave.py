@@ -17,12 +17,12 @@ from typing import Any
 
 import anyio
 
-from mnemon import (
+from mnemon import Scope
+from mnemon.sdk import (
     FactsRequest,
     MemoryContributions,
     PluginContext,
     ProjectionRequest,
-    Scope,
     SourceFacts,
     SourceInit,
     ViewContribution,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mnemon import (
+from mnemon import CompositionRejected
+from mnemon.sdk import (
     ComposeRequest,
-    CompositionRejected,
     ExtensionContribution,
     PluginContext,
     SourceCandidate,

@@ -5,17 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from mnemon import (
-    Evidence,
-    EvidenceItem,
+from mnemon import Evidence, EvidenceItem, Fragment, MutationReceipt, ReadGrant
+from mnemon.sdk import (
     FactsRequest,
-    Fragment,
-    MutationReceipt,
     MutationRequest,
     PluginContext,
     ProjectionRequest,
     QueryRequest,
-    ReadGrant,
     SourceFacts,
     SourceInit,
     ViewContribution,

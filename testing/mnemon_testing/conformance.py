@@ -51,10 +51,10 @@ from mnemon import (
     MnemonError,
     RevisionConflict,
     RouteError,
-    SourceCandidate,
     View,
     render_wake,
 )
+from mnemon.sdk import SourceCandidate
 
 from ._interleave import InterleavingProbe
 from ._runner import MemoryCompositionRunner, RunnerTurn
@@ -599,7 +599,7 @@ class SourceConformance:
                 )
                 assert not detected.calls, (
                     "facts() and project() must not block the event loop: run blocking work "
-                    "(files, sqlite3, sockets, sleep) with `await mnemon.run_blocking(...)`; "
+                    "(files, sqlite3, sockets, sleep) with `await mnemon.sdk.run_blocking(...)`; "
                     f"detected {sorted(set(detected.calls))}"
                 )
 
@@ -739,7 +739,7 @@ class SourceConformance:
         """Two entries of the Source with the same configuration keep separate data.
 
         A Source keeping data under a folder must give each entry its own place in it
-        (`mnemon.source_data_directory` does). A Source over a file the user names shares it
+        (`mnemon.sdk.source_data_directory` does). A Source over a file the user names shares it
         on purpose: it sets `shared_data_reason`, and this check is skipped with that reason.
         """
         if self.shared_data_reason:

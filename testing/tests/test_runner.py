@@ -8,13 +8,11 @@ from typing import Any
 import anyio
 import pytest
 
-from mnemon import (
-    CompositionUnavailable,
+from mnemon import CompositionUnavailable, Fragment, ReadGrant
+from mnemon.sdk import (
     FactsRequest,
-    Fragment,
     PluginContext,
     ProjectionRequest,
-    ReadGrant,
     SourceFacts,
     ViewContribution,
     ViewSpec,

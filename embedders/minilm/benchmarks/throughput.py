@@ -19,7 +19,7 @@ import anyio
 from mnemon_embedder_minilm import MINILM, SPACE_ID
 from mnemon_embedder_minilm._embedder import MiniLMEmbedder
 
-from mnemon import Embedding
+from mnemon.sdk import Embedding
 
 # the README's measurements (2-core x86-64 VM, onnxruntime 1.32, Python 3.11)
 BASELINE: dict[int, dict[str, float]] = {

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mnemon import (
+from mnemon.sdk import (
     EmbedderDefinition,
     PluginContext,
     define_embedder,

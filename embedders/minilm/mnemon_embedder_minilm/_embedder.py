@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from mnemon import (
+from mnemon.sdk import (
     EmbedQueryRequest,
     QueryVector,
     Segment,

@@ -18,7 +18,7 @@ import numpy as np
 import onnxruntime  # type: ignore[import-untyped]  # ships neither stubs nor py.typed
 from tokenizers import Tokenizer
 
-from mnemon import SourceError
+from mnemon.sdk import SourceError
 
 from ._windows import cut_windows
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mnemon import DefinitionError
+from mnemon.sdk import DefinitionError
 
 __all__ = ["BOUNDS", "MiniLMSettings", "read_settings"]
 

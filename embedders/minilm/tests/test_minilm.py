@@ -23,18 +23,8 @@ from mnemon_embedder_minilm._embedder import MiniLMEmbedder
 from mnemon_embedder_minilm._model import LoadedModel, installed_weights, load_model
 from mnemon_embedder_minilm._settings import read_settings
 
-from mnemon import (
-    DefinitionError,
-    Embedding,
-    EmbeddingError,
-    InstallError,
-    MemoryHost,
-    Segment,
-    SegmentRequest,
-    SourceError,
-    TextPart,
-    check_segment_answer,
-)
+from mnemon import DefinitionError, InstallError, MemoryHost, SourceError, TextPart
+from mnemon.sdk import Embedding, EmbeddingError, Segment, SegmentRequest, check_segment_answer
 from mnemon_testing import EmbeddingProbe, SelectAll
 
 HEAVY = ("numpy", "onnxruntime", "tokenizers")
@@ -225,7 +215,8 @@ def test_importing_and_mounting_loads_no_model(tmp_path: Path) -> None:
         import json, sys
         import anyio
         import mnemon_embedder_minilm
-        from mnemon import MemoryHost, SourceFacts, ViewContribution, define_memory_source, install_memory
+        from mnemon import MemoryHost
+        from mnemon.sdk import SourceFacts, ViewContribution, define_memory_source, install_memory
         from mnemon_testing import EmbeddingProbe, SelectAll
 
         HEAVY = ("numpy", "onnxruntime", "tokenizers")

@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from mnemon import (
+from mnemon.sdk import (
     DefinitionError,
     EmbedderDefinition,
     PluginContext,

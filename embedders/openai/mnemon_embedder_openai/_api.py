@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import orjson
 
-from mnemon import SourceError, run_blocking
+from mnemon.sdk import SourceError, run_blocking
 
 __all__ = ["Malformed", "TooLarge", "encode_request", "error_for_status", "parse_answer"]
 

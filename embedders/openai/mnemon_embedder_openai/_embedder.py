@@ -15,7 +15,7 @@ from typing import TypeVar
 import anyio
 import httpx
 
-from mnemon import (
+from mnemon.sdk import (
     EmbedQueryRequest,
     QueryVector,
     Segment,

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from mnemon import DefinitionError, VectorSpace
+from mnemon.sdk import DefinitionError, VectorSpace
 
 __all__ = [
     "DEFAULT_BASE_URL",

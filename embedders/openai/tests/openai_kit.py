@@ -19,10 +19,8 @@ from typing import Any
 
 import mnemon_embedder_openai
 
-from mnemon import (
-    Embedding,
-    MemoryHost,
-)
+from mnemon import MemoryHost
+from mnemon.sdk import Embedding
 from mnemon_testing import EmbeddingProbe, SelectAll
 
 #: what a server's error message says; no error or log line may repeat it

@@ -27,15 +27,8 @@ from openai_kit import (
     toy_vector,
 )
 
-from mnemon import (
-    DefinitionError,
-    EmbeddingError,
-    EmbedQueryRequest,
-    InstallError,
-    SegmentRequest,
-    SourceError,
-    TextPart,
-)
+from mnemon import DefinitionError, InstallError, SourceError, TextPart
+from mnemon.sdk import EmbeddingError, EmbedQueryRequest, SegmentRequest
 
 MODEL = "toy-embed"
 SPACE = "openai.toy-embed"

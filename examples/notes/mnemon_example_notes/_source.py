@@ -18,7 +18,7 @@ from pathlib import Path
 
 import anyio
 
-from mnemon import (
+from mnemon.sdk import (
     DefinitionError,
     Evidence,
     EvidenceItem,
@@ -48,7 +48,7 @@ from mnemon import (
     source_data_directory,
     truncate_text,
 )
-from mnemon.storage import private_folder, write_atomically
+from mnemon.sdk.storage import private_folder, write_atomically
 
 PACKAGE = "mnemon-example-notes"
 MAX_NOTES_CHARACTERS = 200_000

@@ -29,7 +29,7 @@ from mnemon import (
     MemoryTurn,
     MnemonError,
     Scope,
-    visible_json,  # the core's one rule for showing untrusted text
+    visible_json,
     visible_text,
 )
 from mnemon.tools import ToolDispatcher, ToolResult, ToolSet

@@ -17,9 +17,9 @@ from mcp.shared.memory import create_connected_server_and_client_session
 from mnemon_mcp import WAKE_URI, MemoryServer
 from pydantic import AnyUrl
 
-from mnemon import (
-    Evidence,
-    MemoryHost,
+from mnemon import Evidence, MemoryHost, load_profile
+from mnemon._cli._starter import starter_profile
+from mnemon.sdk import (
     QueryRequest,
     SourceFacts,
     ViewContribution,
@@ -27,9 +27,7 @@ from mnemon import (
     define_memory_source,
     define_memory_strategy,
     install_memory,
-    load_profile,
 )
-from mnemon._cli._starter import starter_profile
 
 TEA = "Ada takes her tea with oat milk."
 

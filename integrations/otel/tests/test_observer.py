@@ -22,14 +22,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from mnemon import (
-    ActionError,
+from mnemon import ActionError, RouteError, SourceError
+from mnemon.sdk import (
     FactsRequest,
     PluginContext,
     ProjectionRequest,
     QueryRequest,
-    RouteError,
-    SourceError,
     SourceFacts,
     SourceInit,
     ViewContribution,
@@ -440,8 +438,8 @@ def test_the_global_providers_are_used_even_when_installed_after_the_observer(
 def test_a_sources_own_calls_become_spans_and_metrics_under_its_name(
     telemetry: Telemetry,
 ) -> None:
-    from mnemon import SourceTelemetry
     from mnemon._observe import Observers
+    from mnemon.sdk import SourceTelemetry
 
     reporting = SourceTelemetry(Observers([telemetry.observer()]), "nexent-provider")
     name = "nexent.memory.external_provider"

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import anyio
 import orjson
 
-from mnemon import MnemonError
+from mnemon.sdk import MnemonError
 
 __all__ = [
     "OFF_LOOP_BYTES",

@@ -24,7 +24,7 @@ import orjson
 from jsonschema import Draft202012Validator
 from pydantic import TypeAdapter, ValidationError
 
-from mnemon import (
+from mnemon.sdk import (
     ConfigPath,
     DefinitionError,
     FactsRequest,

@@ -25,7 +25,7 @@ from typing import Any
 import anyio
 import click
 
-from mnemon import DefinitionError, parse_yaml
+from mnemon.sdk import DefinitionError, parse_yaml
 
 from ._develop import POLL_SECONDS, DevelopmentSession, develop, open_remote_development
 from ._launch import MNEMON_RUN

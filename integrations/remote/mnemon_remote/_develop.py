@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import anyio
 import httpx
 
-from mnemon import MnemonError
+from mnemon.sdk import MnemonError
 
 from ._launch import LaunchedPlugin
 from ._report import MNEMON_CHECKS, CheckResult, check_lines, timed

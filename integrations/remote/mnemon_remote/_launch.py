@@ -28,7 +28,7 @@ from typing import IO
 import anyio
 import httpx
 
-from mnemon import MnemonError
+from mnemon.sdk import MnemonError
 
 __all__ = [
     "CONFIGURATION_VARIABLE",

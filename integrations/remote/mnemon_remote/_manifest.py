@@ -19,7 +19,7 @@ from jsonschema.exceptions import SchemaError
 from pydantic import ValidationError
 
 import mnemon
-from mnemon import DefinitionError, SourceManifest, parse_yaml
+from mnemon.sdk import DefinitionError, SourceManifest, parse_yaml
 from mnemon.versions import RangeError, Version, parse_range, parse_version
 
 __all__ = [

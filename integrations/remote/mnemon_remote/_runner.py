@@ -24,10 +24,10 @@ import httpx
 import orjson
 from jsonschema import Draft202012Validator
 
-from mnemon import (
+from mnemon import MemoryHost
+from mnemon.sdk import (
     ActionError,
     DefinitionError,
-    MemoryHost,
     MnemonError,
     PluginContext,
     RouteError,

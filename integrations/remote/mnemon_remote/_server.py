@@ -42,7 +42,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mnemon import (
+from mnemon.sdk import (
     DefinitionError,
     MnemonError,
     RevisionConflict,

@@ -9,7 +9,7 @@ import orjson
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict, Strict, StringConstraints
 
-from mnemon import (
+from mnemon.sdk import (
     Evidence,
     FactsRequest,
     ManagementResult,

@@ -23,7 +23,8 @@ from mnemon_remote import (
 )
 from remote_kit import TOKEN
 
-from mnemon import PluginContext, define_memory_source, install_memory, render_wake
+from mnemon import render_wake
+from mnemon.sdk import PluginContext, define_memory_source, install_memory
 from mnemon_testing import MemoryCompositionRunner
 
 PLUGINS = Path(__file__).parent / "plugins"

@@ -21,15 +21,8 @@ import yaml
 from mnemon_remote import RemoteSettings, create_app, define_remote_source
 from remote_kit import TOKEN
 
-from mnemon import (
-    ActionError,
-    DefinitionError,
-    PluginContext,
-    RouteError,
-    SourceError,
-    define_memory_source,
-    install_memory,
-)
+from mnemon import ActionError, DefinitionError, RouteError, SourceError
+from mnemon.sdk import PluginContext, define_memory_source, install_memory
 from mnemon_testing import MemoryCompositionRunner
 
 PLUGINS = Path(__file__).parent / "plugins"

@@ -12,7 +12,7 @@ import mnemon_remote
 from mnemon_remote import RemoteSettings, create_app, define_remote_source
 from remote_kit import TOKEN
 
-from mnemon import PluginContext, install_memory
+from mnemon.sdk import PluginContext, install_memory
 from mnemon_testing import MemoryCompositionRunner
 
 FOCUS = {"source_keys": ["source:notes"]}

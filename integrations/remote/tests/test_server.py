@@ -20,7 +20,8 @@ import yaml
 from mnemon_remote import create_app, serve
 from remote_kit import AUTH, TOKEN
 
-from mnemon import DefinitionError, define_memory_source
+from mnemon import DefinitionError
+from mnemon.sdk import define_memory_source
 
 PLUGINS = Path(__file__).parent / "plugins"
 MANIFEST = PLUGINS / "notes" / "mnemon-source.yaml"

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from mnemon import ManagementClient, MemoryHost, Scope
+from mnemon import ManagementClient, MemoryHost
 from mnemon.cli import (
     FlagError,
     echo_json,
@@ -26,6 +26,7 @@ from mnemon.cli import (
     scope_of,
     shown_path,
 )
+from mnemon.sdk import Scope
 
 __all__ = ["docs", "markdown_title"]
 

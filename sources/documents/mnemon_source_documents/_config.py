@@ -9,7 +9,7 @@ from typing import Annotated
 
 from pydantic import Field, StrictFloat, StrictInt
 
-from mnemon import (
+from mnemon.sdk import (
     ConfigPath,
     SourceConfiguration,
     SourceInit,

@@ -1,6 +1,6 @@
 """The workspace folder on disk: partition names, document ids and files, old leftovers.
 
-Opening, writing, locking and cleaning up files is `mnemon.storage`'s; this module knows what
+Opening, writing, locking and cleaning up files is `mnemon.sdk.storage`'s; this module knows what
 the documents Source keeps where.
 """
 
@@ -16,8 +16,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from mnemon import Scope, ScopePartition, SourceError, scope_partition
-from mnemon.storage import open_regular
+from mnemon.sdk import Scope, ScopePartition, SourceError, scope_partition
+from mnemon.sdk.storage import open_regular
 
 __all__ = [
     "DOCUMENT_ID_PATTERN",
@@ -40,7 +40,7 @@ _DOCUMENT_ID = re.compile(DOCUMENT_ID_PATTERN)
 _SUFFIX = ".md"
 #: files larger than this (placed by hand) are not indexed; ours are far smaller
 MAX_FILE_BYTES = 16 * 1024 * 1024
-# the names versions before mnemon.storage gave their temporaries (a document being written,
+# the names versions before mnemon.sdk.storage gave their temporaries (a document being written,
 # an index being rebuilt, and SQLite's side files of the latter): a store written by one of
 # them may still hold some after a crash
 _LEGACY_TEMPORARY = re.compile(r"\.mnemon-[0-9a-f]{32}\.tmp(?:-wal|-shm|-journal)?")

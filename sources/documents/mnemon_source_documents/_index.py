@@ -14,8 +14,8 @@ from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from mnemon import SourceError
-from mnemon.storage import open_private, temporary_path, tighten_file
+from mnemon.sdk import SourceError
+from mnemon.sdk.storage import open_private, temporary_path, tighten_file
 
 from ._files import FileStat
 

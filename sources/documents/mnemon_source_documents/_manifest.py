@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mnemon import memory_text_schema
+from mnemon.sdk import memory_text_schema
 
 from ._files import DOCUMENT_ID_PATTERN
 from ._markdown import MAX_BODY_CHARACTERS, MAX_TITLE_CHARACTERS

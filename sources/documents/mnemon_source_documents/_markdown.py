@@ -19,7 +19,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from mnemon import SourceError, check_memory_text
+from mnemon.sdk import SourceError, check_memory_text
 
 from ._config import LIMITS
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mnemon import PluginContext, define_memory_plugin, define_memory_source, install_memory
+from mnemon.sdk import PluginContext, define_memory_plugin, define_memory_source, install_memory
 
 from ._manifest import MANIFEST, PACKAGE
 from ._source import create_documents_source

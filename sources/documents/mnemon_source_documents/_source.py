@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from mnemon import (
+from mnemon.sdk import (
     Evidence,
     EvidenceItem,
     FactsRequest,

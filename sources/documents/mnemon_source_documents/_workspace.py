@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from mnemon import RevisionConflict, SourceError
-from mnemon.storage import (
+from mnemon.sdk import RevisionConflict, SourceError
+from mnemon.sdk.storage import (
     hold_lock,
     private_folder,
     remove_leftovers,

@@ -10,14 +10,11 @@ import mnemon_source_documents as documents
 import pytest
 from mnemon_source_documents._files import partition_name
 
-from mnemon import (
+from mnemon import Evidence, ManagementClient, MutationReceipt, Scope
+from mnemon.sdk import (
     ComposeRequest,
-    Evidence,
     ExtensionContribution,
-    ManagementClient,
-    MutationReceipt,
     PluginContext,
-    Scope,
     SourceCandidate,
     ViewSpec,
     define_memory_strategy,

@@ -21,17 +21,15 @@ import pytest
 from mnemon import (
     ActionError,
     CompositionRejected,
-    FactsRequest,
     InstallError,
     ManagementError,
-    ProjectionRequest,
     RevisionConflict,
     Scope,
     SourceError,
-    SourceInit,
     SourceProvenance,
     render_wake,
 )
+from mnemon.sdk import FactsRequest, ProjectionRequest, SourceInit
 from mnemon_testing import MemoryCompositionRunner
 
 KEY = "source:docs"
@@ -700,7 +698,7 @@ async def test_a_retried_create_with_its_idempotency_key_writes_once(mounted: Ha
 
 
 def _hold_lock(harness: Harness, mode: int = fcntl.LOCK_EX) -> int:
-    # held as a process of a version before mnemon.storage held it: they must exclude each other
+    # held as a process of a version before mnemon.sdk.storage held it: they must exclude each other
     folder = harness.folder()
     folder.mkdir(parents=True, exist_ok=True)
     handle = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
@@ -967,9 +965,9 @@ async def main():
 anyio.run(main)
 """
 
-# mnemon.storage's temporaries: `.<the file's name>.<16 hex>.tmp`
+# mnemon.sdk.storage's temporaries: `.<the file's name>.<16 hex>.tmp`
 TEMPORARY = re.compile(r"\.(doc-[0-9a-f]{24}\.md|index\.sqlite3)\.[0-9a-f]{16}\.tmp")
-# what versions before mnemon.storage named them; a store they wrote may still hold some
+# what versions before mnemon.sdk.storage named them; a store they wrote may still hold some
 LEGACY = re.compile(r"\.mnemon-[0-9a-f]{32}\.tmp(-wal|-shm|-journal)?")
 HEX = "0123456789abcdef" * 2
 LOOK_ALIKES = (
@@ -1224,7 +1222,7 @@ async def test_documents_survive_a_remount(harness: Harness) -> None:
 
 # ---------------------------------------------------------------------------- earlier stores
 
-# the partition folders versions before mnemon.scope_partition gave workspace `w1`, written
+# the partition folders versions before mnemon.sdk.scope_partition gave workspace `w1`, written
 # out literally: sha256 of '{"tenant_id": null, "workspace": "w1"}' (and of tenant "acme")
 EARLIER_FOLDERS = {
     "": "ws-c1bbfcbc55dc0b1f548c53c136a605f6456ebd99",

@@ -408,7 +408,7 @@ def test_concurrent_writer_processes_lose_nothing(tmp_path: Path) -> None:
 
 
 def test_the_package_imports_where_there_is_no_fcntl() -> None:
-    # as on Windows: the lock is mnemon.storage's (portalocker), imported only when it is taken
+    # as on Windows: the lock is mnemon.sdk.storage's (portalocker), imported only when it is taken
     code = "import sys; sys.modules['fcntl'] = None; import mnemon_source_documents"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, check=False)
     assert result.returncode == 0, result.stderr.decode()

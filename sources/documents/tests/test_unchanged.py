@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from mnemon import run_blocking
+from mnemon.sdk import run_blocking
 
 KEY = "source:docs"
 Harness = Any  # the `harness` fixture of conftest.py
@@ -237,7 +237,8 @@ async def test_the_management_list_is_always_as_the_files_are_now(harness: Harne
 def make_source(data_dir: Any) -> Any:
     import mnemon_source_documents as documents
 
-    from mnemon import SourceInit, SourceProvenance
+    from mnemon import SourceProvenance
+    from mnemon.sdk import SourceInit
 
     init = SourceInit(
         instance_key=KEY,
@@ -250,7 +251,8 @@ def make_source(data_dir: Any) -> Any:
 
 
 def facts_request() -> Any:
-    from mnemon import FactsRequest, Scope
+    from mnemon import Scope
+    from mnemon.sdk import FactsRequest
 
     return FactsRequest(instance_key=KEY, scope=Scope(workspace="w1"), scenario="agent.turn")
 

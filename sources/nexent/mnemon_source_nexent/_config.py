@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import Field
 
-from mnemon import ConfigPath, SourceConfiguration, SourceInit, read_configuration
+from mnemon.sdk import ConfigPath, SourceConfiguration, SourceInit, read_configuration
 
 __all__ = ["NexentConfiguration", "TenantConfiguration", "mask_secret", "read_settings"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from mnemon import SourceError, SourceErrorKind
+from mnemon.sdk import SourceError, SourceErrorKind
 
 from .models import ProviderErrorCode, ProviderErrorSeverity
 

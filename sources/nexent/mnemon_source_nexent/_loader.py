@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from mnemon import DefinitionError, parse_yaml
+from mnemon.sdk import DefinitionError, parse_yaml
 
 __all__ = [
     "ConfigField",

@@ -24,7 +24,7 @@ import anyio
 import orjson
 from pydantic import ValidationError
 
-from mnemon import (
+from mnemon.sdk import (
     DefinitionError,
     Evidence,
     EvidenceItem,
@@ -54,7 +54,7 @@ from mnemon import (
     source_data_directory,
     truncate_text,
 )
-from mnemon.storage import write_atomically
+from mnemon.sdk.storage import write_atomically
 
 from . import models
 from ._config import NexentConfiguration, mask_secret, read_settings

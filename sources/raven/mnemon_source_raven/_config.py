@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from mnemon import ConfigPath, SourceConfiguration
+from mnemon.sdk import ConfigPath, SourceConfiguration
 
 __all__ = ["RavenConfiguration"]
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from mnemon import SourceError
+from mnemon.sdk import SourceError
 
 __all__ = ["backend_call", "raven_exception_name", "source_error"]
 

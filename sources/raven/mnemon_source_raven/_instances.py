@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from mnemon import ScopePartition, SourceError
+from mnemon.sdk import ScopePartition, SourceError
 
 from ._contract import MemoryBackend
 from ._failures import backend_call

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mnemon import SourceError
+from mnemon.sdk import SourceError
 
 from ._contract import BackendContext, BackendFactory, Memory
 

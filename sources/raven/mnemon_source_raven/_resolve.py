@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mnemon import DefinitionError, InstallError, discover_plugins
+from mnemon import discover_plugins
+from mnemon.sdk import DefinitionError, InstallError
 
 from ._contract import BackendFactory
 from ._noop import substrate_missing

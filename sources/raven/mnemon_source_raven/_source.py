@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from mnemon import (
+from mnemon.sdk import (
     Evidence,
     EvidenceItem,
     FactsRequest,

@@ -27,7 +27,7 @@ import anyio
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from mnemon import DefinitionError, SourceError, SourceErrorKind
+from mnemon.sdk import DefinitionError, SourceError, SourceErrorKind
 
 from ._contract import BackendContext, Memory
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from mnemon import MemoryHost, Scope
+from mnemon import MemoryHost
 from mnemon.cli import (
     FlagError,
     echo_json,
@@ -26,6 +26,7 @@ from mnemon.cli import (
     run_with_host,
     scope_of,
 )
+from mnemon.sdk import Scope
 
 __all__ = ["facts"]
 

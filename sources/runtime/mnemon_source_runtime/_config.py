@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from mnemon import (
+from mnemon.sdk import (
     ConfigPath,
     SourceConfiguration,
     SourceInit,

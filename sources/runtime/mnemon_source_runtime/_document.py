@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import orjson
 
-from mnemon import SourceError, check_memory_text
+from mnemon.sdk import SourceError, check_memory_text
 
 from ._config import MAX_IDEMPOTENCY_RECORDS
 

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from mnemon import SourceError
-from mnemon.postgres import (
+from mnemon.sdk import SourceError
+from mnemon.sdk.postgres import (
     check_connection_string,
     classify_database_error,
     open_connection_pool,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from mnemon import Fragment
+from mnemon.sdk import Fragment
 
 from ._document import DEFAULT_IMPORTANCE, TARGETS, Document, Entry, Target
 

@@ -11,7 +11,7 @@ from typing import Any, Literal, TypeVar
 import anyio
 import anyio.to_thread
 
-from mnemon import (
+from mnemon.sdk import (
     FactsRequest,
     ManagementResult,
     ManageRequest,

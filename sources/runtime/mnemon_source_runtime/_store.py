@@ -1,6 +1,6 @@
 """Partition files on disk: one JSON document per scope partition.
 
-Files are read without a lock and written with `mnemon.storage` (private, atomic, under a
+Files are read without a lock and written with `mnemon.sdk.storage` (private, atomic, under a
 cross-process lock). Everything here blocks; the Source calls it through `guarded_call`,
 one whole transaction per worker-thread call, so a cancelled caller never leaves the file
 lock held. A symbolic link planted in place of a file is refused, never followed.
@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mnemon import ScopePartition, SourceError
-from mnemon.storage import (
+from mnemon.sdk import ScopePartition, SourceError
+from mnemon.sdk.storage import (
     hold_lock,
     private_folder,
     remove_leftovers,
@@ -105,7 +105,7 @@ class Partition:
 
     @property
     def earlier_temporaries(self) -> re.Pattern[str]:
-        """The names the writer before `mnemon.storage` gave its temporaries (`mkstemp`'s)."""
+        """The names the writer before `mnemon.sdk.storage` gave its temporaries (`mkstemp`'s)."""
         return re.compile(rf"\.{re.escape(self.data.name)}\.[a-z0-9_]+\.tmp")
 
 

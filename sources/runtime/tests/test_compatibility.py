@@ -136,7 +136,7 @@ async def test_a_temporary_the_earlier_writer_left_is_swept_by_the_next_write(
 
 
 def test_the_package_imports_where_there_is_no_fcntl() -> None:
-    # Windows has no fcntl: the Source must import there and lock through mnemon.storage
+    # Windows has no fcntl: the Source must import there and lock through mnemon.sdk.storage
     code = (
         "import sys; sys.modules['fcntl'] = None\n"
         "import mnemon_source_runtime\n"

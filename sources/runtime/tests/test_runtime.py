@@ -16,18 +16,15 @@ from runtime_kit import KEY, OFFER, ShowAll, allow, open_runtime
 
 from mnemon import (
     ActionError,
-    FactsRequest,
     InstallError,
     ManagementError,
     ManagementOperation,
-    ManageRequest,
-    ProjectionRequest,
     RevisionConflict,
     Scope,
-    SourceInit,
     SourceProvenance,
     render_wake,
 )
+from mnemon.sdk import FactsRequest, ManageRequest, ProjectionRequest, SourceInit
 from mnemon_testing import MemoryCompositionRunner
 
 ADA = {"user_id": "ada"}

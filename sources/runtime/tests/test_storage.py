@@ -21,7 +21,8 @@ from mnemon_source_runtime._document import (
 )
 from mnemon_source_runtime._store import Partition, load, transact
 
-from mnemon import Scope, SourceError, scope_partition
+from mnemon import Scope, SourceError
+from mnemon.sdk import scope_partition
 
 ADA = (("user_id", "ada"),)
 NOW = "2026-01-02T03:04:05.000006+00:00"

@@ -44,7 +44,7 @@ from mnemon_source_spaces import (
 )
 from mnemon_spaces_postgres import POSTGRES_PROVIDER, PostgresProvider
 
-from mnemon import VectorSpace
+from mnemon.sdk import VectorSpace
 from mnemon_testing.postgres import PostgresServer, find_bindir, pgvector_bindir
 
 DIMENSIONS = 384

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mnemon_source_spaces import SQLITE_PROVIDER, define_spaces_source
 
-from mnemon import PluginContext, define_memory_plugin, install_memory
+from mnemon.sdk import PluginContext, define_memory_plugin, install_memory
 
 from ._provider import POSTGRES_PROVIDER
 

@@ -11,8 +11,8 @@ import psycopg.conninfo
 from mnemon_source_spaces import ProviderInit
 from pydantic import SecretStr
 
-from mnemon import DefinitionError
-from mnemon.postgres import check_connection_string
+from mnemon.sdk import DefinitionError
+from mnemon.sdk.postgres import check_connection_string
 
 __all__ = ["CONFIGURATION_KEYS", "PostgresSettings"]
 

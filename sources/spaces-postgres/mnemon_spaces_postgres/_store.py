@@ -21,7 +21,7 @@ from mnemon_source_spaces import ProviderError
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool, PoolTimeout, TooManyRequests
 
-from mnemon.postgres import classify_database_error, open_async_connection_pool
+from mnemon.sdk.postgres import classify_database_error, open_async_connection_pool
 
 from ._schema import SchemaMismatch, VectorColumn, ensure_schema, vector_column
 from ._settings import PostgresSettings

@@ -26,7 +26,7 @@ from mnemon_source_spaces import (
 from psycopg import AsyncConnection, sql
 from pydantic import ValidationError
 
-from mnemon import VectorSpace, space_registration_conflict
+from mnemon.sdk import VectorSpace, space_registration_conflict
 
 from ._rows import MEMORY_COLUMNS, memory_from_row
 from ._schema import VectorColumn
@@ -40,7 +40,7 @@ FLOAT32_MAX = 3.4028234663852886e38
 FLOAT16_MAX = 65504.0
 #: past this a logistic is 0 or 1 in float8 anyway; PostgreSQL's exp() refuses far beyond
 _EXP_BOUND = 700
-#: the metrics a registered space may have (what `mnemon.VectorSpace` allows)
+#: the metrics a registered space may have (what `mnemon.sdk.VectorSpace` allows)
 _METRICS = ("cosine", "dot", "l2")
 
 

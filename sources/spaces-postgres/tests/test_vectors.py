@@ -34,7 +34,7 @@ from mnemon_source_spaces import (
 from mnemon_spaces_postgres import PostgresProvider
 from pg_kit import ADA, RECALL, REMEMBER, allow, open_provider, source_config
 
-from mnemon import (
+from mnemon.sdk import (
     EmbedQueryRequest,
     PluginContext,
     QueryVector,

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import anyio
 from pydantic import BaseModel, ValidationError
 
-from mnemon import SourceError, guarded_call
+from mnemon.sdk import SourceError, guarded_call
 
 from ._grants import PinnedSpace
 from ._provider import (

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, SecretStr, Strict, StringConstraints
 
-from mnemon import (
+from mnemon.sdk import (
     ConfigPath,
     DefinitionError,
     SourceConfiguration,

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from mnemon import EvidenceItem
+from mnemon.sdk import EvidenceItem
 
 from ._calls import ProviderCalls
 from ._config import SpacesSettings

@@ -1,6 +1,6 @@
 """Namespaces, revisions, grants and memory handles: what a View may read and name.
 
-- A *partition* (`mnemon.scope_partition`) is the scope ids named by `scope_keys`
+- A *partition* (`mnemon.sdk.scope_partition`) is the scope ids named by `scope_keys`
   (required), plus the tenant and the space's `partition_by` ids whenever the scope carries
   them; a *parent* is a digest of partition and space name, so a Provider never sees scope
   ids and two scopes never share a parent.
@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from mnemon import ReadGrant, Scope, ScopePartition, SourceError, scope_partition
+from mnemon.sdk import ReadGrant, Scope, ScopePartition, SourceError, scope_partition
 
 from ._config import SpacesSettings
 

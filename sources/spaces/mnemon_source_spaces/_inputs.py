@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from mnemon import SourceError, check_memory_text
+from mnemon.sdk import SourceError, check_memory_text
 
 from ._manifest import MAX_ENTITY_CHARACTERS, MAX_TAG_CHARACTERS, MAX_TEXT_CHARACTERS
 from ._wire import MEMORY_ID_PATTERN
@@ -24,7 +24,7 @@ def is_memory_id(value: str) -> bool:
 
 
 def checked_text(value: Any) -> str:
-    """A memory's text, by the one rule for memory text (`mnemon.check_memory_text`).
+    """A memory's text, by the one rule for memory text (`mnemon.sdk.check_memory_text`).
 
     Raises:
         SourceError: `invalid_payload`.

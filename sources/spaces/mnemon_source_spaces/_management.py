@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 
-from mnemon import ManagementResult, ManageRequest, RevisionConflict, SourceError
+from mnemon.sdk import ManagementResult, ManageRequest, RevisionConflict, SourceError
 
 from ._calls import ProviderCalls, check_parents
 from ._config import SpacesSettings

@@ -6,7 +6,7 @@ import inspect
 import secrets
 from collections.abc import Iterable
 
-from mnemon import (
+from mnemon.sdk import (
     DefinitionError,
     PluginContext,
     SourceDefinition,

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, Protocol, TypeAlias
 
 from pydantic import Field, Strict, StringConstraints, ValidationError, field_validator
 
-from mnemon import DefinitionError, SourceError, VectorSpace
+from mnemon.sdk import DefinitionError, SourceError, VectorSpace
 
 from ._wire import (
     EntityName,

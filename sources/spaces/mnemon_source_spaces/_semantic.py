@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import anyio
 import orjson
 
-from mnemon import Embedding, EmbeddingError, SourceError, VectorSpace
+from mnemon.sdk import Embedding, EmbeddingError, SourceError, VectorSpace
 
 from ._calls import ProviderCalls, check_parents
 from ._evidence import tier

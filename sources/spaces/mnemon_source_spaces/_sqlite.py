@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from mnemon import DefinitionError, run_blocking
+from mnemon.sdk import DefinitionError, run_blocking
 
 from ._provider import (
     EntityCount,

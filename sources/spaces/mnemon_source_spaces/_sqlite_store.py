@@ -26,7 +26,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Literal
 
-from mnemon import SourceError, storage
+from mnemon.sdk import SourceError, storage
 
 from ._provider import ProviderError
 from ._sqlite_schema import CURRENT_VERSION, SchemaMismatch, ensure_schema
@@ -81,7 +81,7 @@ def store_error(exc: BaseException) -> ProviderError:
     """The `ProviderError` a failure of the store maps to (its text is not copied)."""
     if isinstance(exc, ProviderError):
         return exc
-    if isinstance(exc, SourceError):  # mnemon.storage refused a symbolic link
+    if isinstance(exc, SourceError):  # mnemon.sdk.storage refused a symbolic link
         return ProviderError("unavailable", "the store's folder or file is a symbolic link")
     if isinstance(exc, SchemaMismatch):
         return ProviderError("schema_mismatch", "the store's schema is not one this version reads")

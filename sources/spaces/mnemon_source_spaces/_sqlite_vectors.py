@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from mnemon import VectorSpace, space_registration_conflict
+from mnemon.sdk import VectorSpace, space_registration_conflict
 
 from ._provider import (
     MemoryVectors,

@@ -11,7 +11,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 
-from mnemon import truncate_text
+from mnemon.sdk import truncate_text
 
 __all__ = [
     "BM25_B",

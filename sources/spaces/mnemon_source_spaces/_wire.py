@@ -33,7 +33,7 @@ MEMORY_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 RELATION_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
 SPACE_PATTERN = r"^[a-z][a-z0-9-]{0,63}$"
 # what a Provider may return as a tag or entity: looser than the rule for new text
-# (`mnemon.check_memory_text`) on purpose, so labels stored before that rule stay readable
+# (`mnemon.sdk.check_memory_text`) on purpose, so labels stored before that rule stay readable
 _LABEL = r"^[^\x00-\x1f\x7f-\x9f]+$"
 MAX_JSON_DEPTH = 48
 

@@ -33,7 +33,7 @@ from typing import Any, ClassVar, NoReturn, TypeVar
 import anyio
 from pydantic import BaseModel
 
-from mnemon import DefinitionError, VectorSpace
+from mnemon.sdk import DefinitionError, VectorSpace
 
 from ._provider import (
     OPTIONAL_METHODS,

@@ -8,9 +8,7 @@ from typing import Any
 
 import mnemon_source_spaces as spaces
 
-from mnemon import (
-    ActionOffer,
-)
+from mnemon import ActionOffer
 from mnemon_testing import MemoryCompositionRunner, RunnerTurn, SelectAll
 
 KEY = "source:spaces"

@@ -24,16 +24,14 @@ from mnemon_source_spaces import (
 from spaces_kit import ADA, BOB, INSPECT, open_spaces, recall, remember, scope_turn, texts
 from test_spaces import WithProviders
 
-from mnemon import (
+from mnemon import ManagementError, RouteError, SourceError
+from mnemon.sdk import (
     EmbedQueryRequest,
-    ManagementError,
     PluginContext,
     QueryVector,
-    RouteError,
     Segment,
     SegmentAnswer,
     SegmentRequest,
-    SourceError,
     define_embedder,
     install_memory,
 )

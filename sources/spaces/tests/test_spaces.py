@@ -36,13 +36,11 @@ from mnemon import (
     ActionError,
     InstallError,
     ManagementError,
-    PluginContext,
     RouteError,
-    SourceInit,
     SourceProvenance,
-    install_memory,
     render_wake,
 )
+from mnemon.sdk import PluginContext, SourceInit, install_memory
 from mnemon_testing import MemoryCompositionRunner
 
 TWO_SPACES = [
@@ -802,16 +800,8 @@ async def test_the_provider_is_disposed_with_the_source(tmp_path: Path) -> None:
 
 
 async def test_a_grant_pinning_another_scopes_spaces_is_refused(tmp_path: Path) -> None:
-    from mnemon import (
-        ProjectionRequest,
-        QueryRequest,
-        Scope,
-        SourceError,
-        SourceInit,
-        SourceProvenance,
-        ViewRef,
-        ViewRoute,
-    )
+    from mnemon import Scope, SourceError, SourceProvenance, ViewRef, ViewRoute
+    from mnemon.sdk import ProjectionRequest, QueryRequest, SourceInit
 
     source = await spaces.SPACES_SOURCE.create(
         SourceInit(

@@ -26,7 +26,7 @@ from mnemon_source_spaces import (
     VectorSearchRequest,
 )
 
-from mnemon import VectorSpace
+from mnemon.sdk import VectorSpace
 
 ADA, BOB = "personal.user-ada", "personal.user-bob"
 SPACE = VectorSpace(id="test.toy", version="1", model="toy", dimensions=3, metric="cosine")

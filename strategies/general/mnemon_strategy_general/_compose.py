@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from mnemon import (
+from mnemon.sdk import (
     ComposeRequest,
     ExtensionContribution,
     PluginContext,

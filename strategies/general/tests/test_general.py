@@ -10,16 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mnemon import (
-    ComposeRequest,
-    InstallError,
-    Scope,
-    SourceCandidate,
-    View,
-    ViewBudget,
-    define_memory_strategy,
-    install_memory,
-)
+from mnemon import InstallError, Scope, View, ViewBudget
+from mnemon.sdk import ComposeRequest, SourceCandidate, define_memory_strategy, install_memory
 from mnemon_testing import MemoryCompositionRunner, StubSource
 
 GENERAL_SEEN: list[SourceCandidate] = []

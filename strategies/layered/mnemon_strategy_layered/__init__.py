@@ -5,7 +5,7 @@ with `config={"write_sources": ["source:spaces"]}` to choose where long-term wri
 several long-term memory Sources serve.
 """
 
-from mnemon import PluginContext, define_memory_plugin, install_memory
+from mnemon.sdk import PluginContext, define_memory_plugin, install_memory
 
 from ._compose import LAYERED_CONFIGURATION, allocation, compose
 from ._policy import LayeredTurn, fuse, normalized_query

@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import orjson
 
-from mnemon import (
+from mnemon.sdk import (
     Evidence,
     EvidenceItem,
     PolicyRequest,

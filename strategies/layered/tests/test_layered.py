@@ -12,17 +12,15 @@ import mnemon_strategy_scoped as scoped
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mnemon import (
+from mnemon import Scope, View, ViewBudget
+from mnemon.sdk import (
     ComposeRequest,
     ExtensionContribution,
     QueryRequest,
-    Scope,
     SourceAction,
     SourceCandidate,
     SourceFacts,
     SourceRoute,
-    View,
-    ViewBudget,
 )
 from mnemon_testing import MemoryCompositionRunner, RunnerTurn, StubSource
 

@@ -11,17 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mnemon import (
-    ComposeRequest,
-    DefinitionError,
-    EvidenceItem,
-    QueryRequest,
-    RouteError,
-    Scope,
-    SourceError,
-    View,
-    ViewBudget,
-)
+from mnemon import DefinitionError, EvidenceItem, RouteError, Scope, SourceError, View, ViewBudget
+from mnemon.sdk import ComposeRequest, QueryRequest
 from mnemon_testing import MemoryCompositionRunner, StubSource
 
 from .test_layered import candidate

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mnemon import (
+from mnemon.sdk import (
     PluginContext,
     ViewExtensionDefinition,
     define_memory_plugin,

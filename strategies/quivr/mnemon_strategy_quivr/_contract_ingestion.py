@@ -22,7 +22,7 @@ import httpx
 from jsonschema import Draft202012Validator
 from mnemon_remote import AnswerTooLarge, CheckResult, ContractChecks, timed
 
-from mnemon import DefinitionError, SegmentRequest, VectorSpace
+from mnemon.sdk import DefinitionError, SegmentRequest, VectorSpace
 from mnemon.versions import parse_range, parse_version
 
 from ._ingestion import (

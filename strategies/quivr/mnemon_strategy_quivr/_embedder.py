@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from mnemon_remote import AnswerTooLarge, InvalidAnswer, Redactor, decode_answer
 
-from mnemon import (
+from mnemon.sdk import (
     EmbedderDefinition,
     EmbeddingError,
     EmbedQueryRequest,

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from mnemon import (
+from mnemon.sdk import (
     DefinitionError,
     QueryVector,
     SegmentAnswer,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mnemon import DefinitionError, parse_yaml
+from mnemon.sdk import DefinitionError, parse_yaml
 from mnemon.versions import RangeError, Version, VersionRange, parse_range, parse_version
 
 from ._issues import Feature, ManifestIssue, compiles

@@ -34,7 +34,7 @@ from mnemon_remote import (
 )
 from mnemon_remote import launch_plugin as launch_process
 
-from mnemon import MnemonError
+from mnemon.sdk import MnemonError
 
 from ._manifest import ManifestReport
 from ._rules import RetrievalSession, judge_search_output

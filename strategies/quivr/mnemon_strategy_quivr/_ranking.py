@@ -19,14 +19,7 @@ from typing import Any, TypeAlias
 import anyio
 from mnemon_remote import AnswerTooLarge
 
-from mnemon import (
-    Evidence,
-    EvidenceItem,
-    PolicyRequest,
-    RouteError,
-    RouteReader,
-    View,
-)
+from mnemon.sdk import Evidence, EvidenceItem, PolicyRequest, RouteError, RouteReader, View
 
 from ._link import PluginLink
 from ._plugin import PluginRefused, PluginUnavailable, QuivrPlugin, judge_round

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from mnemon import MnemonError
+from mnemon.sdk import MnemonError
 
 __all__ = [
     "CLAIMS",

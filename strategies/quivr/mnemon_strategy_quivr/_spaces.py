@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mnemon import VectorSpace, ViewRoute
+from mnemon.sdk import VectorSpace, ViewRoute
 
 __all__ = ["MODES", "offered_spaces", "query_mode", "searches_by_meaning"]
 

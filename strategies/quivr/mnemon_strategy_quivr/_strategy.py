@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mnemon import (
+from mnemon.sdk import (
     ComposeRequest,
     ExtensionContribution,
     InstallError,

@@ -28,7 +28,8 @@ from launched import (
     with_retrieval,
 )
 
-from mnemon import EmbeddingError, InstallError, PluginContext, install_memory
+from mnemon import InstallError
+from mnemon.sdk import EmbeddingError, PluginContext, install_memory
 from mnemon_testing import EmbeddingProbe, MemoryCompositionRunner, SelectAll
 
 sys.path.insert(0, str(EMBEDDERS))

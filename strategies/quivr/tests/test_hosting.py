@@ -15,7 +15,8 @@ import mnemon_strategy_quivr as quivr
 import pytest
 from launched import edit_manifest, ended_within, kill, ranker_folder, recorded, running
 
-from mnemon import InstallError, install_memory
+from mnemon import InstallError
+from mnemon.sdk import install_memory
 from mnemon_testing import MemoryCompositionRunner
 
 sys.path.insert(0, str(Path(__file__).parent / "rankers"))

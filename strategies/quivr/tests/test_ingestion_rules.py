@@ -23,7 +23,8 @@ from mnemon_strategy_quivr import (
 from mnemon_strategy_quivr._schemas import ingestion_fixture_validator
 from quivr_fixtures import FIXTURES, load, rows
 
-from mnemon import SegmentRequest, TextPart
+from mnemon import TextPart
+from mnemon.sdk import SegmentRequest
 
 # three answers of 16 KiB and more of one repeated character were not copied, and two files
 # index.json names were not found upstream at all (tests/fixtures/quivr/NOTICE says which)

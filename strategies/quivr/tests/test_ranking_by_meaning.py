@@ -18,7 +18,7 @@ import mnemon_strategy_quivr as quivr
 import pytest
 from launched import EMBEDDERS, MEANING
 
-from mnemon import (
+from mnemon.sdk import (
     EmbedQueryRequest,
     PluginContext,
     QueryVector,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mnemon import (
+from mnemon.sdk import (
     DefinitionError,
     ExtensionRequest,
     PluginContext,

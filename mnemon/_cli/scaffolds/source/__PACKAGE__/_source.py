@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mnemon import (
+from mnemon.sdk import (
     DefinitionError,
     Evidence,
     EvidenceItem,
@@ -37,7 +37,7 @@ from mnemon import (
     source_data_directory,
     truncate_text,
 )
-from mnemon.storage import private_folder, write_atomically
+from mnemon.sdk.storage import private_folder, write_atomically
 
 PACKAGE = "__DIST__"
 TYPE_ID = "__TYPE_ID__"

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
-from mnemon import (
+from mnemon.sdk import (
     ComposeRequest,
     DefinitionError,
     ExtensionContribution,
