@@ -245,6 +245,10 @@ def test_recall_beyond_the_routes_maximum_names_it(project: Path) -> None:
     result = mnemon(project, "recall", "tea", "--user", "ada", "--limit", "21")
     assert result.returncode == 2
     assert "--limit: at most 20 for source:spaces/recall (the route's maximum)" in result.stderr
+    # the model is told the same number: the recall tool's `limit` stops where the route does
+    wake = mnemon(project, "view", "--user", "ada").stdout
+    recall = next(line for line in wake.splitlines() if '"id":"source:spaces/recall"' in line)
+    assert '"limit":{"maximum":20,' in recall
 
 
 def test_recall_says_why_there_is_no_route(project: Path) -> None:

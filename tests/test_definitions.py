@@ -202,6 +202,20 @@ def test_source_manifest_rejects_malformed_field(changes: dict[str, Any], patter
         mnemon.sdk.define_memory_source(_source_manifest(**changes), _create)
 
 
+def test_a_route_limit_promising_more_than_its_ceiling_is_refused() -> None:
+    # the model and `mnemon recall --limit` read the limit's maximum: one number, not two
+    limit = {"type": "integer", "minimum": 1, "maximum": 50}
+    schema = {"type": "object", "properties": {"query": {"type": "string"}, "limit": limit}}
+    route = _route(input_schema=schema, max_results=20)
+    with pytest.raises(mnemon.DefinitionError) as refused:
+        mnemon.sdk.define_memory_source(_source_manifest(routes=[route]), _create)
+    assert str(refused.value).startswith("manifest.routes[0]: input_schema: limit allows up to 50")
+    assert "max_results is 20" in str(refused.value)
+    # at the ceiling, or with no ceiling to disagree with, the route is fine
+    for fine in (_route(input_schema=schema, max_results=50), _route(input_schema=schema)):
+        mnemon.sdk.define_memory_source(_source_manifest(routes=[fine]), _create)
+
+
 def test_source_manifest_missing_field_is_named() -> None:
     manifest = _source_manifest()
     del manifest["consistency"]

@@ -42,6 +42,19 @@ class RouteDescriptor(WireModel):
     max_characters: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = None
     """The most characters one read may return; the View's budget may narrow it."""
 
+    @model_validator(mode="after")
+    def _check_limit(self) -> RouteDescriptor:
+        # a `limit` input is how many results a caller asks for: the model and the command
+        # line read its maximum, so it may not promise more than the route ever returns
+        limit = self.input_schema.get("properties", {}).get("limit")
+        maximum = limit.get("maximum") if isinstance(limit, Mapping) else None
+        if self.max_results is not None and isinstance(maximum, int) and maximum > self.max_results:
+            raise ValueError(
+                f"input_schema: limit allows up to {maximum} but max_results is "
+                f"{self.max_results}; state one number (the limit's maximum at most max_results)"
+            )
+        return self
+
 
 class ActionDescriptor(WireModel):
     """A write a Source offers; every execution is re-authorized by the host."""

@@ -29,7 +29,8 @@ MAX_ENTITIES = 16
 MAX_ENTITY_CHARACTERS = 128
 MAX_QUERY_CHARACTERS = 1_000
 MAX_HANDLE_CHARACTERS = 300
-MAX_RECALL_LIMIT = 50
+#: the most memories one recall or related read returns: its `limit` input's maximum too
+MAX_RECALL_LIMIT = 20
 MAX_IMPORT_ITEMS = 1_000
 #: what `recall` searches (its `mode` input): the convention a recall route by meaning follows
 RECALL_MODES = ("words", "meaning", "both")
@@ -121,7 +122,7 @@ MANIFEST: dict[str, Any] = {
                 ("query",),
             ),
             "max_calls": 4,
-            "max_results": 20,
+            "max_results": MAX_RECALL_LIMIT,
             "max_characters": 12_000,
         },
         {
@@ -130,7 +131,7 @@ MANIFEST: dict[str, Any] = {
             "capability": "related",
             "input_schema": _object({"id": _HANDLE, "limit": _LIMIT}, ("id",)),
             "max_calls": 4,
-            "max_results": 20,
+            "max_results": MAX_RECALL_LIMIT,
             "max_characters": 12_000,
         },
     ],
