@@ -21,6 +21,7 @@ from mcp.shared.context import RequestContext
 from mnemon_mcp import WAKE_URI, command
 from pydantic import AnyUrl
 
+import mnemon
 from mnemon._cli._starter import starter_profile
 
 MNEMON = str(Path(sys.executable).with_name("mnemon"))
@@ -64,6 +65,7 @@ async def test_stdio_end_to_end(profile: Path) -> None:
             await client.call_tool("refresh", {})
             found = await client.call_tool("recall", {"query": "tea oat milk"})
     assert initialized.serverInfo.name == "mnemon"
+    assert initialized.serverInfo.version == mnemon.__version__
     assert initialized.capabilities.tools is not None
     assert {"recall", "remember", "refresh"} <= tools
     assert resources == [WAKE_URI]
