@@ -48,7 +48,9 @@ def _hashed(base: str, kind: str, view_wide_id: str, digits: int) -> str:
 def name_tools(view: View) -> tuple[NamedTool, ...]:
     """Name every route and offer of `view`, routes first, in the View's order.
 
-    The rule, applied to all routes and offers together:
+    Names are decided over every route and action the View's generation declares
+    (`View.tool_ids`), not only those this View offers, so a scope that adds or drops a Source
+    does not rename the others' tools. The rule, applied to all of them together:
 
     1. a tool is named by its Source-local id (`recall`, `remember`);
     2. when several share a local id, each is named `<entry>_<local id>`, the entry being its
@@ -61,14 +63,43 @@ def name_tools(view: View) -> tuple[NamedTool, ...]:
     Returns:
         One `NamedTool` per route and offer; names are unique and match the model APIs' rule.
     """
-    entries: list[tuple[Literal["route", "action"], str, str, str]] = [
+    offered: list[_Entry] = [
         ("route", route.id, route.source_key, route.route_id) for route in view.routes
     ]
-    entries += [("action", offer.id, offer.source_key, offer.action_id) for offer in view.offers]
-    shared = Counter(local for _, _, _, local in entries)
+    offered += [("action", offer.id, offer.source_key, offer.action_id) for offer in view.offers]
+    declared = [_declared(tool_id) for tool_id in view.tool_ids]
+    names = _names({entry[:2]: entry for entry in (*declared, *offered)})
+    return tuple(
+        NamedTool(
+            name=names[kind, view_wide_id],
+            kind=kind,
+            id=view_wide_id,
+            source_key=source,
+            local_id=local,
+        )
+        for kind, view_wide_id, source, local in offered
+    )
+
+
+_Entry = tuple[Literal["route", "action"], str, str, str]
+
+
+def _declared(tool_id: str) -> _Entry:
+    # `route:source:spaces/recall`: the kind, then the View-wide id (instance key/local id)
+    kind, _, view_wide_id = tool_id.partition(":")
+    source, _, local = view_wide_id.rpartition("/")
+    return ("action" if kind == "action" else "route", view_wide_id, source, local)
+
+
+def _names(
+    entries: dict[tuple[str, str], _Entry],
+) -> dict[tuple[str, str], str]:
+    """The tool name of each `(kind, View-wide id)`, by the rule `name_tools` states."""
+    ordered = list(entries.values())
+    shared = Counter(local for _, _, _, local in ordered)
     names = [
         local if shared[local] == 1 else f"{_qualifier(source)}_{local}"
-        for _, _, source, local in entries
+        for _, _, source, local in ordered
     ]
     bases = list(names)
     for digits in (8, 16, 32):
@@ -81,9 +112,9 @@ def name_tools(view: View) -> tuple[NamedTool, ...]:
         if not clashing:
             break
         for index in clashing:
-            kind, view_wide_id, _, _ = entries[index]
+            kind, view_wide_id, _, _ = ordered[index]
             names[index] = _hashed(bases[index], kind, view_wide_id, digits)
-    return tuple(
-        NamedTool(name=name, kind=kind, id=view_wide_id, source_key=source, local_id=local)
-        for name, (kind, view_wide_id, source, local) in zip(names, entries, strict=True)
-    )
+    return {
+        (kind, view_wide_id): name
+        for (kind, view_wide_id, _, _), name in zip(ordered, names, strict=True)
+    }

@@ -102,6 +102,32 @@ async def test_a_shared_local_id_is_qualified_by_the_entry() -> None:
     }
 
 
+async def test_names_do_not_change_when_a_scope_adds_or_drops_a_source() -> None:
+    # `docs` serves only a scope with a workspace; its `lookup` shares a local id with `notes`
+    async def workspace_only(source: FakeSource, request: Any) -> Any:
+        facts = source.default_facts()
+        if request.scope.workspace is None:
+            return facts.model_copy(update={"availability": "unavailable", "route_ids": (),
+                                            "action_ids": ()})  # fmt: skip
+        return facts
+
+    notes, _ = fake_source()
+    docs, _ = fake_source(Probe(on_facts=workspace_only))
+    async with MemoryHost() as host:
+        await host.mount(notes, instance_id="notes")
+        await host.mount(docs, instance_id="docs")
+        await host.mount(strategy_plugin(), instance_id="strategy")
+        async with host.turn(scope={"user_id": "ada"}) as alone:
+            without = {tool.id: tool.name for tool in ToolSet(alone.view).tools}
+        async with host.turn(scope={"user_id": "ada", "workspace": "w"}) as both:
+            with_docs = {tool.id: tool.name for tool in ToolSet(both.view).tools}
+    assert without == {"source:notes/lookup": "notes_lookup", "source:notes/store": "notes_store"}
+    assert with_docs == without | {
+        "source:docs/lookup": "docs_lookup",
+        "source:docs/store": "docs_store",
+    }
+
+
 async def test_names_still_clashing_after_qualification_end_with_a_hash() -> None:
     # `team.a` and `team_a` both qualify their shared route `sync` to `team_a_sync`
     first, _ = fake_source(routes=("sync",), actions=("push",))

@@ -158,6 +158,7 @@ def assemble(
         "consistency": tuple(consistency),
         "extensions": extension_records,
         "diagnostics": tuple(diagnostics),
+        "tool_ids": _tool_ids(generation),
     }
     # the digest covers the body: neither the generation nor the creation time; this is the
     # View's own dump without `_UNHASHED`, its repeated parts taken from the cache
@@ -177,6 +178,7 @@ def assemble(
         "consistency": dumped_consistency,
         "extensions": [item.model_dump(context=KEEP_FROZEN) for item in extension_records],
         "diagnostics": [item.model_dump(context=KEEP_FROZEN) for item in diagnostics],
+        "tool_ids": list(body["tool_ids"]),
     }
     view_digest = content_hash(content)
     view = from_checked(
@@ -195,6 +197,25 @@ def assemble(
 
 
 _ASSEMBLY_CACHE_LIMIT = 4096
+
+
+def _tool_ids(generation: Generation) -> tuple[str, ...]:
+    """Every route and action the generation's Sources declare: the same for every scope."""
+    entry = ("tool_ids",)
+    known: tuple[str, ...] | None = generation.assembly_cache.get(entry)
+    if known is None:
+        known = generation.assembly_cache[entry] = tuple(
+            sorted(
+                f"{kind}:{plan.key}/{item.id}"
+                for plan in generation.plan.sources
+                for kind, items in (
+                    ("route", plan.manifest.routes),
+                    ("action", plan.manifest.actions),
+                )
+                for item in items
+            )
+        )
+    return known
 
 
 @dataclass(frozen=True, slots=True)

@@ -149,6 +149,10 @@ class View(WireModel):
     """Digests of the extension contributions it used."""
     diagnostics: tuple[Diagnostic, ...]
     """Coded notes about what degraded, sorted by key and code."""
+    tool_ids: tuple[str, ...] = ()
+    """Every route and action the generation's Sources declare, offered here or not
+    (`route:source:spaces/recall`, `action:source:runtime/add`), sorted: tool names are derived
+    from these, so a profile's tool names do not change with the scope."""
 
     def route(self, route_id: str) -> ViewRoute | None:
         """The pinned route with View-wide id `route_id`, if any."""
