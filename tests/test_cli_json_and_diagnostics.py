@@ -307,3 +307,17 @@ def test_a_source_the_strategy_leaves_out_is_diagnosed(plugged: Path) -> None:
     assert left_out["message"].endswith("(role-not-supported)")
     shown = run(plugged, "inspect", "--user", "ada")
     assert "source:todo       serving, not selected by the Strategy" in shown.stdout
+
+
+def test_plugins_prints_a_header_over_its_columns(tmp_path: Path) -> None:
+    (tmp_path / "mnemon.toml").write_text(
+        '[strategy]\nuse = "layered"\n\n[[entries]]\nid = "layered"\nplugin = "layered"\n',
+        encoding="utf-8",
+    )
+    lines = mnemon(tmp_path, "plugins").stdout.splitlines()
+    assert lines[0].split() == ["ID", "VERSION", "STATUS", "ORIGIN", "LOCATION"]
+    layered = next(line for line in lines if line.startswith("layered "))
+    # each value starts where its heading does
+    for heading, value in zip(lines[0].split()[:4], layered.split()[:4], strict=True):
+        assert lines[0].index(heading) == layered.index(value), heading
+    assert layered.split()[2] == "active"

@@ -77,13 +77,22 @@ def plugins(ctx: click.Context, as_json: bool) -> None:
     printer = printer_of(ctx)
     if not rows:
         printer.line("no plugin found (see `mnemon plugins --help` for where they are looked for)")
+        return
+    printer.line(_columns("ID", "VERSION", "STATUS", "ORIGIN", "LOCATION"))
     for row in rows:
         problem = f"  {row['problem']}: {row['detail']}" if row["problem"] else ""
         shadow = f"  ({row['detail']})" if row["status"] == "shadowed" else ""
         printer.line(
-            f"{row['id']:<24} {row['version'] or '-':<10} {row['status']:<11} "
-            f"{row['origin']:<11} {row['location']}{problem}{shadow}"
+            _columns(
+                row["id"], row["version"] or "-", row["status"], row["origin"], row["location"]
+            )
+            + problem
+            + shadow
         )
+
+
+def _columns(plugin_id: str, version: str, status: str, origin: str, location: str) -> str:
+    return f"{plugin_id:<24} {version:<10} {status:<11} {origin:<11} {location}"
 
 
 @plugins.command()
