@@ -107,11 +107,11 @@ def test_help_version_and_completion(project: Path) -> None:
         (("recall", "tea", "--user", "ada", "--limit", "0", "--json"), "usage", 2),
         (("recall", "--json"), "usage", 2),
         (("view", "--user", "a\tb", "--json"), "invalid-flag", 2),
-        (("remember", "x", "--user", "ada", "--json"), "not-authorized", 1),
+        (("remember", "x", "--user", "ada", "--json"), "not-confirmed", 1),
         (("no-such-command", "--json"), "usage", 2),
         (("init", "--json"), "exists", 1),
     ],
-    ids=["diagnosed", "bad-limit", "missing-argument", "bad-flag", "not-authorized", "unknown-command", "exists"],
+    ids=["diagnosed", "bad-limit", "missing-argument", "bad-flag", "not-confirmed", "unknown-command", "exists"],
 )  # fmt: skip
 def test_errors_under_json_are_json(
     project: Path, arguments: tuple[str, ...], code: str, status: int

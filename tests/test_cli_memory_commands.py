@@ -404,7 +404,7 @@ def test_route_and_act_drive_a_third_party_source(tmp_path: Path) -> None:
     assert receipt["completion"] == "accepted"
     refused = run(folder, "act", "todo/add", '{"query": "bread"}', "--user", "ada", stdin="n\n")
     assert refused.returncode == 1
-    assert "you did not authorize" in refused.stderr
+    assert "Error: nothing was changed: you did not confirm" in refused.stderr
     bad = run(folder, "route", "todo/lookup", "{not json", "--user", "ada")
     assert bad.returncode == 2
     assert "JSON: not valid JSON (line 1, column 2)" in bad.stderr
@@ -616,3 +616,26 @@ def test_an_import_batch_past_the_deadline_is_finished_by_running_it_again(
     with sqlite3.connect(store) as connection:
         texts = [row[0] for row in connection.execute("SELECT text FROM memories")]
     assert sorted(texts) == sorted(["first", *(f"late note {index}" for index in range(30))])
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ("remember", "Ada keeps bees.", *ADA),
+        ("facts", "add", "Ada keeps bees.", *ADA),
+        ("docs", "add", "notes.md", *ADA, "--workspace", "w"),
+        ("forget", "0123456789abcdef", *ADA),
+        ("act", "runtime/mutate", '{"target": "user", "operation": "add", "text": "Bees."}', *ADA),
+    ],
+    ids=["remember", "facts-add", "docs-add", "forget", "act"],
+)
+def test_every_declined_prompt_says_the_same_on_stderr(
+    project: Path, arguments: tuple[str, ...]
+) -> None:
+    (project / "notes.md").write_text("# Notes\n\nBees.\n", encoding="utf-8")
+    declined = mnemon(project, *arguments, stdin="n\n")
+    assert declined.returncode == 1, declined.stderr
+    assert declined.stderr.strip().splitlines()[-1] == (
+        "Error: nothing was changed: you did not confirm"
+    )
+    assert "not written" not in declined.stdout

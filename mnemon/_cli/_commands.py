@@ -32,6 +32,7 @@ from ._options import (
     identity,
     interrupted,
     json_option,
+    not_confirmed,
     printer_of,
     profile_path,
     read_text_argument,
@@ -489,13 +490,8 @@ def remember(
         interrupted(WRITE_INTERRUPTED if writing else "interrupted: nothing was stored")
     except ActionError as exc:
         detail: dict[str, Any] = {}
-        if exc.code == "not-authorized":
-            if as_json:
-                raise CommandError(
-                    "not written: you did not authorize the write", code=exc.code
-                ) from None
-            printer.warn("not written: you did not authorize the write")
-            ctx.exit(1)
+        if exc.code == "not-authorized":  # the person answered no to the prompt
+            raise not_confirmed() from None
         if isinstance(exc.receipt, MutationReceipt):
             detail["receipt"] = exc.receipt.model_dump(mode="json")
             if not as_json:

@@ -26,6 +26,7 @@ from ._options import (
     identity,
     json_input,
     json_option,
+    not_confirmed,
     printer_of,
     profile_path,
     require_confirmation,
@@ -377,10 +378,8 @@ async def _act(
         try:
             return await turn.execute_action(wanted, payload, authorize, idempotency_key=key)
         except ActionError as exc:
-            if exc.code == "not-authorized":
-                raise CommandError(
-                    "not written: you did not authorize the write", code=exc.code
-                ) from None
+            if exc.code == "not-authorized":  # the person answered no to the prompt
+                raise not_confirmed() from None
             detail = {}
             if isinstance(exc.receipt, MutationReceipt):
                 # how far the write got, said by its receipt: refused, or unknown

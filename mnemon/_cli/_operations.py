@@ -29,6 +29,7 @@ from ._options import (
     identity,
     json_input,
     json_option,
+    not_confirmed,
     printer_of,
     profile_path,
     run,
@@ -146,7 +147,7 @@ async def _run_operation(
             result["revision"] = await _revision(host, entry, scope)
             return result
         if not confirmed(f"Run {operation.id} on {entry.source_key}?"):
-            raise CommandError("nothing was changed: you did not confirm", code="not-confirmed")
+            raise not_confirmed()
         if expected is None:
             # fenced on what the Source reports now: a change made meanwhile is refused
             expected = await client.revision()

@@ -39,6 +39,7 @@ __all__ = [
     "interrupted",
     "json_input",
     "json_option",
+    "not_confirmed",
     "printer_of",
     "profile_path",
     "read_text_argument",
@@ -331,4 +332,9 @@ def require_confirmation(yes: bool, question: str, *, as_json: bool = False) -> 
         CommandError: the person did not confirm (`not-confirmed`).
     """
     if not yes and not confirm(question, err=as_json):
-        raise CommandError("nothing was changed: you did not confirm", code="not-confirmed")
+        raise not_confirmed()
+
+
+def not_confirmed() -> CommandError:
+    """The one error every command gives when the person answers no: nothing was changed."""
+    return CommandError("nothing was changed: you did not confirm", code="not-confirmed")

@@ -27,6 +27,7 @@ from ._options import (
     echo_json,
     identity,
     json_option,
+    not_confirmed,
     printer_of,
     profile_path,
     run,
@@ -165,7 +166,7 @@ def reindex(
     scope = scope_of(options)
     question = "Embed every memory of this scope that lacks vectors (this runs the embedder)?"
     if not yes and not confirm(question, err=as_json):
-        raise CommandError("nothing was changed: you did not confirm", code="not-confirmed")
+        raise not_confirmed()
     tallies: dict[str, Reindexed | None] = {}
     job = functools.partial(_reindex, profile_path(ctx), scope, source, tallies)
     run(job, functools.partial(_interrupted, tallies))

@@ -46,6 +46,7 @@ from ._options import (
     echo_json,
     identity,
     json_option,
+    not_confirmed,
     printer_of,
     profile_path,
     run,
@@ -834,7 +835,7 @@ def import_(ctx: click.Context, /, file: Path, yes: bool, as_json: bool, **optio
             where = " (the scope the file was exported from)"
         question = f"Import {len(records)} record(s) into {_scope_words(scope)}{where}?"
         if not yes and not confirm(question, err=as_json):
-            raise CommandError("nothing was imported: you did not confirm", code="not-confirmed")
+            raise not_confirmed()
         tally = ImportTally()
         job = functools.partial(_import, profile_path(ctx), scope, records, tally)
         run(job, tally.interrupted)
