@@ -36,6 +36,7 @@ _KIND_OF_CODE: dict[str, SourceErrorKind] = {
     "invalid_payload": "terminal",
     "schema_mismatch": "terminal",
     "degraded": "degraded",
+    "idempotency-conflict": "terminal",
 }
 _CODE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 # a foreign system's own code (`rate_limited`, `http-429`, `E_QUOTA`): short, no spaces, so it
@@ -75,10 +76,13 @@ class _CodedError(MnemonError):
         kind: SourceErrorKind | None = None,
         retry_after: float | None = None,
         origin_code: str | None = None,
+        source_key: str | None = None,
     ):
         super().__init__(message)
         self.code = code
         self.retryable = retryable
+        #: the Source whose call failed or timed out, when a Source's call is the cause
+        self.source_key = source_key
         #: the failure class of the Source's `SourceError`, when one caused this error
         self.kind = kind
         #: seconds the Source asked to wait before trying again, when it said
@@ -93,7 +97,8 @@ class RouteError(_CodedError):
     `code` is one of `released`, `unknown-route`, `invalid-input`, `invalid-budget`,
     `call-budget-exhausted`, `timeout`, `source-failed`, `contract`, or the code of a
     `SourceError` the Source raised; `retryable` tells whether trying later may succeed. For a
-    `SourceError`, `kind`, `retry_after` and `origin_code` are the Source's own too.
+    `SourceError`, `kind`, `retry_after` and `origin_code` are the Source's own too; when the
+    Source's call failed or timed out, `source_key` names the Source.
     """
 
 
@@ -103,9 +108,9 @@ class ActionError(_CodedError):
     `code` is one of `released`, `unknown-offer`, `invalid-input`, `not-authorized`,
     `timeout`, `source-failed`, `contract`, or the code of a `SourceError` the Source raised
     (whose `kind`, `retry_after` and `origin_code` are carried too, and repeated in the
-    receipt's `detail`). `receipt` is None when nothing was attempted; otherwise its
-    `completion` is `failed` (the Source refused: nothing was written) or `unknown` (the write
-    may or may not have happened).
+    receipt's `detail`; `source_key` names the Source whose call failed or timed out).
+    `receipt` is None when nothing was attempted; otherwise its `completion` is `failed` (the
+    Source refused: nothing was written) or `unknown` (the write may or may not have happened).
     """
 
     def __init__(
@@ -118,6 +123,7 @@ class ActionError(_CodedError):
         kind: SourceErrorKind | None = None,
         retry_after: float | None = None,
         origin_code: str | None = None,
+        source_key: str | None = None,
     ):
         super().__init__(
             message,
@@ -126,12 +132,17 @@ class ActionError(_CodedError):
             kind=kind,
             retry_after=retry_after,
             origin_code=origin_code,
+            source_key=source_key,
         )
         self.receipt = receipt
 
 
 class ManagementError(_CodedError):
-    """A management operation was refused or failed."""
+    """A management operation was refused or failed.
+
+    When the Source's own call failed or timed out, `source_key` names it and `kind`,
+    `retry_after` and `origin_code` are those of its `SourceError`.
+    """
 
 
 class RevisionConflict(MnemonError):

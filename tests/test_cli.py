@@ -149,7 +149,7 @@ def test_view_prints_the_wake_and_json(project: Path) -> None:
 def test_remember_needs_an_explicit_authorization(project: Path) -> None:
     refused = mnemon(project, "remember", "Ada prefers tea.", "--user", "ada", stdin="n\n")
     assert refused.returncode == 1
-    assert "not written" in refused.stdout + refused.stderr
+    assert "Error: nothing was changed: you did not confirm" in refused.stderr
     assert "Ada prefers tea" not in mnemon(project, "recall", "tea", "--user", "ada").stdout
     written = mnemon(
         project, "remember", "Ada prefers green tea.", "--user", "ada", "--tag", "drinks", "--yes"

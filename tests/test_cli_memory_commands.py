@@ -639,3 +639,53 @@ def test_every_declined_prompt_says_the_same_on_stderr(
         "Error: nothing was changed: you did not confirm"
     )
     assert "not written" not in declined.stdout
+
+
+def test_a_source_failure_is_said_in_the_users_terms(project: Path) -> None:
+    write = ("act", "spaces/remember", *ADA, "--key", "weekly-note", "--yes")
+    assert (
+        mnemon(project, *write[:2], '{"text": "Ada bakes on Sundays."}', *write[2:]).returncode == 0
+    )
+    reused = mnemon(project, *write[:2], '{"text": "Ada bakes on Mondays."}', *write[2:])
+    assert reused.returncode == 1
+    assert reused.stderr.strip() == (
+        "Error: idempotency-conflict: source:spaces did not write: this idempotency key was "
+        "already used for a different write; nothing was written"
+    )
+    assert "mutate()" not in reused.stderr
+    assert "Memory Source" not in reused.stderr
+    # scripts keep the code and the receipt
+    error = json.loads(
+        mnemon(
+            project, *write[:2], '{"text": "Ada bakes on Mondays."}', *write[2:], "--json"
+        ).stdout
+    )["error"]
+    assert error["code"] == "idempotency-conflict"
+    assert error["receipt"]["completion"] == "failed"
+
+
+BUSY = """\
+from mnemon.sdk import SourceError
+from mnemon_testing import StubSource
+
+
+def _throttled(request):
+    raise SourceError("rate_limited", "quota tok_SECRET spent", retry_after=2.5, origin_code="E429")
+
+
+busy = StubSource("busy", type_id="busy", routes=["lookup"], items=_throttled)
+"""
+
+
+def test_a_throttled_read_says_when_to_try_again(tmp_path: Path) -> None:
+    assert mnemon(tmp_path, "init", "--embedder", "none").returncode == 0
+    (tmp_path / "busy_plugin.py").write_text(BUSY, encoding="utf-8")
+    with (tmp_path / "mnemon.toml").open("a", encoding="utf-8") as profile:
+        profile.write('\n[[entries]]\nid = "busy"\nuse = "busy_plugin:busy"\n')
+    result = run(tmp_path, "route", "busy/lookup", '{"query": "x"}', *ADA)
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        "Error: rate_limited: source:busy could not be read: it is rate limited "
+        "(its own code: E429); try again in 3 s"
+    )
+    assert "SECRET" not in result.stderr

@@ -39,6 +39,7 @@ from ._options import (
     remember_profile_flag,
     run,
     scope_of,
+    user_message,
     with_profile_flag,
     working_folder,
 )
@@ -499,7 +500,7 @@ def remember(
         elif not as_json:
             printer.warn("refused: nothing was stored")  # no receipt: nothing was attempted
         raise CommandError(
-            f"{exc.code}: {visible_text(str(exc), keep_newlines=False)}",
+            f"{exc.code}: {user_message(exc)}",
             code=exc.code,
             detail=detail,
         ) from None

@@ -16,7 +16,6 @@ from .._errors import ActionError, ManagementError, MnemonError
 from .._host import ManagementClient, MemoryHost
 from .._models import ActionOffer, ManagementEntry, MutationReceipt, RecordKind, Scope
 from .._profile import Profile
-from .._text import visible_text
 from ._options import (
     CommandError,
     FlagError,
@@ -32,6 +31,7 @@ from ._options import (
     require_confirmation,
     run,
     scope_of,
+    user_message,
 )
 from ._records import (
     missing_scope,
@@ -50,7 +50,7 @@ def _reason(exc: MnemonError, profile: Profile, entry: ManagementEntry, scope: S
         flags = missing_flags(profile, entry.source_key, entry.type_id, scope)
         add = f" (add {' and '.join(flags)})" if flags else ""
         return f"missing-scope: the scope lacks an id this Source partitions by{add}"
-    return f"{error_code(exc)}: {visible_text(str(exc), keep_newlines=False)}"
+    return f"{error_code(exc)}: {user_message(exc)}"
 
 
 # ---------------------------------------------------------------------- list
@@ -384,8 +384,9 @@ async def _act(
             if isinstance(exc.receipt, MutationReceipt):
                 # how far the write got, said by its receipt: refused, or unknown
                 detail["receipt"] = exc.receipt.model_dump(mode="json")
-            message = visible_text(str(exc), keep_newlines=False)
-            raise CommandError(f"{exc.code}: {message}", code=exc.code, detail=detail) from None
+            raise CommandError(
+                f"{exc.code}: {user_message(exc)}", code=exc.code, detail=detail
+            ) from None
 
 
 @click.command()

@@ -6,6 +6,7 @@ A leaf module: the command modules import it, never the other way round.
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 import signal
@@ -19,7 +20,7 @@ import anyio
 import click
 from pydantic import ValidationError
 
-from .._errors import MnemonError
+from .._errors import ActionError, MnemonError, RouteError
 from .._models import Scope, describe_validation_error
 from .._profile import PROFILE_FILE, find_profile
 from .._text import visible_json, visible_text
@@ -47,6 +48,7 @@ __all__ = [
     "require_confirmation",
     "run",
     "scope_of",
+    "user_message",
     "wants_json",
     "with_profile_flag",
 ]
@@ -166,6 +168,62 @@ def error_code(exc: BaseException) -> str:
     return "".join(f"-{c.lower()}" if c.isupper() else c for c in name).lstrip("-")
 
 
+# what a Source's failure means in a person's words, by its code, else by its class; the code
+# itself stays beside it for scripts and for the docs
+_SOURCE_FAILURES = {
+    "timeout": "it did not answer in time",
+    "rate_limited": "it is rate limited",
+    "provider_error": "the service behind it failed",
+    "unauthorized": "it refused the credentials it was given",
+    "forbidden": "it refused access",
+    "invalid_payload": "it refused the input",
+    "schema_mismatch": "it answered in a form mnemon does not accept",
+    "degraded": "it is degraded",
+    "idempotency-conflict": "this idempotency key was already used for a different write",
+    "contract": "it answered in a form mnemon does not accept",
+}
+_FAILURE_KINDS = {
+    "transient": "it failed for now",
+    "access": "it refused access",
+    "terminal": "it refused the request",
+    "degraded": "it is degraded",
+}
+
+
+def user_message(exc: MnemonError) -> str:
+    """A mnemon error as a person reads it: a Source's failure in plain words, not the engine's.
+
+    An error a Source's call caused names the Source, what did not happen, why (by its code
+    or failure class), when to try again, and, for a write, whether anything was written. Any
+    other error is its own message. Control and bidi characters are escaped either way.
+    """
+    key = getattr(exc, "source_key", None)
+    code = getattr(exc, "code", None)
+    if not isinstance(key, str) or not isinstance(code, str):
+        return visible_text(str(exc), keep_newlines=False)
+    doing = (
+        "did not write" if isinstance(exc, ActionError)
+        else "could not be read" if isinstance(exc, RouteError)
+        else "could not do it"
+    )  # fmt: skip
+    why = _SOURCE_FAILURES.get(code) or _FAILURE_KINDS.get(getattr(exc, "kind", None) or "")
+    parts = [f"{key} {doing}: {why or 'it failed'}"]
+    origin = getattr(exc, "origin_code", None)
+    if origin:
+        parts[0] += f" (its own code: {origin})"
+    retry_after = getattr(exc, "retry_after", None)
+    if retry_after is not None:
+        parts.append(f"try again in {max(1, math.ceil(retry_after))} s")
+    elif getattr(exc, "retryable", False):
+        parts.append("trying again later may work")
+    completion = getattr(getattr(exc, "receipt", None), "completion", None)
+    if completion == "failed":
+        parts.append("nothing was written")
+    elif completion == "unknown":
+        parts.append("the write may or may not have happened")
+    return visible_text("; ".join(parts), keep_newlines=False)
+
+
 def run(job: Callable[[], Awaitable[_T]], on_interrupt: Callable[[], str] | None = None) -> _T:
     """Run one async job; mnemon's own errors become a one-line message and exit status 1.
 
@@ -176,7 +234,9 @@ def run(job: Callable[[], Awaitable[_T]], on_interrupt: Callable[[], str] | None
     except CommandError:
         raise
     except MnemonError as exc:
-        message = visible_text(str(exc), keep_newlines=False)
+        message = user_message(exc)
+        if getattr(exc, "source_key", None) is not None:
+            message = f"{error_code(exc)}: {message}"
         raise CommandError(message, code=error_code(exc)) from None
     except KeyboardInterrupt:
         interrupted("interrupted" if on_interrupt is None else on_interrupt())

@@ -51,6 +51,7 @@ from ._options import (
     profile_path,
     run,
     scope_of,
+    user_message,
 )
 from ._paths import shown_path
 from ._progress import progress
@@ -674,7 +675,7 @@ async def _import(path: Path, scope: Scope, records: ExportRecords, tally: Impor
                 add = f"; add {' and '.join(flags)}" if missing_scope(exc) and flags else ""
                 raise CommandError(
                     f"nothing was imported: {key} cannot be written in this scope "
-                    f"({visible_text(str(exc), keep_newlines=False)}{add})",
+                    f"({user_message(exc)}{add})",
                     code="missing-scope" if missing_scope(exc) else exc.code,
                 ) from None
         # records written before without a key are recognised by content

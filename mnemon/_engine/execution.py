@@ -347,9 +347,9 @@ class TurnExecution:
         self._pinned.generation.observe_call("query", key, failure, timed_out, started)
         where = f"route {route.id!r}: Memory Source {key} query()"
         if timed_out:
-            raise RouteError(f"{where} timed out", code="timeout", retryable=True)
+            raise RouteError(f"{where} timed out", code="timeout", retryable=True, source_key=key)
         if failure is not None:
-            source_failure(where, failure, RouteError)
+            source_failure(where, failure, RouteError, source_key=key)
         return _normalized(produced, self._ref.id, route, ceilings)
 
     # ------------------------------------------------------------------ actions
@@ -458,6 +458,7 @@ class TurnExecution:
                 code="timeout",
                 retryable=True,
                 receipt=_receipt(request, "unknown", "cancelled"),
+                source_key=offer.source_key,
             )
         if failure is not None:
             if isinstance(failure, RevisionConflict):
@@ -466,7 +467,9 @@ class TurnExecution:
             receipt = _receipt(
                 request, "failed" if refused else "unknown", "failed", _failure_detail(failure)
             )
-            source_failure(where, failure, ActionError, receipt=receipt)
+            source_failure(
+                where, failure, ActionError, receipt=receipt, source_key=offer.source_key
+            )
         try:
             receipt = validate_model(
                 MutationReceipt, produced, subject=f"{where} receipt", error=ActionError

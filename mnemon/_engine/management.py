@@ -61,9 +61,9 @@ async def current_revision(generation: Generation, key: str, scope: Scope) -> st
     )
     where = f"management {key}: Memory Source {key} facts()"
     if timed_out:
-        raise ManagementError(f"{where} timed out", code="timeout", retryable=True)
+        raise ManagementError(f"{where} timed out", code="timeout", retryable=True, source_key=key)
     if failure is not None:
-        source_failure(where, failure, ManagementError)
+        source_failure(where, failure, ManagementError, source_key=key)
     return checked_facts(slot, facts).revision
 
 
@@ -134,11 +134,11 @@ async def run_management(
     generation.observe_call("manage", key, failure, timed_out, started)
     where = f"management {key}/{operation.id}: Memory Source {key} manage()"
     if timed_out:
-        raise ManagementError(f"{where} timed out", code="timeout", retryable=True)
+        raise ManagementError(f"{where} timed out", code="timeout", retryable=True, source_key=key)
     if failure is not None:
         if isinstance(failure, RevisionConflict):
             raise failure  # the Source re-checked inside its own lock
-        source_failure(where, failure, ManagementError)
+        source_failure(where, failure, ManagementError, source_key=key)
     if not isinstance(produced, ManagementResult):
         produced = {"source_key": key, "operation": operation.id, "output": produced}
     result = validate_model(
