@@ -193,8 +193,10 @@ def test_an_unknown_strategy_lists_the_installed_ones(tmp_path: Path) -> None:
     )
     result = mnemon(tmp_path, "view", "--user", "ada")
     assert result.returncode == 1
-    assert "[strategy] use 'layerd' selects no mounted Strategy" in result.stderr
-    assert "add an entry for one" in result.stderr
+    assert "[strategy] use 'layerd' selects no mounted Strategy: did you mean 'layered'?" in (
+        result.stderr
+    )
+    assert "(mounted: layered; installed Strategy plugins: " in result.stderr
     # the plugins whose manifests declare a Strategy, never the Sources or extensions
     listed = result.stderr.split("installed Strategy plugins: ")[1]
     assert "layered" in listed

@@ -9,6 +9,7 @@ through the route's pinned grant and the route's own ceilings, exactly as a host
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -131,11 +132,19 @@ def _check_serving(host: MemoryHost, profile: Profile) -> None:
         installed = ", ".join(plugins) or "none"
         if wanted:
             # `[strategy]` only selects: an entry mounts the Strategy it names
-            add = f'id = "{wanted}", plugin = "{wanted}"' if wanted in plugins else "for one"
+            mounted = sorted(
+                entry.id for entry in profile.entries if entry.enabled and entry.plugin in plugins
+            )
+            close = difflib.get_close_matches(wanted, [*mounted, *plugins], n=1, cutoff=0.75)
+            if close and close[0] != wanted:
+                fix = f"did you mean {close[0]!r}?"
+            else:
+                add = f'id = "{wanted}", plugin = "{wanted}"' if wanted in plugins else "for one"
+                fix = f"no enabled entry installs one by that type id or key; add an entry {add}"
+            among = f"mounted: {', '.join(mounted)}; " if mounted else ""
             raise CommandError(
-                f"{name}: [strategy] use {wanted!r} selects no mounted Strategy: no enabled "
-                f"entry installs one by that type id or key; add an entry {add} "
-                f"(installed Strategy plugins: {installed})",
+                f"{name}: [strategy] use {wanted!r} selects no mounted Strategy: {fix} "
+                f"({among}installed Strategy plugins: {installed})",
                 code="missing-strategy",
             )
         raise CommandError(
