@@ -323,3 +323,51 @@ def test_plugins_prints_a_header_over_its_columns(tmp_path: Path) -> None:
     for heading, value in zip(lines[0].split()[:4], layered.split()[:4], strict=True):
         assert lines[0].index(heading) == layered.index(value), heading
     assert layered.split()[2] == "active"
+
+
+REVOKED = """\
+from mnemon.sdk import SourceFacts, define_memory_source, install_memory
+from mnemon_testing import StubSource
+
+MANIFEST = StubSource(type_id="keyed").manifest
+
+
+class _Revoked:
+    def __init__(self, key):
+        self.key = key
+
+    async def facts(self, request):
+        return SourceFacts(instance_key=self.key, type_id="keyed", role="notes",
+                           availability="unavailable", reason="provider-access-revoked",
+                           capabilities=tuple(MANIFEST["capabilities"]))
+
+    async def project(self, request):
+        raise RuntimeError("never: the Source is unavailable")
+
+
+class _Plugin:
+    definition = define_memory_source(MANIFEST, lambda init: _Revoked(init.instance_key))
+
+    def apply(self, ctx):
+        install_memory(ctx, sources=[self.definition])
+
+
+keyed = _Plugin()
+"""
+
+
+def test_a_source_refused_its_key_is_not_sent_to_its_store_folder(tmp_path: Path) -> None:
+    assert mnemon(tmp_path, "init", "--embedder", "none").returncode == 0
+    (tmp_path / "revoked_plugin.py").write_text(REVOKED, encoding="utf-8")
+    with (tmp_path / "mnemon.toml").open("a", encoding="utf-8") as profile:
+        profile.write('\n[[entries]]\nid = "keyed"\nuse = "revoked_plugin:keyed"\n')
+    # its folder exists: only the reason tells a credential from a disk problem
+    (tmp_path / ".mnemon" / "sources" / "keyed" / "keyed").mkdir(parents=True)
+    shown = run(tmp_path, "inspect", "--user", "ada")
+    line = next(line for line in shown.stdout.splitlines() if "source:keyed is unavailable" in line)
+    assert "(provider-access-revoked)" in line
+    assert "store folder" not in shown.stdout
+    listed = json.loads(run(tmp_path, "view", "--user", "ada", "--json").stdout)["diagnostics"]
+    assert {"key": "source:keyed", "reason": "provider-access-revoked"}.items() <= next(
+        item for item in listed if item["key"] == "source:keyed"
+    ).items()

@@ -242,7 +242,10 @@ def missing_flags(
     return [_FLAGS[name] for name in needed if name in _FLAGS and name not in given]
 
 
-_STORE_REASONS = ("store", "damaged", "storage", "schema", "provider")
+# a reason about a Source's own store starts with one of these (`damaged-file`, `store-busy`);
+# only such a reason, with a store folder on disk, sends a person to the folder: a refused
+# credential or a quota is not on the disk
+_STORE_REASONS = ("damaged-", "store-", "storage-", "unsafe-", "schema-")
 
 
 def diagnostic_lines(
@@ -274,9 +277,9 @@ def diagnostic_lines(
             and types is not None
             and isinstance(key, str)
             and key in types
-            and any(word in message for word in _STORE_REASONS)
+            and str(record.get("reason") or "").startswith(_STORE_REASONS)
+            and (folder := source_folder(profile, key, types[key])).exists()
         ):
-            folder = source_folder(profile, key, types[key])
             shown = shown_path(folder, profile.path.parent)
             line += f"; store folder {shown}: {_os_problem(folder)}"
         lines.append(line)

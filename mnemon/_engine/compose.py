@@ -64,6 +64,7 @@ def _reported(key: str, facts: SourceFacts) -> Diagnostic:
         code=f"source-{facts.availability}",
         message=f"Memory Source {key} is {facts.availability}{reason}",
         key=key,
+        reason=facts.reason,
     )
 
 

@@ -20,6 +20,9 @@ class Diagnostic(WireModel):
     """A sanitized sentence; never raw exception text, memory text or secrets."""
     key: InstanceKey | None = None
     """The instance key concerned, if any."""
+    reason: Id | None = None
+    """For a Source that is unavailable or degraded, the coded reason it gave
+    (`missing-scope`, `damaged-file`, `unauthorized`), if any."""
 
 
 class ViewRoute(WireModel):

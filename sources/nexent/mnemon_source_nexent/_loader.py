@@ -8,6 +8,7 @@ module name of its own.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import inspect
@@ -67,6 +68,8 @@ class PluginProblem:
     folder: str
     code: str
     field: str | None = None
+    #: the `name` its plugin.yaml gives, when it gives one: what a Source's entry names it by
+    name: str | None = dataclasses.field(default=None, compare=False)  # `field` is taken above
 
 
 @dataclass(frozen=True)
@@ -299,6 +302,9 @@ def _read(
     schema, schema_problems = _schema(name, data.get("config_schema"))
     problems.extend(schema_problems)
     if problems:
+        declared = data.get("name")
+        if isinstance(declared, str) and declared:
+            problems = [replace(problem, name=declared) for problem in problems]
         return None, problems, entry_file
     return (
         PluginRecord(

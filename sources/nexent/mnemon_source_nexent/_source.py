@@ -363,6 +363,10 @@ class NexentSource:
             record = self._directory.plugins.get(self._name)
             if record is None:
                 self._instances.pop(tenant, None)
+                # a plugin folder of that name that is broken says why, with its own code
+                broken = [p for p in self._directory.problems if self._name in (p.name, p.folder)]
+                if broken:
+                    return None, None, "provider-" + broken[0].code.replace("_", "-")
                 return None, None, "provider-not-found"
             config = {
                 **{f.key: f.default for f in record.config_schema if f.default is not None},

@@ -379,7 +379,32 @@ async def test_status_never_shows_a_secret_it_cannot_tell_from_the_schema(
         status = await runner.management_client("source:mem", SCOPE).read("status", {})
     assert API_KEY not in str(status)
     assert status["config"]["api_key"] == "sk-***cdef"
-    assert status["problem"] == "provider-not-found"
+    # a broken plugin of that name says why; a name no plugin has is not found
+    expected = "provider-invalid-yaml" if broken == "manifest" else "provider-not-found"
+    assert status["problem"] == expected
+
+
+async def test_a_plugin_missing_its_class_name_says_missing_field(
+    tmp_path: Path, service: FakeService
+) -> None:
+    folder = tmp_path / "plugins" / "reference"
+    folder.mkdir(parents=True)
+    for name in ("plugin.yaml", "provider.py"):
+        (folder / name).write_bytes((PLUGINS / "reference" / name).read_bytes())
+    manifest = folder / "plugin.yaml"
+    kept = [line for line in manifest.read_text(encoding="utf-8").splitlines()
+            if not line.startswith("class_name:")]  # fmt: skip
+    manifest.write_text("\n".join(kept) + "\n", encoding="utf-8")
+    plugin = {"name": "reference", "endpoint": service.url, "api_key": API_KEY}
+    runner, strategy = await runner_for(tmp_path, tmp_path / "plugins", plugin)
+    async with runner:
+        turn = await runner.begin_turn({"scope": SCOPE})
+        await turn.release()
+        status = await runner.management_client("source:mem", SCOPE).read("status", {})
+    assert reasons(strategy) == {("unavailable", "provider-missing-field")}
+    assert list(status["problems"]) == [
+        {"folder": "reference", "code": "missing_field", "field": "class_name"}
+    ]
 
 
 # ---------------------------------------------------------------- telemetry and the debug log
