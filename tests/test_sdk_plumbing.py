@@ -18,11 +18,11 @@ from pydantic import SecretStr
 import mnemon
 from mnemon import (
     ConfigPath,
+    Configuration,
     DefinitionError,
     RevisionConflict,
     Scope,
     ScopePartition,
-    SourceConfiguration,
     SourceError,
     SourceInit,
     SourceProvenance,
@@ -36,7 +36,7 @@ from mnemon import (
 # ------------------------------------------------------------------ configuration
 
 
-class NotesConfiguration(SourceConfiguration):
+class NotesConfiguration(Configuration):
     path: ConfigPath
     data_dir: ConfigPath | None = None
     limit: int = 10
@@ -91,7 +91,7 @@ def test_errors_name_every_key_at_fault_and_never_quote_values() -> None:
             subject="notes",
         )
     message = str(caught.value)
-    assert "notes configuration.path: Field required" in message
+    assert "notes configuration.path: required" in message
     assert "notes configuration.limit:" in message
     assert "notes configuration.token:" in message
     assert "SECRET" not in message
