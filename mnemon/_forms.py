@@ -235,7 +235,9 @@ def _prose(text: str) -> str:
 
 
 def _has_plain_factory(field: Any) -> bool:
-    return field.default_factory is not None and not field.default_factory_takes_validated_data
+    # a factory of the validated data (pydantic 2.10 and later) has no default of its own
+    takes_data = getattr(field, "default_factory_takes_validated_data", False)
+    return field.default_factory is not None and not takes_data
 
 
 # the keywords whose value is a map of names to schemas (the names are data, not keywords)
