@@ -1,11 +1,13 @@
 """Regenerate each first-party manifest's `config_schema` from the plugin's configuration model.
 
 `make config-schemas` (this script) writes them; `--check` only reports the manifests whose
-schema is stale and exits 1 (tests/test_plugin_manifests.py runs the check). A Source's model
-is a `mnemon.sdk.SourceConfiguration` (its pydantic JSON Schema, without the titles pydantic makes
-up from field names); a Strategy's or View extension's is a `StrategyConfiguration`
-(`json_schema()`). The schema is written as TOML tables at the end of the entry, under a
-comment saying where it comes from; everything else in the manifest is left as it is.
+schema is stale and exits 1 (tests/test_plugin_manifests.py runs the check). Every schema
+comes from `mnemon.sdk.configuration_schema`: a Source's model directly, a Strategy's or View
+extension's through its `StrategyConfiguration.json_schema()` (the same, titled with its label).
+`mnemon.sdk.configuration_fields` is called on each model too, so a model whose form fields are
+wrong (a number without bounds, a default its own rules refuse) fails here. The schema is
+written as TOML tables at the end of the entry, under a comment saying where it comes from;
+everything else in the manifest is left as it is.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+from mnemon.sdk import StrategyConfiguration, configuration_fields, configuration_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,39 +77,10 @@ def model_schema(target: str) -> dict[str, Any]:
     """The JSON Schema of the configuration model `module:attribute` names."""
     module, _, attribute = target.partition(":")
     model = getattr(importlib.import_module(module), attribute)
-    if hasattr(model, "model_json_schema"):
-        # pydantic titles every property after its name ("Data Dir"): noise, left out
-        return _cleaned(model.model_json_schema(), titles=False)  # type: ignore[no-any-return]
-    # a Strategy's titles are the labels its author wrote for each field
-    return _cleaned(model.json_schema(), titles=True)  # type: ignore[no-any-return]
-
-
-def _cleaned(schema: Any, *, titles: bool) -> Any:
-    """The schema without nulls (TOML has none), and without titles unless `titles`."""
-    if not isinstance(schema, Mapping):
-        if isinstance(schema, list | tuple):
-            return [_cleaned(item, titles=titles) for item in schema]
-        return schema
-    cleaned: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key == "title" and not titles:
-            continue
-        if key in _SCHEMA_MAPS:
-            cleaned[key] = {name: _cleaned(item, titles=titles) for name, item in value.items()}
-        elif key in ("default", "const", "examples", "enum"):
-            if value is not None:
-                cleaned[key] = _without_nulls(value)
-        else:
-            cleaned[key] = _cleaned(value, titles=titles)
-    return cleaned
-
-
-def _without_nulls(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
-    if isinstance(value, list | tuple):
-        return [_without_nulls(item) for item in value if item is not None]
-    return value
+    if isinstance(model, StrategyConfiguration):
+        return model.json_schema()
+    configuration_fields(model)
+    return configuration_schema(model)
 
 
 def _key(name: str) -> str:

@@ -190,7 +190,6 @@ _MOVED_TO_SDK = frozenset(
         "SelectionSlotValue",
         "SourceAction",
         "SourceCandidate",
-        "SourceConfiguration",
         "SourceDefinition",
         "SourceFacts",
         "SourceInit",

@@ -9,8 +9,10 @@ from typing import Annotated, Any, Literal, Protocol, TypeAlias
 
 from pydantic import Field, Strict, StringConstraints, model_validator
 
+from ._configuration import Configuration, read_values
 from ._errors import DefinitionError
-from ._json import unique
+from ._forms import ConfigurationField, configuration_fields, configuration_schema
+from ._json import freeze_json, unique
 from ._models import (
     CapabilityId,
     ComposeRequest,
@@ -20,7 +22,6 @@ from ._models import (
     FactsRequest,
     Id,
     JsonObject,
-    JsonValue,
     MutationReceipt,
     MutationRequest,
     PackageName,
@@ -40,7 +41,6 @@ from ._models import (
 
 __all__ = [
     "ComposeFunction",
-    "ConfigurationField",
     "MemorySource",
     "PluginDescriptor",
     "PluginRole",
@@ -395,178 +395,60 @@ class StrategyTurn(Protocol):
 
 # ------------------------------------------------------------------------- configuration
 
-ConfigurationInput = Literal["number", "text", "textarea", "string-list", "source-list", "boolean"]
-TEXT_LIMIT = 4_000
-LIST_LIMIT = 32
-LIST_ITEM_LIMIT = 500
-
-
-class ConfigurationField(WireModel):
-    """One configuration input of a Strategy or View extension."""
-
-    id: Annotated[str, Strict(), StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
-    """The configuration key (`source_keys`, `max_projection_characters`)."""
-    label: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=200)]
-    """The field's label in a form."""
-    input: ConfigurationInput
-    """The kind of input: number, text, textarea, string-list, source-list or boolean."""
-    description: (
-        Annotated[str, Strict(), StringConstraints(min_length=1, max_length=2_000)] | None
-    ) = None
-    """Help text for the field."""
-    required: Annotated[bool, Strict()] = False
-    """Whether a value must be given."""
-    default: JsonValue = None
-    """The value used when none is given."""
-    minimum: Annotated[int, Strict()] | None = None
-    """The smallest number allowed (number fields only)."""
-    maximum: Annotated[int, Strict()] | None = None
-    """The largest number allowed (number fields only)."""
-
-    @model_validator(mode="after")
-    def _check_bounds(self) -> ConfigurationField:
-        if self.input == "number":
-            if self.minimum is None or self.maximum is None:
-                raise ValueError("minimum: a number field declares minimum and maximum")
-            if self.minimum > self.maximum:
-                raise ValueError("maximum: must not be below minimum")
-        elif self.minimum is not None or self.maximum is not None:
-            raise ValueError("minimum: only a number field has bounds")
-        if self.default is not None:
-            problem = _field_problem(self, self.default)
-            if problem is not None:
-                raise ValueError(f"default: {problem}")
-        return self
-
-
-def _string_list_problem(value: Any) -> str | None:
-    if not isinstance(value, list | tuple):
-        return "must be a list of strings"
-    if len(value) > LIST_LIMIT:
-        return f"must hold at most {LIST_LIMIT} items"
-    for index, item in enumerate(value):
-        if not isinstance(item, str) or not item:
-            return f"item {index} must be a non-empty string"
-        if len(item) > LIST_ITEM_LIMIT:
-            return f"item {index} exceeds {LIST_ITEM_LIMIT} characters"
-    if len(set(value)) != len(value):
-        return "items must be unique"
-    return None
-
-
-def _field_problem(field: ConfigurationField, value: Any) -> str | None:
-    """Why `value` does not fit `field`, or None."""
-    kind = field.input
-    if kind == "number":
-        if type(value) is not int:
-            return "must be an integer"
-        low, high = field.minimum, field.maximum
-        if low is not None and high is not None and not low <= value <= high:
-            return f"must be between {field.minimum} and {field.maximum}"
-        return None
-    if kind in ("text", "textarea"):
-        if not isinstance(value, str):
-            return "must be text"
-        if len(value) > TEXT_LIMIT:
-            return f"exceeds {TEXT_LIMIT:,} characters"
-        return None
-    if kind == "boolean":
-        return None if isinstance(value, bool) else "must be true or false"
-    return _string_list_problem(value)
-
-
-def _field_schema(field: ConfigurationField) -> dict[str, Any]:
-    """The JSON Schema of one field: the rules `_field_problem` applies, stated as a schema."""
-    schema: dict[str, Any]
-    if field.input == "number":
-        schema = {"type": "integer", "minimum": field.minimum, "maximum": field.maximum}
-    elif field.input in ("text", "textarea"):
-        schema = {"type": "string", "maxLength": TEXT_LIMIT}
-    elif field.input == "boolean":
-        schema = {"type": "boolean"}
-    else:
-        schema = {
-            "type": "array",
-            "items": {"type": "string", "minLength": 1, "maxLength": LIST_ITEM_LIMIT},
-            "maxItems": LIST_LIMIT,
-            "uniqueItems": True,
-        }
-    schema["title"] = field.label
-    if field.description is not None:
-        schema["description"] = field.description
-    if field.default is not None:
-        schema["default"] = field.default
-    return schema
-
 
 @dataclass(frozen=True, slots=True)
 class StrategyConfiguration:
-    """A configurable Strategy or View extension: fields, and a factory run on valid input."""
+    """A configurable Strategy or View extension: its model, and a factory run on valid input.
+
+    `configuration` is the `Configuration` model an entry's configuration is read as; `fields`
+    are its form fields (`configuration_fields`), `json_schema()` its JSON Schema with this
+    definition's label and description.
+    """
 
     kind: Literal["strategy", "strategy-extension"]
     type_id: str
     label: str
     description: str
+    configuration: type[Configuration]
     fields: tuple[ConfigurationField, ...]
-    factory: Callable[[Mapping[str, Any]], Any]
+    factory: Callable[[Any], Any]
 
-    def validate(self, config: Mapping[str, Any] | None) -> Mapping[str, Any]:
-        """Check `config` against the fields and return it frozen, with defaults filled in.
+    def validate(self, config: Mapping[str, Any] | None, *, config_dir: str | None = None) -> Any:
+        """Read `config` as the configuration model and return the model instance.
+
+        It is read as `read_configuration` reads a Source's: defaults filled in, errors
+        reading `<type id> configuration.<key>: <rule>`, never quoting a value. Relative
+        `ConfigPath` values are taken from `config_dir` (the entry's `ctx.config_dir`).
 
         Raises:
             DefinitionError: naming the configuration key at fault.
         """
-        from ._json import freeze_json
-
         subject = f"{self.type_id} configuration"
         values = freeze_json({} if config is None else config, what=subject, error=DefinitionError)
         if not isinstance(values, Mapping):
             raise DefinitionError(f"{subject}: must be a JSON object")
-        known = {field.id: field for field in self.fields}
-        unknown = sorted(set(values) - set(known))
-        if unknown:
-            raise DefinitionError(f"{subject}.{unknown[0]}: unknown key")
-        checked: dict[str, Any] = {}
-        for field in self.fields:
-            if field.id not in values:
-                if field.required:
-                    raise DefinitionError(f"{subject}.{field.id}: required")
-                if field.default is not None:
-                    checked[field.id] = field.default
-                continue
-            problem = _field_problem(field, values[field.id])
-            if problem is not None:
-                raise DefinitionError(f"{subject}.{field.id}: {problem}")
-            checked[field.id] = values[field.id]
-        return freeze_json(checked)  # type: ignore[no-any-return]
+        return read_values(self.configuration, values, config_dir=config_dir, subject=self.type_id)
 
     def json_schema(self) -> dict[str, Any]:
         """The JSON Schema of what `validate` accepts: for a manifest's `config_schema`.
 
-        Each field is a property titled by its label, with its description, default and
-        bounds; unknown keys are refused, as `validate` refuses them.
+        It is `configuration_schema(configuration)` titled with this definition's label and
+        described with its description.
         """
-        properties = {field.id: _field_schema(field) for field in self.fields}
-        schema: dict[str, Any] = {
-            "type": "object",
-            "title": self.label,
-            "description": self.description,
-            "properties": properties,
-            "additionalProperties": False,
-        }
-        required = [field.id for field in self.fields if field.required]
-        if required:
-            schema["required"] = required
-        return schema
+        return configuration_schema(
+            self.configuration, title=self.label, description=self.description
+        )
 
-    def create(self, config: Mapping[str, Any] | None = None) -> Any:
-        """Validate `config`, then run the factory and check it made the declared contribution.
+    def create(
+        self, config: Mapping[str, Any] | None = None, *, config_dir: str | None = None
+    ) -> Any:
+        """Validate `config`, then run the factory on the model instance and check what it made.
 
         Raises:
             DefinitionError: the configuration is invalid (nothing ran), or the factory
                 returned something other than the declared Strategy or extension.
         """
-        values = self.validate(config)
+        values = self.validate(config, config_dir=config_dir)
         produced = self.factory(values)
         expected = StrategyDefinition if self.kind == "strategy" else ViewExtensionDefinition
         if not isinstance(produced, expected) or produced.type_id != self.type_id:
@@ -582,13 +464,9 @@ class _ConfigurationHeader(WireModel):
     type_id: Id
     label: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=200)]
     description: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=2_000)]
-    fields: tuple[ConfigurationField, ...] = Field(max_length=64)
 
-    @model_validator(mode="after")
-    def _check_unique(self) -> _ConfigurationHeader:
-        if not unique(field.id for field in self.fields):
-            raise ValueError("fields: duplicate field id")
-        return self
+
+MAX_FIELDS = 64
 
 
 def define_strategy_configuration(
@@ -596,32 +474,42 @@ def define_strategy_configuration(
     type_id: str,
     label: str,
     description: str,
-    fields: Iterable[ConfigurationField | Mapping[str, Any]],
-    create: Callable[[Mapping[str, Any]], Any],
+    configuration: type[Configuration],
+    create: Callable[[Any], Any],
 ) -> StrategyConfiguration:
-    """Define how a Strategy (or View extension) is configured.
+    """Define how a Strategy (or View extension) is configured: by a `Configuration` model.
 
-    `create(config)` on the result validates input before the factory runs: integers within
-    their bounds, lists of at most 32 unique non-empty strings of at most 500 characters,
-    text of at most 4,000 characters, no unknown keys.
+    `create(config)` on the result reads the entry's configuration as `configuration` (the
+    error form of `read_configuration`), then calls the factory `create` with the model
+    instance, and checks it made the declared contribution. The model's form fields are
+    checked now: a number needs both bounds, a default must keep its own rules.
 
     Raises:
-        DefinitionError: naming the field at fault.
+        DefinitionError: naming the argument, or the model's key, at fault.
     """
     header = validate_model(
         _ConfigurationHeader,
-        {
-            "kind": kind,
-            "type_id": type_id,
-            "label": label,
-            "description": description,
-            "fields": _listed(fields),
-        },
+        {"kind": kind, "type_id": type_id, "label": label, "description": description},
         subject="configuration",
         error=DefinitionError,
     )
+    if not (isinstance(configuration, type) and issubclass(configuration, Configuration)):
+        raise DefinitionError("configuration: must be a mnemon.sdk.Configuration subclass")
+    if configuration.model_config.get("extra") != "forbid":
+        raise DefinitionError(
+            f"configuration: {configuration.__name__} must refuse unknown keys (extra='forbid')"
+        )
+    fields = configuration_fields(configuration)
+    if len(fields) > MAX_FIELDS:
+        raise DefinitionError(f"configuration: at most {MAX_FIELDS} keys, not {len(fields)}")
     if not callable(create):
         raise DefinitionError("create: must be callable")
     return StrategyConfiguration(
-        header.kind, header.type_id, header.label, header.description, header.fields, create
+        header.kind,
+        header.type_id,
+        header.label,
+        header.description,
+        configuration,
+        fields,
+        create,
     )

@@ -78,6 +78,23 @@ def test_a_schema_edited_by_hand_is_found_stale_and_regenerated(
     assert tool.stale() == []
 
 
+def test_every_generated_key_is_labelled_described_and_names_its_input() -> None:
+    # what a form drawn from the manifest alone, without the plugin's code, needs
+    inputs = {
+        "number", "text", "textarea", "string-list", "source-list", "boolean", "choice", "path",
+        "secret", "json",
+    }  # fmt: skip
+    for manifest in schemas_tool().MODELS:
+        schema = read(manifest)["contributes"]["entries"][0]["config_schema"]
+        for key, member in schema["properties"].items():
+            where = f"{manifest}: {key}"
+            assert member.get("title"), where
+            assert member.get("description"), where
+            assert member.get("x-mnemon-input") in inputs, where
+            if member["x-mnemon-input"] == "secret":
+                assert "default" not in member, where
+
+
 def test_discovery_reads_every_generated_schema(tmp_path: Path) -> None:
     discovered = {
         plugin.id: plugin

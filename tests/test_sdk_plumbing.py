@@ -19,8 +19,8 @@ import mnemon.sdk
 from mnemon import DefinitionError, RevisionConflict, Scope, SourceError, SourceProvenance
 from mnemon.sdk import (
     ConfigPath,
+    Configuration,
     ScopePartition,
-    SourceConfiguration,
     SourceInit,
     check_memory_text,
     guarded_call,
@@ -32,7 +32,7 @@ from mnemon.sdk import (
 # ------------------------------------------------------------------ configuration
 
 
-class NotesConfiguration(SourceConfiguration):
+class NotesConfiguration(Configuration):
     path: ConfigPath
     data_dir: ConfigPath | None = None
     limit: int = 10
@@ -87,7 +87,7 @@ def test_errors_name_every_key_at_fault_and_never_quote_values() -> None:
             subject="notes",
         )
     message = str(caught.value)
-    assert "notes configuration.path: Field required" in message
+    assert "notes configuration.path: required" in message
     assert "notes configuration.limit:" in message
     assert "notes configuration.token:" in message
     assert "SECRET" not in message

@@ -13,9 +13,8 @@ import inspect as _inspect
 
 from .. import __all__ as _host_names
 from .._configuration import ConfigPath as ConfigPath
-from .._configuration import SourceConfiguration as SourceConfiguration
+from .._configuration import Configuration as Configuration
 from .._configuration import read_configuration as read_configuration
-from .._definitions import ConfigurationField as ConfigurationField
 from .._definitions import ExtensionRequest as ExtensionRequest
 from .._definitions import MemorySource as MemorySource
 from .._definitions import PluginDescriptor as PluginDescriptor
@@ -49,6 +48,13 @@ from .._errors import RevisionConflict as RevisionConflict
 from .._errors import RouteError as RouteError
 from .._errors import SourceError as SourceError
 from .._errors import SourceErrorKind as SourceErrorKind
+from .._forms import ConfigurationField as ConfigurationField
+from .._forms import SourceKeys as SourceKeys
+from .._forms import StringList as StringList
+from .._forms import Text as Text
+from .._forms import Textarea as Textarea
+from .._forms import configuration_fields as configuration_fields
+from .._forms import configuration_schema as configuration_schema
 from .._helpers import allocate_characters as allocate_characters
 from .._helpers import create_mutation_receipt as create_mutation_receipt
 from .._helpers import guarded_call as guarded_call
@@ -150,6 +156,7 @@ __all__ = [
     "CompositionRequest",
     "CompositionUnavailable",
     "ConfigPath",
+    "Configuration",
     "ConfigurationField",
     "DefinitionError",
     "Diagnostic",
@@ -213,13 +220,13 @@ __all__ = [
     "SelectionSlotValue",
     "SourceAction",
     "SourceCandidate",
-    "SourceConfiguration",
     "SourceConsistency",
     "SourceDefinition",
     "SourceError",
     "SourceErrorKind",
     "SourceFacts",
     "SourceInit",
+    "SourceKeys",
     "SourceManifest",
     "SourceProvenance",
     "SourceRoute",
@@ -229,7 +236,10 @@ __all__ = [
     "StrategyDefinition",
     "StrategyManifest",
     "StrategyTurn",
+    "StringList",
+    "Text",
     "TextPart",
+    "Textarea",
     "VectorSpace",
     "View",
     "ViewBudget",
@@ -243,6 +253,8 @@ __all__ = [
     "check_query_vector",
     "check_segment_answer",
     "configuration_digest",
+    "configuration_fields",
+    "configuration_schema",
     "create_mutation_receipt",
     "define_embedder",
     "define_memory_plugin",

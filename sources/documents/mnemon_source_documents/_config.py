@@ -1,4 +1,4 @@
-"""Configuration of a documents Source: a `SourceConfiguration`, checked once, in the factory."""
+"""Configuration of a documents Source: a `Configuration`, checked once, in the factory."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pydantic import Field, StrictFloat, StrictInt
 
 from mnemon.sdk import (
     ConfigPath,
-    SourceConfiguration,
+    Configuration,
     SourceInit,
     read_configuration,
     source_data_directory,
@@ -41,28 +41,50 @@ LOCK_TIMEOUT = (0.01, 300.0, 10.0)
 RESCAN_SECONDS = (0.0, 3_600.0, 5.0)
 
 
-def _bounded(key: str) -> object:
+def _bounded(key: str, title: str | None = None) -> object:
     low, high, default = LIMITS[key]
     # strict: a bool or a numeric string is never a size
-    return Field(default=default, ge=low, le=high)
+    return Field(default=default, ge=low, le=high, title=title)
 
 
-class DocumentsConfiguration(SourceConfiguration):
-    """What a profile may say about a documents Source (see the README's table)."""
+class DocumentsConfiguration(Configuration):
+    """What a profile may say about a documents Source: its folder, sizes and freshness."""
 
-    #: base folder; relative paths are taken from the profile's folder
-    data_dir: ConfigPath | None = None
-    max_document_bytes: Annotated[StrictInt, _bounded("max_document_bytes")]
+    data_dir: ConfigPath | None = Field(default=None, title="Data folder")
+    """Base folder: this entry's documents go in `<data_dir>/sources/documents/<entry>/`;
+    default: the host's data folder."""
+    max_document_bytes: Annotated[
+        StrictInt, _bounded("max_document_bytes", "Largest document (bytes)")
+    ]
+    """The largest document file (front matter and body), in UTF-8 bytes."""
     max_documents: Annotated[StrictInt, _bounded("max_documents")]
-    excerpt_characters: Annotated[StrictInt, _bounded("excerpt_characters")]
+    """Documents per workspace; further creates get `documents-capacity`."""
+    excerpt_characters: Annotated[StrictInt, _bounded("excerpt_characters", "Excerpt characters")]
+    """The longest excerpt per search hit, before the route's own ceilings."""
     lock_timeout: Annotated[
-        StrictFloat, Field(default=LOCK_TIMEOUT[2], ge=LOCK_TIMEOUT[0], le=LOCK_TIMEOUT[1])
+        StrictFloat,
+        Field(
+            default=LOCK_TIMEOUT[2],
+            ge=LOCK_TIMEOUT[0],
+            le=LOCK_TIMEOUT[1],
+            title="Lock timeout (seconds)",
+        ),
     ]
+    """Seconds to wait for the workspace lock before giving up with `timeout`."""
     recheck_files_per_turn: Annotated[StrictInt, _bounded("recheck_files_per_turn")]
+    """Document files whose stat a turn re-checks when the folder did not change."""
+    # a whole number is taken as a number of seconds too
     rescan_seconds: Annotated[
-        StrictFloat | StrictInt,
-        Field(default=RESCAN_SECONDS[2], ge=RESCAN_SECONDS[0], le=RESCAN_SECONDS[1]),
+        StrictFloat,
+        Field(
+            default=RESCAN_SECONDS[2],
+            ge=RESCAN_SECONDS[0],
+            le=RESCAN_SECONDS[1],
+            title="Full scan after (seconds)",
+        ),
     ]
+    """A turn scans the whole folder when its last scan is this many seconds old; 0 scans
+    every turn."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,40 +11,45 @@ from typing import Any
 
 from pydantic import Field
 
-from mnemon.sdk import ConfigPath, SourceConfiguration, SourceInit, read_configuration
+from mnemon.sdk import ConfigPath, Configuration, SourceInit, read_configuration
 
 __all__ = ["NexentConfiguration", "TenantConfiguration", "mask_secret", "read_settings"]
 
 
-class TenantConfiguration(SourceConfiguration):
+class TenantConfiguration(Configuration):
     """One tenant's provider instance: its parameters over the entry's, and its switches."""
 
     plugin: dict[str, Any] = Field(default_factory=dict)
     """The tenant's `config_schema` values (its credentials); they replace the entry's."""
     enabled: bool = True
+    """Whether this tenant's instance serves (and the entry's switch is on too)."""
     timeout_seconds: float | None = Field(default=None, gt=0, le=300)
+    """This tenant's own limit per provider call; default: the entry's."""
 
 
-class NexentConfiguration(SourceConfiguration):
+class NexentConfiguration(Configuration):
     """One provider of one plugin folder, its switches, and its per-tenant instances."""
 
-    plugin_dir: ConfigPath
+    plugin_dir: ConfigPath = Field(title="Plugin folder")
     """The provider directory: one child folder per plugin, each with a `plugin.yaml`."""
     plugin: dict[str, Any]
     """`name` (the plugin's) and its `config_schema` keys."""
     enabled: bool = True
-    search_enabled: bool = True
-    ingest_enabled: bool = True
-    timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    """Whether the provider serves at all."""
+    search_enabled: bool = Field(default=True, title="Search enabled")
+    """Whether the provider's search is offered."""
+    ingest_enabled: bool = Field(default=True, title="Ingest enabled")
+    """Whether the provider is offered writes."""
+    timeout_seconds: float = Field(default=10.0, gt=0, le=300, title="Timeout (seconds)")
     """Each provider call's own limit, handed to the provider as `timeout_seconds` too."""
     tenants: dict[str, TenantConfiguration] = Field(default_factory=dict)
     """Per tenant id: its own instance's parameters, `enabled` and `timeout_seconds`."""
-    tenants_only: bool = False
+    tenants_only: bool = Field(default=False, title="Listed tenants only")
     """Serve only the tenants listed in `tenants` (others are `tenant-not-configured`)."""
-    nexent_shim: bool = True
+    nexent_shim: bool = Field(default=True, title="Nexent stand-ins")
     """Register stand-ins for `nexent.memory.*` (when Nexent is not installed) before a
     provider's module is imported."""
-    data_dir: ConfigPath | None = None
+    data_dir: ConfigPath | None = Field(default=None, title="Data folder")
     """Where this entry keeps its state (an access refusal that disabled an instance)."""
 
     def instance(self, tenant: str | None) -> tuple[dict[str, Any], bool, float] | None:

@@ -10,7 +10,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 
 from mnemon.sdk import (
     ConfigPath,
-    SourceConfiguration,
+    Configuration,
     SourceInit,
     read_configuration,
     source_data_directory,
@@ -39,25 +39,42 @@ DEFAULT_POSTGRES_SCHEMA = "mnemon_runtime"
 MAX_IDEMPOTENCY_RECORDS = 10_000
 
 
-class RuntimeConfiguration(SourceConfiguration):
+class RuntimeConfiguration(Configuration):
     """What an entry of the runtime Source may configure (unknown keys are refused)."""
 
-    data_dir: ConfigPath | None = None
-    memory_limit_bytes: Annotated[int, Field(strict=True, ge=1024, le=16 * 1024 * 1024)] = (
-        DEFAULT_MEMORY_LIMIT_BYTES
-    )
+    data_dir: ConfigPath | None = Field(default=None, title="Data folder")
+    """Base folder: this entry's files go in `<data_dir>/sources/runtime/<entry>/`; default:
+    the host's data folder."""
+    memory_limit_bytes: Annotated[
+        int, Field(strict=True, ge=1024, le=16 * 1024 * 1024, title="Memory limit (bytes)")
+    ] = DEFAULT_MEMORY_LIMIT_BYTES
+    """The cap on one partition's memory, in bytes (its idempotency records not counted)."""
     scope_keys: Annotated[tuple[ScopeKey, ...], Field(min_length=1)] = DEFAULT_SCOPE_KEYS
-    lock_timeout: Annotated[float, Field(strict=True, ge=0.01, le=60.0)] = DEFAULT_LOCK_TIMEOUT
+    """The scope ids a turn must have; each distinct set of their values is a partition."""
+    lock_timeout: Annotated[
+        float, Field(strict=True, ge=0.01, le=60.0, title="Lock timeout (seconds)")
+    ] = DEFAULT_LOCK_TIMEOUT
+    """Seconds a write waits for the store's lock before failing with `timeout`."""
     idempotency_records: Annotated[int, Field(strict=True, ge=1, le=MAX_IDEMPOTENCY_RECORDS)] = (
         DEFAULT_IDEMPOTENCY_RECORDS
     )
-    #: where partitions live: files in the data folder, or rows in PostgreSQL (shared by hosts)
+    """How many of a partition's latest keyed writes keep their idempotency record."""
     store: Literal["file", "postgres"] = "file"
-    #: the PostgreSQL connection string (store = "postgres"); a secret, never shown
-    dsn: SecretStr | None = Field(default=None, repr=False)
+    """Where partitions live: files in the data folder, or rows in PostgreSQL (shared by
+    every host on the same schema)."""
+    dsn: SecretStr | None = Field(default=None, repr=False, title="PostgreSQL connection")
+    """The PostgreSQL connection string, required with store "postgres"; a secret, never
+    shown."""
     schema_name: Annotated[
-        str, Field(alias="schema", pattern=r"^[a-z_][a-z0-9_]{0,62}$", strict=True)
+        str,
+        Field(
+            alias="schema",
+            pattern=r"^[a-z_][a-z0-9_]{0,62}$",
+            strict=True,
+            title="PostgreSQL schema",
+        ),
     ] = DEFAULT_POSTGRES_SCHEMA
+    """With store "postgres": the schema holding the tables, created when missing."""
 
     @model_validator(mode="after")
     def _store_needs_dsn(self) -> RuntimeConfiguration:

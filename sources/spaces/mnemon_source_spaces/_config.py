@@ -11,8 +11,8 @@ from pydantic import BeforeValidator, Field, SecretStr, Strict, StringConstraint
 
 from mnemon.sdk import (
     ConfigPath,
+    Configuration,
     DefinitionError,
-    SourceConfiguration,
     SourceInit,
     read_configuration,
 )
@@ -133,35 +133,51 @@ ScopeKey = Annotated[str, BeforeValidator(_scope_key)]
 PartitionKey = Annotated[str, BeforeValidator(_partition_key)]
 
 
-class SpaceSettings(SourceConfiguration):
+class SpaceSettings(Configuration):
     """One configured space."""
 
     name: Annotated[str, Strict(), StringConstraints(pattern=SPACE_PATTERN)]
+    """The space's name, unique in the entry."""
     writable: Annotated[bool, BeforeValidator(_flag)] = False
+    """Whether the model may write there."""
     description: Annotated[str, BeforeValidator(_description)] | None = None
-    #: scope ids that split this space further whenever the scope carries them
+    """What the space holds, shown to the model (at most 500 characters)."""
     partition_by: Annotated[tuple[PartitionKey, ...], BeforeValidator(_partition_list)] = ()
+    """Scope ids that split this space further whenever the scope carries them."""
 
 
-class SpacesSettings(SourceConfiguration):
-    """The whole validated configuration; the token is a `SecretStr`, never shown."""
+class SpacesSettings(Configuration):
+    """A spaces Source: its Provider, its spaces, and the scope ids every space needs."""
 
-    data_dir: ConfigPath | None = None
-    #: the Provider's own configuration, with its `type` (never in a repr: it may hold a
-    #: credential)
+    data_dir: ConfigPath | None = Field(default=None, title="Data folder")
+    """Base folder: this entry's data goes in `<data_dir>/sources/spaces/<entry>/`; default:
+    the host's data folder."""
+    # never in a repr: it may hold a credential
     provider: Annotated[dict[str, Any], BeforeValidator(_provider)] = Field(
         default_factory=lambda: {"type": "sqlite"}, repr=False
     )
+    """The Provider: `type` picks it, the other keys are its own configuration."""
     spaces: Annotated[tuple[SpaceSettings, ...], _list_of("spaces", at_most=MAX_SPACES)] = (
         SpaceSettings(name="memories", writable=True),
     )
+    """1 to 32 spaces, each a `name`, whether it is `writable`, an optional `description`
+    and `partition_by`."""
     scope_keys: Annotated[tuple[ScopeKey, ...], _list_of("scope ids")] = ("user_id",)
+    """The scope ids every space needs; a scope lacking one makes the Source unavailable."""
     default_space: str | None = None
-    provider_timeout: Annotated[float, BeforeValidator(_seconds)] = DEFAULT_TIMEOUT
+    """Where `remember` writes when it names no space; default: the first writable one."""
+    # the bounds are for the schema: `_seconds` refuses a value out of them first, in words
+    provider_timeout: Annotated[
+        float,
+        Field(gt=0, le=MAX_TIMEOUT, title="Provider timeout (seconds)"),
+        BeforeValidator(_seconds),
+    ] = DEFAULT_TIMEOUT
+    """Seconds any one Provider call may take before it fails as `timeout`."""
     provider_token: Annotated[SecretStr, BeforeValidator(_token)] | None = None
-    #: recall by meaning: `auto` (the only vector space installed, if there is exactly one),
-    #: `off`, or the id of an installed space
+    """A credential handed to the Provider; a secret, never shown."""
     vectors: Annotated[str, BeforeValidator(_vectors)] = "auto"
+    """Recall by meaning: `auto` (the only vector space installed, if there is exactly one),
+    `off`, or the id of an installed space."""
 
     @property
     def provider_type(self) -> str:

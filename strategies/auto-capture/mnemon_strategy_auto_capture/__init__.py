@@ -7,12 +7,16 @@ of role `durable-evidence`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
+from pydantic import Field
+
 from mnemon.sdk import (
-    DefinitionError,
+    Configuration,
     PluginContext,
+    SourceKeys,
+    StringList,
+    Textarea,
     ViewExtensionDefinition,
     define_memory_plugin,
     define_strategy_configuration,
@@ -20,7 +24,13 @@ from mnemon.sdk import (
     install_memory,
 )
 
-__all__ = ["AUTO_CAPTURE_CONFIGURATION", "DEFAULT_INSTRUCTION", "apply", "memory_plugin"]
+__all__ = [
+    "AUTO_CAPTURE_CONFIGURATION",
+    "DEFAULT_INSTRUCTION",
+    "AutoCaptureConfiguration",
+    "apply",
+    "memory_plugin",
+]
 
 DEFAULT_INSTRUCTION = (
     "Record durable facts, preferences and decisions the user states, once, in their words."
@@ -36,15 +46,25 @@ memory_plugin = define_memory_plugin(
 )
 
 
-def _create(config: Mapping[str, Any]) -> ViewExtensionDefinition:
-    if not config["action_ids"]:
-        raise DefinitionError("auto-capture configuration.action_ids: name at least one action")
+class AutoCaptureConfiguration(Configuration):
+    """What the capture guidance says, and through which actions and Sources."""
+
+    instruction: Textarea = DEFAULT_INSTRUCTION
+    """What the model should propose to record."""
+    action_ids: StringList = Field(default=("remember",), min_length=1, title="Recording actions")
+    """The ids of the actions that record memory (at least one)."""
+    source_keys: SourceKeys | None = Field(default=None, title="Eligible Sources")
+    """The Sources whose recording actions the guidance may name; by default every writable
+    Source of role durable-evidence."""
+
+
+def _create(config: AutoCaptureConfiguration) -> ViewExtensionDefinition:
     value: dict[str, Any] = {
-        "instruction": config["instruction"],
-        "action_ids": list(config["action_ids"]),
+        "instruction": config.instruction,
+        "action_ids": list(config.action_ids),
     }
-    if "source_keys" in config:
-        value["source_keys"] = list(config["source_keys"])
+    if config.source_keys is not None:
+        value["source_keys"] = list(config.source_keys)
     return define_view_extension(
         "auto-capture", "mnemon-strategy-auto-capture", "capture", lambda request: value
     )
@@ -55,22 +75,8 @@ AUTO_CAPTURE_CONFIGURATION = define_strategy_configuration(
     "auto-capture",
     "Auto-capture",
     "Guidance to propose recording durable memory through the named actions.",
-    [
-        {
-            "id": "instruction",
-            "label": "Instruction",
-            "input": "textarea",
-            "default": DEFAULT_INSTRUCTION,
-        },
-        {
-            "id": "action_ids",
-            "label": "Recording actions",
-            "input": "string-list",
-            "default": ["remember"],
-        },
-        {"id": "source_keys", "label": "Eligible Sources", "input": "source-list"},
-    ],
-    _create,
+    configuration=AutoCaptureConfiguration,
+    create=_create,
 )
 
 

@@ -43,7 +43,7 @@ async def test_it_names_eligible_sources_and_actions_and_writes_nothing() -> Non
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({"action_ids": []}, "name at least one action"),
+        ({"action_ids": []}, "action_ids: must hold at least 1 item"),
         ({"instruction": "x" * 4_001}, "exceeds 4,000 characters"),
         ({"action_ids": "remember"}, "must be a list"),
     ],

@@ -4,6 +4,20 @@ Mount the package itself with optional configuration, e.g.
 `config={"resident_source_keys": ["source:runtime"], "instruction": "..."}`.
 """
 
-from ._compose import GENERAL_CONFIGURATION, apply, compose, deal_round_robin, memory_plugin
+from ._compose import (
+    GENERAL_CONFIGURATION,
+    GeneralConfiguration,
+    apply,
+    compose,
+    deal_round_robin,
+    memory_plugin,
+)
 
-__all__ = ["GENERAL_CONFIGURATION", "apply", "compose", "deal_round_robin", "memory_plugin"]
+__all__ = [
+    "GENERAL_CONFIGURATION",
+    "GeneralConfiguration",
+    "apply",
+    "compose",
+    "deal_round_robin",
+    "memory_plugin",
+]

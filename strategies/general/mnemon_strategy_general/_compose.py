@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+from pydantic import Field
+
 from mnemon.sdk import (
     ComposeRequest,
+    Configuration,
     ExtensionContribution,
     PluginContext,
     SourceCandidate,
+    SourceKeys,
     StrategyDefinition,
+    Textarea,
     ViewSpec,
     allocate_characters,
     define_memory_plugin,
@@ -35,6 +40,15 @@ memory_plugin = define_memory_plugin(
     roles=["strategy"],
     provides=["strategy.general"],
 )
+
+
+class GeneralConfiguration(Configuration):
+    """Which Sources are resident, and the instruction shown before memory."""
+
+    resident_source_keys: SourceKeys | None = Field(default=None, title="Resident Sources")
+    """Sources projected eagerly; default: those of role working-context."""
+    instruction: Textarea = ""
+    """Trusted guidance shown to the model before memory."""
 
 
 def deal_round_robin(offers: Sequence[Sequence[str]], limit: int) -> list[list[str]]:
@@ -72,14 +86,14 @@ def _admitted(
 
 
 def compose(
-    settings: Mapping[str, Any],
+    settings: GeneralConfiguration,
     request: ComposeRequest,
     sources: tuple[SourceCandidate, ...],
     contributions: tuple[ExtensionContribution, ...],
 ) -> ViewSpec:
     """Compose a general View (pure)."""
-    admitted, resident = _admitted(sources, settings.get("resident_source_keys"))
-    instruction = settings.get("instruction")
+    admitted, resident = _admitted(sources, settings.resident_source_keys)
+    instruction = settings.instruction
     if not admitted:
         return ViewSpec.model_validate(
             {
@@ -125,7 +139,7 @@ def compose(
     )
 
 
-def _create(config: Mapping[str, Any]) -> StrategyDefinition:
+def _create(config: GeneralConfiguration) -> StrategyDefinition:
     return define_memory_strategy(
         {
             "type_id": TYPE_ID,
@@ -144,21 +158,8 @@ GENERAL_CONFIGURATION = define_strategy_configuration(
     TYPE_ID,
     "General",
     "Resident Sources eager (weight 9), the others routed (weight 1).",
-    [
-        {
-            "id": "resident_source_keys",
-            "label": "Resident Sources",
-            "input": "source-list",
-            "description": "Sources projected eagerly; default: those of role working-context.",
-        },
-        {
-            "id": "instruction",
-            "label": "Instruction",
-            "input": "textarea",
-            "description": "Trusted guidance shown to the model before memory.",
-        },
-    ],
-    _create,
+    configuration=GeneralConfiguration,
+    create=_create,
 )
 
 

@@ -157,5 +157,17 @@ async def test_the_view_does_not_depend_on_fact_or_installation_order() -> None:
     request = ComposeRequest(scope=Scope(), scenario="t", budget=ViewBudget())
     candidates = list(GENERAL_SEEN)
     for order in itertools.permutations(candidates):
-        specs.add(general.compose({}, request, tuple(order), ()).model_dump_json())
+        specs.add(
+            general.compose(
+                general.GeneralConfiguration(), request, tuple(order), ()
+            ).model_dump_json()
+        )
     assert len(specs) == 1
+
+
+async def test_with_nothing_admitted_and_no_instruction_the_guidance_is_only_the_notice() -> None:
+    view = await compose({"a": StubSource("notes", availability="unavailable")})
+    assert view.guidance is not None
+    assert view.guidance.system == (
+        "No memory Source is available for this turn; answer without memory."
+    )

@@ -7,12 +7,13 @@ several long-term memory Sources serve.
 
 from mnemon.sdk import PluginContext, define_memory_plugin, install_memory
 
-from ._compose import LAYERED_CONFIGURATION, allocation, compose
+from ._compose import LAYERED_CONFIGURATION, LayeredConfiguration, allocation, compose
 from ._policy import LayeredTurn, fuse, normalized_query
 
 __all__ = [
     "LAYERED",
     "LAYERED_CONFIGURATION",
+    "LayeredConfiguration",
     "LayeredTurn",
     "allocation",
     "apply",

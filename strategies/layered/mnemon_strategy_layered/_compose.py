@@ -6,10 +6,14 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
+from pydantic import Field
+
 from mnemon.sdk import (
     ComposeRequest,
+    Configuration,
     ExtensionContribution,
     SourceCandidate,
+    SourceKeys,
     StrategyDefinition,
     ViewSpec,
     allocate_characters,
@@ -278,9 +282,19 @@ def _capture_targets(
     ]
 
 
-def _create(config: Mapping[str, Any]) -> StrategyDefinition:
-    targets = tuple(config.get("write_sources", ()))
-    return define_memory_strategy(MANIFEST, partial(compose, write_sources=targets), create_turn)
+class LayeredConfiguration(Configuration):
+    """Where writes go when several Sources share a role."""
+
+    write_sources: SourceKeys = Field(default=(), title="Write Sources")
+    """Where writes go in a role that several Sources share (keys such as source:spaces); a
+    shared role without one listed writes to its first Source by key. A role with one Source
+    always writes to it."""
+
+
+def _create(config: LayeredConfiguration) -> StrategyDefinition:
+    return define_memory_strategy(
+        MANIFEST, partial(compose, write_sources=config.write_sources), create_turn
+    )
 
 
 LAYERED_CONFIGURATION = define_strategy_configuration(
@@ -289,17 +303,6 @@ LAYERED_CONFIGURATION = define_strategy_configuration(
     "Layered",
     "Working context resident; documents and long-term memory on request, one recall over "
     "every long-term memory Source.",
-    [
-        {
-            "id": "write_sources",
-            "label": "Write Sources",
-            "input": "source-list",
-            "description": (
-                "Where writes go in a role that several Sources share (keys such as "
-                "source:spaces); a shared role without one listed writes to its first Source "
-                "by key. A role with one Source always writes to it."
-            ),
-        }
-    ],
-    _create,
+    configuration=LayeredConfiguration,
+    create=_create,
 )

@@ -5,10 +5,10 @@ Configuration: `max_projection_characters`, an integer from 1 to 10,000,000 (def
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from pydantic import Field, StrictInt
 
 from mnemon.sdk import (
+    Configuration,
     PluginContext,
     ViewExtensionDefinition,
     define_memory_plugin,
@@ -17,7 +17,13 @@ from mnemon.sdk import (
     install_memory,
 )
 
-__all__ = ["DEFAULT_CHARACTERS", "LIGHT_CONTEXT_CONFIGURATION", "apply", "memory_plugin"]
+__all__ = [
+    "DEFAULT_CHARACTERS",
+    "LIGHT_CONTEXT_CONFIGURATION",
+    "LightContextConfiguration",
+    "apply",
+    "memory_plugin",
+]
 
 DEFAULT_CHARACTERS = 4_096
 
@@ -30,8 +36,17 @@ memory_plugin = define_memory_plugin(
 )
 
 
-def _create(config: Mapping[str, Any]) -> ViewExtensionDefinition:
-    value = {"max_projection_characters": config["max_projection_characters"]}
+class LightContextConfiguration(Configuration):
+    """The light-context extension's one setting."""
+
+    max_projection_characters: StrictInt = Field(
+        default=DEFAULT_CHARACTERS, ge=1, le=10_000_000, title="Projection characters"
+    )
+    """The most characters of memory a View projects; a smaller budget in the request still wins."""
+
+
+def _create(config: LightContextConfiguration) -> ViewExtensionDefinition:
+    value = {"max_projection_characters": config.max_projection_characters}
     return define_view_extension(
         "light-context", "mnemon-strategy-light-context", "projection", lambda request: value
     )
@@ -42,17 +57,8 @@ LIGHT_CONTEXT_CONFIGURATION = define_strategy_configuration(
     "light-context",
     "Light context",
     "Caps the projection budget of every View.",
-    [
-        {
-            "id": "max_projection_characters",
-            "label": "Projection characters",
-            "input": "number",
-            "minimum": 1,
-            "maximum": 10_000_000,
-            "default": DEFAULT_CHARACTERS,
-        }
-    ],
-    _create,
+    configuration=LightContextConfiguration,
+    create=_create,
 )
 
 

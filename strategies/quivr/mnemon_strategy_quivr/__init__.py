@@ -67,6 +67,7 @@ from ._spaces import offered_spaces, searches_by_meaning
 from ._strategy import (
     QUIVR_CONFIGURATION,
     TYPE_ID,
+    QuivrConfiguration,
     apply,
     compose,
     create_ranker,
@@ -96,6 +97,7 @@ __all__ = [
     "PluginLink",
     "PluginRefused",
     "PluginUnavailable",
+    "QuivrConfiguration",
     "QuivrDevelopment",
     "QuivrEmbedder",
     "QuivrPlugin",

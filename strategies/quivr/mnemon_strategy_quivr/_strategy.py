@@ -10,17 +10,21 @@ one plugin.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field, StrictBool, StrictInt, model_validator
+
 from mnemon.sdk import (
     ComposeRequest,
+    Configuration,
     ExtensionContribution,
     InstallError,
     PluginContext,
     SourceCandidate,
     StrategyDefinition,
+    StringList,
+    Text,
     ViewSpec,
     allocate_characters,
     define_memory_plugin,
@@ -39,6 +43,7 @@ from ._rules import RetrievalProfile
 __all__ = [
     "QUIVR_CONFIGURATION",
     "TYPE_ID",
+    "QuivrConfiguration",
     "apply",
     "compose",
     "create_ranker",
@@ -108,17 +113,46 @@ def compose(
     )
 
 
+class QuivrConfiguration(Configuration):
+    """Which Quivr plugin ranks, how mnemon reaches it, and what it ranks."""
+
+    manifest: Text = Field(min_length=1)
+    """Path of the plugin's quivr-plugin.yaml."""
+    endpoint: Text | None = None
+    """Base URL of a running plugin; or set launch."""
+    launch: StrictBool = False
+    """Start the plugin from the manifest's run.command."""
+    profile: Text = "default"
+    """The manifest profile searches run under."""
+    routes: StringList = Field(default=("recall", "search"), title="Ranked routes")
+    """Route ids the plugin ranks."""
+    signing_secret_env: Text | None = Field(default=None, title="Signing secret variable")
+    """Environment variable holding the HS256 key for signed requests."""
+    startup_timeout_ms: StrictInt = Field(
+        default=10_000, ge=100, le=120_000, title="Startup timeout (ms)"
+    )
+    """How long a launched plugin has to become healthy."""
+
+    @model_validator(mode="after")
+    def _one_way_to_reach_the_plugin(self) -> QuivrConfiguration:
+        if (self.endpoint is None) == (not self.launch):
+            raise ValueError("endpoint: give either an endpoint or launch: true")
+        if self.endpoint is not None and not self.endpoint.startswith(("http://", "https://")):
+            raise ValueError("endpoint: must be an http:// or https:// URL")
+        return self
+
+
 def _fail(field: str, rule: str) -> InstallError:
     return InstallError(f"{TYPE_ID} configuration.{field}: {rule}")
 
 
-def plugin_link(config: Mapping[str, Any]) -> PluginLink:
+def plugin_link(config: QuivrConfiguration) -> PluginLink:
     """The plugin a validated configuration names, inspected, as every Contribution reaches it.
 
     Raises:
         InstallError: naming the configuration key at fault (never its value).
     """
-    path = Path(str(config["manifest"]))
+    path = Path(config.manifest)
     try:
         raw = path.read_bytes()
     except OSError:
@@ -131,11 +165,7 @@ def plugin_link(config: Mapping[str, Any]) -> PluginLink:
     if not plan.hosted:
         reasons = "; ".join(c.line() for c in plan.contributions)
         raise _fail("manifest", f"mnemon hosts none of the plugin's Contributions ({reasons})")
-    endpoint = config.get("endpoint")
-    if (endpoint is None) == (not config.get("launch", False)):
-        raise _fail("endpoint", "give either an endpoint or launch: true")
-    if endpoint is not None and not str(endpoint).startswith(("http://", "https://")):
-        raise _fail("endpoint", "must be an http:// or https:// URL")
+    endpoint = config.endpoint
     launch = endpoint is None
     # a launched plugin's environment is not the host's: it gets the secrets its manifest
     # declares (Quivr's convention: each from the host's variable of its name), nothing else
@@ -145,25 +175,25 @@ def plugin_link(config: Mapping[str, Any]) -> PluginLink:
         if launch and os.environ.get(name)
     }
     key = None
-    secret_env = config.get("signing_secret_env")
+    secret_env = config.signing_secret_env
     if secret_env is not None:
-        secret = os.environ.get(str(secret_env))
+        secret = os.environ.get(secret_env)
         if not secret:
             raise _fail("signing_secret_env", "the environment variable is not set")
         # a launched plugin verifies with the key it reads from the same variable
-        secrets[str(secret_env)] = secret
+        secrets[secret_env] = secret
         key = secret.encode("utf-8")
     return PluginLink(
         report=report,
         manifest_path=path.resolve(),
-        endpoint=None if endpoint is None else str(endpoint),
+        endpoint=endpoint,
         signing_key=key,
-        startup_timeout=int(config.get("startup_timeout_ms", 10_000)) / 1000,
+        startup_timeout=config.startup_timeout_ms / 1000,
         secrets=secrets,
     )
 
 
-def create_ranker(config: Mapping[str, Any], link: PluginLink | None = None) -> QuivrRanker:
+def create_ranker(config: QuivrConfiguration, link: PluginLink | None = None) -> QuivrRanker:
     """The ranker a validated configuration describes, over `link` (by default its own).
 
     Raises:
@@ -173,7 +203,7 @@ def create_ranker(config: Mapping[str, Any], link: PluginLink | None = None) -> 
     if "retrieval" not in plan_hosting(link.report).hosted:
         raise _fail("manifest", "the plugin has no retrieval Contribution mnemon hosts")
     retrieval = (link.report.manifest or {})["contributions"]["retrieval"]
-    name = str(config.get("profile", "default"))
+    name = config.profile
     declared = retrieval["profiles"].get(name)
     if declared is None:
         raise _fail("profile", "not a profile the manifest declares")
@@ -181,7 +211,7 @@ def create_ranker(config: Mapping[str, Any], link: PluginLink | None = None) -> 
     return QuivrRanker(
         link=link,
         profile=profile,
-        routes=frozenset(config.get("routes", ("recall", "search"))),
+        routes=frozenset(config.routes),
     )
 
 
@@ -206,58 +236,9 @@ QUIVR_CONFIGURATION = define_strategy_configuration(
     TYPE_ID,
     "Quivr ranking",
     "A Quivr retrieval plugin ranks recall and search.",
-    [
-        {
-            "id": "manifest",
-            "label": "Manifest",
-            "input": "text",
-            "required": True,
-            "description": "Path of the plugin's quivr-plugin.yaml.",
-        },
-        {
-            "id": "endpoint",
-            "label": "Endpoint",
-            "input": "text",
-            "description": "Base URL of a running plugin; or set launch.",
-        },
-        {
-            "id": "launch",
-            "label": "Launch",
-            "input": "boolean",
-            "description": "Start the plugin from the manifest's run.command.",
-        },
-        {
-            "id": "profile",
-            "label": "Profile",
-            "input": "text",
-            "default": "default",
-            "description": "The manifest profile searches run under.",
-        },
-        {
-            "id": "routes",
-            "label": "Ranked routes",
-            "input": "string-list",
-            "default": ["recall", "search"],
-            "description": "Route ids the plugin ranks.",
-        },
-        {
-            "id": "signing_secret_env",
-            "label": "Signing secret variable",
-            "input": "text",
-            "description": "Environment variable holding the HS256 key for signed requests.",
-        },
-        {
-            "id": "startup_timeout_ms",
-            "label": "Startup timeout (ms)",
-            "input": "number",
-            "minimum": 100,
-            "maximum": 120_000,
-            "default": 10_000,
-            "description": "How long a launched plugin has to become healthy.",
-        },
-    ],
+    configuration=QuivrConfiguration,
     # hosts that mount the package get the ranker stopped with the entry (see apply)
-    lambda config: define_ranking_strategy(create_ranker(config)),
+    create=lambda config: define_ranking_strategy(create_ranker(config)),
 )
 
 
@@ -270,8 +251,9 @@ def apply(ctx: PluginContext) -> None:
     `connector`) are left alone: the plugin may declare them beside these.
 
     Raises:
-        InstallError: naming the configuration key at fault.
-        DefinitionError: a declared vector space mnemon cannot hold.
+        DefinitionError: the configuration breaks its rules (naming the key), or a declared
+            vector space mnemon cannot hold.
+        InstallError: the plugin the configuration names cannot be used (naming the key).
     """
     config = QUIVR_CONFIGURATION.validate(ctx.configuration)
     link = plugin_link(config)

@@ -8,13 +8,15 @@ all writable. It only selects: it creates no storage and deletes no data.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
+from pydantic import Field, model_validator
+
 from mnemon.sdk import (
-    DefinitionError,
+    Configuration,
     ExtensionRequest,
     PluginContext,
+    SourceKeys,
     ViewExtensionDefinition,
     define_memory_plugin,
     define_strategy_configuration,
@@ -22,7 +24,7 @@ from mnemon.sdk import (
     install_memory,
 )
 
-__all__ = ["SCOPED_CONFIGURATION", "apply", "memory_plugin", "selection"]
+__all__ = ["SCOPED_CONFIGURATION", "ScopedConfiguration", "apply", "memory_plugin", "selection"]
 
 ROLE_ORDER = ("working-context", "narrative", "durable-evidence")
 MAX_SOURCES = 32
@@ -36,9 +38,29 @@ memory_plugin = define_memory_plugin(
 )
 
 
-def selection(config: Mapping[str, Any], request: ExtensionRequest) -> dict[str, Any]:
+class ScopedConfiguration(Configuration):
+    """Which Sources a View selects, in which order, and which of them may be written."""
+
+    source_keys: SourceKeys | None = Field(default=None, title="Sources")
+    """Exact Source keys in priority order; by default every installed Source, by role."""
+    writable_source_keys: SourceKeys | None = Field(default=None, title="Writable Sources")
+    """The Sources of `source_keys` that may be written; by default all of them."""
+
+    @model_validator(mode="after")
+    def _writable_are_selected(self) -> ScopedConfiguration:
+        if self.writable_source_keys is None:
+            return self
+        if self.source_keys is None:
+            raise ValueError("writable_source_keys: needs source_keys beside it")
+        for index, key in enumerate(self.writable_source_keys):
+            if key not in self.source_keys:
+                raise ValueError(f"writable_source_keys[{index}]: must be one of source_keys")
+        return self
+
+
+def selection(config: ScopedConfiguration, request: ExtensionRequest) -> dict[str, Any]:
     """The selection value for one composition (pure)."""
-    keys = config.get("source_keys")
+    keys: tuple[str, ...] | None = config.source_keys
     if keys is None:
         ranked = sorted(
             request.sources,
@@ -47,26 +69,15 @@ def selection(config: Mapping[str, Any], request: ExtensionRequest) -> dict[str,
                 s.key,
             ),
         )
-        keys = [source.key for source in ranked][:MAX_SOURCES]
-    writable = config.get("writable_source_keys")
+        keys = tuple(source.key for source in ranked)[:MAX_SOURCES]
+    writable = config.writable_source_keys
     return {
         "source_keys": list(keys),
         "writable_source_keys": list(keys if writable is None else writable),
     }
 
 
-def _create(config: Mapping[str, Any]) -> ViewExtensionDefinition:
-    keys, writable = config.get("source_keys"), config.get("writable_source_keys")
-    if writable is not None:
-        if keys is None:
-            raise DefinitionError(
-                "scoped configuration.writable_source_keys: needs source_keys beside it"
-            )
-        outside = [key for key in writable if key not in keys]
-        if outside:
-            raise DefinitionError(
-                f"scoped configuration.writable_source_keys: {outside[0]!r} is not in source_keys"
-            )
+def _create(config: ScopedConfiguration) -> ViewExtensionDefinition:
     return define_view_extension(
         "scoped",
         "mnemon-strategy-scoped",
@@ -80,11 +91,8 @@ SCOPED_CONFIGURATION = define_strategy_configuration(
     "scoped",
     "Scoped",
     "Exact Sources in priority order; optionally only some of them writable.",
-    [
-        {"id": "source_keys", "label": "Sources", "input": "source-list"},
-        {"id": "writable_source_keys", "label": "Writable Sources", "input": "source-list"},
-    ],
-    _create,
+    configuration=ScopedConfiguration,
+    create=_create,
 )
 
 

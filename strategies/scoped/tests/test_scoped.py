@@ -18,7 +18,7 @@ from mnemon_testing import MemoryCompositionRunner, StubSource
         ({"writable_source_keys": ["source:a"]}, "needs source_keys beside it"),
         (
             {"source_keys": ["source:a"], "writable_source_keys": ["source:b"]},
-            "'source:b' is not in source_keys",
+            r"writable_source_keys\[0\]: must be one of source_keys",
         ),
         ({"source_keys": ["source:a"] * 2}, "items must be unique"),
         ({"source_keys": [f"source:{i}" for i in range(33)]}, "at most 32 items"),
