@@ -288,10 +288,10 @@ def test_mnemon_view_boots_a_profile_with_broken_backends(project: Path) -> None
     )
     assert result.exit_code == 0, result.output
     view = json.loads(result.output)
-    shown = json.dumps(view)
-    assert "source:memory/recall" in shown
-    assert "source:vector/recall" not in shown
-    assert "fragile-memory needs" not in shown  # the factory's text never reaches the View
+    routes = {route["id"] for route in view["routes"]}
+    assert "source:memory/recall" in routes
+    assert "source:vector/recall" not in routes  # declared (its tool keeps a name), not offered
+    assert "fragile-memory needs" not in json.dumps(view)  # the factory's text never reaches it
 
 
 @pytest.fixture
