@@ -302,12 +302,35 @@ def test_a_damaged_store_names_its_folder_and_the_os_error(tmp_path: Path) -> No
     assert str(tmp_path) not in result.stderr
 
 
-def test_a_source_the_strategy_leaves_out_is_diagnosed(plugged: Path) -> None:
+def test_a_third_party_source_of_its_own_role_is_seen_by_the_model(plugged: Path) -> None:
+    # the to-do Source's role is `notes`, none of the layered Strategy's three: still admitted
     view = json.loads(run(plugged, "view", "--user", "ada", "--json").stdout)
-    (left_out,) = [d for d in view["diagnostics"] if d["code"] == "source-not-selected"]
-    assert left_out["key"] == "source:todo"
-    assert left_out["message"].endswith("(role-not-supported)")
-    shown = run(plugged, "inspect", "--user", "ada")
+    assert "source:todo/lookup" in {route["id"] for route in view["routes"]}
+    assert "source:todo/add" in {offer["id"] for offer in view["offers"]}
+    assert not [d for d in view["diagnostics"] if d["code"] == "source-not-selected"]
+
+
+def test_a_source_the_strategy_leaves_out_is_diagnosed(tmp_path: Path) -> None:
+    third_party(tmp_path)
+    # the starter's scoped extension, switched on with a selection that leaves the to-do out
+    profile = tmp_path / "mnemon.toml"
+    disabled = 'id = "scoped"\nplugin = "scoped"\nenabled = false\n'
+    assert disabled in profile.read_text(encoding="utf-8")
+    profile.write_text(
+        profile.read_text(encoding="utf-8").replace(
+            disabled,
+            'id = "scoped"\nplugin = "scoped"\n[entries.config]\n'
+            'source_keys = ["source:runtime", "source:spaces"]\n',
+        ),
+        encoding="utf-8",
+    )
+    view = json.loads(run(tmp_path, "view", "--user", "ada", "--json").stdout)
+    (left_out,) = [
+        d for d in view["diagnostics"]
+        if d["code"] == "source-not-selected" and d["key"] == "source:todo"
+    ]  # fmt: skip
+    assert left_out["message"].endswith("(excluded-by-selection)")
+    shown = run(tmp_path, "inspect", "--user", "ada")
     assert "source:todo       serving, not selected by the Strategy" in shown.stdout
 
 

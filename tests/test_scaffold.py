@@ -373,3 +373,21 @@ def test_a_bad_name_is_refused_before_a_scaffold_renders(
     assert result.exit_code == 2
     assert "lowercase letters" in result.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_generated_source_mounted_in_the_starter_profile_is_seen_by_the_model(
+    generated: dict[str, Path], tmp_path: Path
+) -> None:
+    # as its README says: `mnemon init`, then an entry for it; its role is its own (`notes`)
+    assert run(tmp_path, MNEMON, "init", "--embedder", "none").returncode == 0
+    with (tmp_path / "mnemon.toml").open("a", encoding="utf-8") as profile:
+        profile.write('\n[[entries]]\nid = "todo-list"\nuse = "todo_list"\n')
+    path = os.pathsep.join([str(generated["source"]), os.environ.get("PYTHONPATH", "")])
+    shown = run(tmp_path, MNEMON, "view", "--user", "ada", "--json", PYTHONPATH=path)
+    assert shown.returncode == 0, shown.stderr
+    view = json.loads(shown.stdout)
+    assert "source:todo-list/search" in {route["id"] for route in view["routes"]}
+    assert "source:todo-list/add" in {offer["id"] for offer in view["offers"]}
+    assert not [d for d in view["diagnostics"] if d["key"] == "source:todo-list"]
+    inspected = run(tmp_path, MNEMON, "inspect", "--user", "ada", PYTHONPATH=path)
+    assert "not selected" not in inspected.stdout

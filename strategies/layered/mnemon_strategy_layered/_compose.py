@@ -38,7 +38,8 @@ ROUTES = ("inspect", "search", "recall", "related")
 MANIFEST = {
     "type_id": TYPE_ID,
     "package_name": "mnemon-strategy-layered",
-    "supported_source_roles": list(ROLES),
+    # the three roles it arranges, and any other a third party declares (admitted routed)
+    "supported_source_roles": ["*"],
     "max_sources": 32,
     "max_routes": 32,
     "max_actions": 32,
@@ -83,12 +84,18 @@ def allocation(roles: Sequence[str], budget: int, *, selected: bool) -> tuple[in
     return allocate_characters(budget, weights)
 
 
+def _rank(role: str) -> int:
+    return ROLES.index(role) if role in ROLES else len(ROLES)
+
+
 def _by_role(sources: Sequence[SourceCandidate]) -> list[SourceCandidate]:
-    """The Sources of the three roles, by role, then by key: load order never decides."""
-    return sorted(
-        (source for source in sources if source.facts.role in ROLES),
-        key=lambda source: (ROLES.index(source.facts.role), source.key),
-    )
+    """Every Source: the three roles in their order, then any other role, each by key.
+
+    Load order never decides. A Source of another role (a third party's `tasks`, `recipes`)
+    is admitted like narrative memory: routed, within the share of the non-resident Sources,
+    with all its routes, so a Source a person mounts is one the model sees.
+    """
+    return sorted(sources, key=lambda source: (_rank(source.facts.role), source.key))
 
 
 def write_targets(
@@ -102,7 +109,7 @@ def write_targets(
     """
     writable: set[str] = set()
     notes: list[str] = []
-    for role in ROLES:
+    for role in dict.fromkeys(source.facts.role for source in chosen):
         members = [source.key for source in chosen if source.facts.role == role]
         listed = [key for key in members if key in write_sources]
         if len(members) <= 1 or listed:
@@ -195,7 +202,12 @@ def compose(
         selection: dict[str, Any] = {
             "source_key": source.key,
             "required": False,
-            "route_ids": [route.id for route in source.routes if route.id in ROUTES],
+            # the routes its policy knows; a Source of another role keeps its own
+            "route_ids": [
+                route.id
+                for route in source.routes
+                if route.id in ROUTES or source.facts.role not in ROLES
+            ],
             "action_ids": [a.id for a in source.actions] if source.key in writable else [],
         }
         if source.key in group and source.key != front:
