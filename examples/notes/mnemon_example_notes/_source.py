@@ -68,6 +68,8 @@ MANIFEST = {
     "role": "notes",
     "capabilities": ["project", "read", "write"],
     "consistency": "exact-snapshot",
+    # a scope without a user has no notes file: tools then ask for one (`--user`)
+    "partition_keys": ["user_id"],
     "routes": [
         {
             "id": "read",
@@ -176,6 +178,8 @@ class NotesSource:
         self._shared = path
         # the entry's own folder is made private; the folder of a file the user named is theirs
         self._private = path is None
+        #: one file the user named serves every scope: no scope id is needed then
+        self.partition_keys = ("user_id",) if path is None else ()
         # writes of this instance are serialized, so a fenced replace checks and writes at once
         self._write_lock = anyio.Lock()
 
