@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -30,7 +31,9 @@ class SourceConfiguration(BaseModel):
     Declare fields with types and defaults as in any pydantic model; use `ConfigPath` for
     paths (relative ones are taken from the profile's folder) and `pydantic.SecretStr` for
     credentials (masked in every repr and never quoted in an error). Read it with
-    `read_configuration(MyConfiguration, init, subject="my-source")`.
+    `read_configuration(MyConfiguration, init, subject="my-source")` in a Source's factory;
+    an embedder's factory, a Strategy's `apply` or any plugin's `apply` reads the configuration
+    mapping it was given the same way.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -59,20 +62,34 @@ ConfigPath = Annotated[Path, BeforeValidator(_text_path), AfterValidator(_resolv
 
 
 def read_configuration(
-    model: type[_Configuration], init: SourceInit, *, subject: str
+    model: type[_Configuration],
+    init: SourceInit | Mapping[str, Any],
+    *,
+    subject: str,
+    config_dir: str | os.PathLike[str] | None = None,
 ) -> _Configuration:
-    """Validate `init.configuration` as `model`; errors name the key, never its value.
+    """Validate a configuration as `model`; errors name the key, never its value.
 
-    Every error reads `<subject> configuration.<key>: <rule>`; an unknown key suggests the
-    closest known one. Relative `ConfigPath` values are taken from `init.config_dir`.
+    `init` is a Source's `SourceInit` (its `configuration` is read, and relative `ConfigPath`
+    values are taken from its `config_dir`), or the configuration itself: what an embedder's
+    factory receives, or `ctx.configuration` in a plugin's `apply`, with `config_dir` the folder
+    relative paths are taken from (`ctx.config_dir`; a `SourceInit` brings its own). Without a
+    folder, a relative path is refused. Every error reads `<subject> configuration.<key>:
+    <rule>`; an unknown key suggests the closest known one.
 
     Raises:
         DefinitionError: the first problems, each naming its key.
     """
+    if isinstance(init, SourceInit):
+        configuration: object = init.configuration
+        config_dir = init.config_dir
+    else:
+        configuration = init
+    if not isinstance(configuration, Mapping):
+        raise DefinitionError(f"{subject} configuration: must be a table of keys and values")
+    folder = None if config_dir is None else os.fspath(config_dir)
     try:
-        return model.model_validate(
-            dict(init.configuration), context={"config_dir": init.config_dir}
-        )
+        return model.model_validate(dict(configuration), context={"config_dir": folder})
     except ValidationError as exc:
         raise DefinitionError(_describe(exc, model, subject)) from None
 

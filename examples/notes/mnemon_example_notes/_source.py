@@ -15,11 +15,13 @@ import hashlib
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Annotated
 
 import anyio
+from pydantic import BeforeValidator, Field, model_validator
 
 from mnemon import (
-    DefinitionError,
+    ConfigPath,
     Evidence,
     EvidenceItem,
     FactsRequest,
@@ -34,6 +36,7 @@ from mnemon import (
     ReadGrant,
     RevisionConflict,
     Scope,
+    SourceConfiguration,
     SourceError,
     SourceFacts,
     SourceInit,
@@ -44,6 +47,7 @@ from mnemon import (
     define_memory_source,
     install_memory,
     memory_text_schema,
+    read_configuration,
     run_blocking,
     source_data_directory,
     truncate_text,
@@ -304,22 +308,41 @@ class NotesSource:
         )
 
 
+def _named(value: object) -> object:
+    # said before the SDK's own path rule, in the words this example has always used
+    if value == "":
+        raise ValueError("a file path is required")
+    return value
+
+
+class NotesConfiguration(SourceConfiguration):
+    """What a profile may say about a notes Source: a file to serve, or where to keep files."""
+
+    path: Annotated[ConfigPath, BeforeValidator(_named)] | None = Field(
+        default=None,
+        description="One notes file, shown to every scope of the entry (a single-user profile).",
+    )
+    data_dir: ConfigPath | None = Field(
+        default=None,
+        description="The base folder of the per-partition notes files (default: the host's).",
+    )
+
+    @model_validator(mode="after")
+    def _one_way(self) -> NotesConfiguration:
+        if self.path is not None and self.data_dir is not None:
+            raise ValueError("give either path or data_dir, not both")
+        return self
+
+
 def _create(init: SourceInit) -> NotesSource:
-    unknown = sorted(set(init.configuration) - {"path", "data_dir"})
-    if unknown:
-        raise DefinitionError(f"notes configuration: unknown key {unknown[0]!r}")
-    if "path" not in init.configuration:
-        folder = source_data_directory(init, init.configuration.get("data_dir"))
-        return NotesSource(init.instance_key, folder=folder)
-    if "data_dir" in init.configuration:
-        raise DefinitionError("notes configuration: give either path or data_dir, not both")
-    raw = init.configuration["path"]
-    if not isinstance(raw, str) or not raw:
-        raise DefinitionError("notes configuration.path: a file path is required")
-    path = Path(raw)
-    if not path.is_absolute():
-        raise DefinitionError("notes configuration.path: must be an absolute path")
-    return NotesSource(init.instance_key, path=path)
+    # an unknown key, a value of the wrong type or a relative path without a profile folder
+    # is refused here, by the SDK, naming the key and never the value
+    configuration = read_configuration(NotesConfiguration, init, subject="notes")
+    if configuration.path is not None:
+        return NotesSource(init.instance_key, path=configuration.path)
+    data_dir = configuration.data_dir
+    folder = source_data_directory(init, None if data_dir is None else str(data_dir))
+    return NotesSource(init.instance_key, folder=folder)
 
 
 NOTES_SOURCE = define_memory_source(MANIFEST, _create)
