@@ -20,7 +20,7 @@ $(STAMP): $(BIN)/python $(MANIFESTS) Makefile
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@# the core was called `mnemon` before; an old editable install of it would linger
 	-@$(BIN)/python -m pip uninstall --quiet --yes mnemon >/dev/null 2>&1
-	$(BIN)/python -m pip install --quiet -e '.[dev,cli]' -e testing/ $(EDITABLE)
+	$(BIN)/python -m pip install --quiet -e '.[dev,cli]' -e 'testing/[test]' $(EDITABLE)
 	touch $(STAMP)
 
 demo: $(STAMP)

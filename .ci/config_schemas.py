@@ -46,6 +46,21 @@ MODELS = {
     "sources/nexent/mnemon_source_nexent/mnemon-plugin.toml": (
         "mnemon_source_nexent._config:NexentConfiguration"
     ),
+    "integrations/remote/mnemon_remote/mnemon-plugin.toml": (
+        "mnemon_remote._client:RemoteConfiguration"
+    ),
+    "embedders/minilm/mnemon_embedder_minilm/mnemon-plugin.toml": (
+        "mnemon_embedder_minilm._settings:MiniLMConfiguration"
+    ),
+    "embedders/openai/mnemon_embedder_openai/mnemon-plugin.toml": (
+        "mnemon_embedder_openai._settings:OpenAIConfiguration"
+    ),
+    "examples/notes/mnemon_example_notes/mnemon-plugin.toml": (
+        "mnemon_example_notes._source:NotesConfiguration"
+    ),
+    "examples/focus/mnemon_example_focus/mnemon-plugin.toml": (
+        "mnemon_example_focus._strategy:FocusConfiguration"
+    ),
     "strategies/layered/mnemon_strategy_layered/mnemon-plugin.toml": (
         "mnemon_strategy_layered:LAYERED_CONFIGURATION"
     ),

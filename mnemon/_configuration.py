@@ -82,18 +82,33 @@ the configuration.
 """
 
 
-def read_configuration(model: type[_Model], init: _Entry, *, subject: str) -> _Model:
-    """Validate `init.configuration` as `model`; errors name the key, never its value.
+def read_configuration(
+    model: type[_Model],
+    init: _Entry | Mapping[str, Any],
+    *,
+    subject: str,
+    config_dir: str | os.PathLike[str] | None = None,
+) -> _Model:
+    """Validate a plugin's configuration as `model`; errors name the key, never its value.
 
-    `init` is what a Source factory receives (`SourceInit`) or what a plugin's `apply(ctx)`
-    receives (`PluginContext`). Every error reads `<subject> configuration.<key>: <rule>`, in
-    plain words (`must be an integer`, `must be between 1 and 10`, `unknown key; did you mean
-    'limit'?`); relative `ConfigPath` values are taken from `init.config_dir`.
+    `init` is what a Source factory receives (`SourceInit`), what a plugin's `apply(ctx)`
+    receives (`PluginContext`), or the configuration mapping itself (what an embedder's factory
+    receives), with `config_dir` the folder relative paths are taken from (a `SourceInit` or a
+    `PluginContext` brings its own; without a folder a relative path is refused). Every error
+    reads `<subject> configuration.<key>: <rule>`, in plain words (`must be an integer`, `must
+    be between 1 and 10`, `unknown key; did you mean 'limit'?`).
 
     Raises:
         DefinitionError: the first problems, each naming its key.
     """
-    return read_values(model, init.configuration, config_dir=init.config_dir, subject=subject)
+    if isinstance(init, Mapping) or not hasattr(init, "configuration"):
+        values: object = init
+        folder = None if config_dir is None else os.fspath(config_dir)
+    else:
+        values, folder = init.configuration, init.config_dir
+    if not isinstance(values, Mapping):
+        raise DefinitionError(f"{subject} configuration: must be a table of keys and values")
+    return read_values(model, values, config_dir=folder, subject=subject)
 
 
 def read_values(

@@ -156,6 +156,10 @@ class MemorySource(Protocol):
     `mutate(request: MutationRequest) -> MutationReceipt`; with a management descriptor,
     `manage(request)`; and any Source may implement `dispose()`, called once after its
     generation drains. All of them are coroutines.
+
+    A runtime whose configuration changes the scope ids it partitions by (the manifest's
+    `partition_keys`) has its own `partition_keys` attribute, a list of `Scope` field names,
+    read once when it is created and checked like the manifest's.
     """
 
     async def facts(self, request: FactsRequest) -> SourceFacts:

@@ -289,6 +289,86 @@ def test_inspect_reports_each_sources_health_for_a_scope(project: Path) -> None:
     assert "source:documents  unavailable" in text.stdout
 
 
+DESKS = '''\
+"""A third-party Source that needs a workspace, or the scope ids its configuration names."""
+
+from mnemon.sdk import SourceFacts, ViewContribution, define_memory_source, install_memory
+
+MANIFEST = {
+    "type_id": "desk",
+    "package_name": "cli-desk-plugins",
+    "role": "working-context",
+    "capabilities": ["project"],
+    "consistency": "exact-snapshot",
+    "partition_keys": ["workspace"],
+}
+
+
+class _Desk:
+    def __init__(self, init):
+        self._key = init.instance_key
+        needs = init.configuration.get("needs")
+        if needs is not None:
+            self.partition_keys = needs  # what this instance needs, chosen by its configuration
+        self._needs = needs or MANIFEST["partition_keys"]
+
+    async def facts(self, request):
+        missing = any(getattr(request.scope, name) is None for name in self._needs)
+        return SourceFacts(
+            instance_key=self._key, type_id="desk", role="working-context",
+            availability="unavailable" if missing else "ready",
+            reason="missing-scope" if missing else None,
+            capabilities=() if missing else ("project",),
+        )
+
+    async def project(self, request):
+        return ViewContribution()
+
+
+class _Plugin:
+    definition = define_memory_source(MANIFEST, _Desk)
+
+    def apply(self, ctx):
+        install_memory(ctx, sources=[self.definition])
+
+
+desk = _Plugin()
+'''
+
+
+def test_a_missing_scope_hint_names_the_ids_a_source_declares(tmp_path: Path) -> None:
+    """The flag to add comes from what each Source declares, never from its type."""
+    assert mnemon(tmp_path, "init", "--embedder", "none").returncode == 0
+    (tmp_path / "cli_desk_plugins.py").write_text(DESKS, encoding="utf-8")
+    profile = tmp_path / "mnemon.toml"
+    profile.write_text(
+        profile.read_text(encoding="utf-8")
+        + '\n[[entries]]\nid = "desk"\nuse = "cli_desk_plugins:desk"\n'
+        + '\n[[entries]]\nid = "crew"\nuse = "cli_desk_plugins:desk"\n'
+        + '[entries.config]\nneeds = ["agent_id", "session_id"]\n'
+        # the runtime Source configured to need a workspace too: its instance says so
+        + '\n[[entries]]\nid = "team"\nplugin = "runtime"\n'
+        + '[entries.config]\nscope_keys = ["workspace", "user_id"]\n',
+        encoding="utf-8",
+    )
+    report = json.loads(run(tmp_path, "inspect", "--user", "ada", "--json").stdout)
+    health = {item["source_key"]: item for item in report["health"]}
+    assert health["source:desk"]["health"] == "unavailable"
+    assert health["source:desk"]["diagnostics"][0].endswith("(add --workspace)")
+    assert health["source:crew"]["diagnostics"][0].endswith("(add --agent and --session)")
+    assert health["source:team"]["diagnostics"][0].endswith("(add --workspace)")
+    assert health["source:runtime"]["health"] == "ready"
+    shown = run(tmp_path, "view", "--agent", "a1")
+    assert shown.returncode == 0, shown.stderr
+    assert "source:desk is unavailable (missing-scope) (add --workspace)" in shown.stdout
+    assert "(add --session)" in shown.stdout  # crew: the agent is given, the session is not
+    given = json.loads(
+        run(tmp_path, "inspect", "--user", "ada", "--workspace", "w", "--json").stdout
+    )
+    states = {item["source_key"]: item["health"] for item in given["health"]}
+    assert (states["source:desk"], states["source:team"]) == ("ready", "ready")
+
+
 def test_a_damaged_store_names_its_folder_and_the_os_error(tmp_path: Path) -> None:
     assert mnemon(tmp_path, "init").returncode == 0
     assert mnemon(tmp_path, "remember", "Kept.", "--user", "ada", "--yes").returncode == 0

@@ -189,6 +189,21 @@ def _starts(field: str, *words: str) -> str:
             _starts("manifest.routes[0].input_schema"),
             id="input-schema-not-a-dict",
         ),
+        pytest.param(
+            {"partition_keys": ["user_id", "team"]},
+            _starts("manifest.partition_keys[1]", "'team' is not a scope id (one of tenant_id"),
+            id="partition-key-not-a-scope-id",
+        ),
+        pytest.param(
+            {"partition_keys": ["workspace", "workspace"]},
+            _starts("manifest.partition_keys[1]", "'workspace' is listed twice"),
+            id="partition-key-twice",
+        ),
+        pytest.param(
+            {"partition_keys": "user_id"},
+            _starts("manifest.partition_keys"),
+            id="partition-keys-not-a-list",
+        ),
         pytest.param({"extra": 1}, _starts("manifest.extra"), id="unknown-manifest-key"),
         pytest.param(
             {"routes": [_route(limit=3)]},

@@ -295,6 +295,47 @@ async def test_a_source_whose_callbacks_are_not_coroutines_is_refused_at_mount()
         assert host.inspect()["entries"] == []
 
 
+class _Partitioned:
+    """A Source runtime whose configuration may name its own partition_keys."""
+
+    def __init__(self, init: Any) -> None:
+        self.key = init.instance_key
+        if "keys" in init.configuration:
+            self.partition_keys = init.configuration["keys"]
+
+    async def facts(self, request: Any) -> Any:
+        raise AssertionError("never called")
+
+    async def project(self, request: Any) -> Any:
+        raise AssertionError("never called")
+
+
+async def test_a_runtimes_partition_keys_win_over_the_manifests_and_are_checked_at_mount() -> None:
+    from mnemon.sdk import define_memory_source
+    from tests.kit import source_manifest
+
+    manifest = source_manifest(routes=(), actions=(), capabilities=("project",))
+    definition = define_memory_source({**manifest, "partition_keys": ["workspace"]}, _Partitioned)
+    async with MemoryHost() as host:
+        await host.mount(strategy_plugin(), instance_id="strategy")
+        await host.mount(Plugin(sources=[definition]), instance_id="desk")
+        await host.mount(
+            Plugin(sources=[definition]), instance_id="crew", config={"keys": ["agent_id"]}
+        )
+        for keys, problem in [
+            (["team"], r"partition_keys\[0\]: 'team' is not a scope id \(one of tenant_id"),
+            ("user_id", r"partition_keys: must be a list of scope ids"),
+        ]:
+            with pytest.raises(InstallError, match=rf"Memory Source source:bad runtime: {problem}"):
+                await host.mount(
+                    Plugin(sources=[definition]), instance_id="bad", config={"keys": keys}
+                )
+        report = host.inspect()
+    assert report["entries"] == ["crew", "desk", "strategy"]
+    declared = {item["key"]: item["partition_keys"] for item in report["serving"]["sources"]}
+    assert declared == {"source:crew": ["agent_id"], "source:desk": ["workspace"]}
+
+
 def test_a_strategy_whose_compose_is_a_coroutine_is_refused_at_definition() -> None:
     from mnemon.sdk import define_memory_strategy
 

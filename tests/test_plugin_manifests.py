@@ -42,17 +42,9 @@ def read(manifest: str) -> dict[str, Any]:
 
 
 def test_every_first_party_plugin_is_covered() -> None:
-    # the two embedders state their schema by hand: they validate a plain mapping, no model
-    generated = set(schemas_tool().MODELS)
-    by_hand = {m for m in MANIFESTS if m.startswith("embedders/")}
-    # the examples and the remote kit check their configuration by hand as well (no model yet)
-    no_model = {
-        "examples/focus/mnemon_example_focus/mnemon-plugin.toml",
-        "examples/notes/mnemon_example_notes/mnemon-plugin.toml",
-        "integrations/remote/mnemon_remote/mnemon-plugin.toml",
-    }
-    assert generated | by_hand | no_model == set(MANIFESTS)
-    assert len(generated) == 12
+    # every first-party manifest's schema comes from its plugin's configuration model
+    assert set(schemas_tool().MODELS) == set(MANIFESTS)
+    assert len(MANIFESTS) == 17
 
 
 def test_every_config_schema_is_generated_from_the_current_model() -> None:

@@ -179,10 +179,10 @@ async def test_a_bad_entry_configuration_fails_the_whole_profile(tmp_path: Path)
         write(
             tmp_path,
             '[[entries]]\nid = "notes"\nuse = "mnemon_example_notes"\n'
-            '[entries.config]\npath = "relative.md"\n',
+            '[entries.config]\npath = "notes.md"\ncolour = "red"\n',
         )
     )
-    with pytest.raises(InstallError, match="must be an absolute path"):
+    with pytest.raises(InstallError, match=r"notes configuration\.colour: unknown key"):
         async with profile.open_host():
             pass
 

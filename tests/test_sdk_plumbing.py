@@ -94,6 +94,22 @@ def test_errors_name_every_key_at_fault_and_never_quote_values() -> None:
     assert "12345" not in message
 
 
+def test_a_configuration_mapping_reads_like_a_source_init() -> None:
+    # what an embedder's factory or a plugin's apply() gets: the mapping and, maybe, a folder
+    read = read_configuration(
+        NotesConfiguration, {"path": "n.md", "limit": 3}, subject="notes", config_dir="/srv/p"
+    )
+    assert (read.path, read.limit) == (Path("/srv/p/n.md"), 3)
+    with pytest.raises(DefinitionError) as caught:
+        read_configuration(NotesConfiguration, {"path": "tok_SECRET.md"}, subject="notes")
+    assert str(caught.value).startswith("notes configuration.path: must be an absolute path")
+    assert "SECRET" not in str(caught.value)
+    with pytest.raises(DefinitionError, match=r"^notes configuration\.limt: unknown key"):
+        read_configuration(NotesConfiguration, {"path": "/a", "limt": 3}, subject="notes")
+    with pytest.raises(DefinitionError, match=r"^notes configuration: must be a table"):
+        read_configuration(NotesConfiguration, ["path", "/a"], subject="notes")  # type: ignore[arg-type]
+
+
 def test_secrets_are_masked_in_every_repr() -> None:
     read = read_configuration(
         NotesConfiguration, init_with({"path": "/a", "token": "tok-SECRET-9"}), subject="notes"

@@ -48,7 +48,7 @@ from ._plugins import register as register_plugins
 from ._reindex import register as register_reindex
 from ._render import Printer, receipt_summary
 from ._scaffold import new
-from ._session import diagnostic_lines, open_memory, operator_turn
+from ._session import diagnostic_lines, open_memory, operator_turn, source_partitions
 from ._starter import installed_embedder, starter_profile, unusable_starter_plugins
 from ._transfer import register as register_transfer
 
@@ -220,7 +220,11 @@ async def _view(
                     evidence.append(await _read(turn, route, {"query": query}))
         # for the person: each diagnostic with the flag to add or the store's folder
         notes = diagnostic_lines(
-            turn.view.diagnostics, profile=profile, types=_source_types(host), scope=scope
+            turn.view.diagnostics,
+            profile=profile,
+            types=_source_types(host),
+            scope=scope,
+            partitions=source_partitions(host),
         )
         return turn.view, turn.wake(), evidence, notes
 
@@ -271,7 +275,11 @@ def _missing(
     """No route (or offer) `name`: say why, from the View's own diagnostics."""
     types = _source_types(host)
     lines = diagnostic_lines(
-        view.diagnostics, profile=profile, types=types, scope=view.request.scope
+        view.diagnostics,
+        profile=profile,
+        types=types,
+        scope=view.request.scope,
+        partitions=source_partitions(host),
     )
     wanted = f"{source}/{name}" if source else repr(name)
     if lines:
@@ -549,7 +557,7 @@ async def _inspect(path: Path, scope: Scope) -> dict[str, Any]:
         ]
         if report.get("state") != "serving":
             return report
-        types = _source_types(host)
+        types, partitions = _source_types(host), source_partitions(host)
         # one composition runs every Source's facts() for this scope: that is their health
         async with host.turn(scope=scope) as turn:
             composed = turn.view
@@ -566,7 +574,7 @@ async def _inspect(path: Path, scope: Scope) -> dict[str, Any]:
                     "health": state,
                     "selected": key in selected,
                     "diagnostics": diagnostic_lines(
-                        mine, profile=profile, types=types, scope=scope
+                        mine, profile=profile, types=types, scope=scope, partitions=partitions
                     ),
                 }
             )

@@ -15,7 +15,6 @@ import click
 from .._errors import ActionError, ManagementError, MnemonError
 from .._host import ManagementClient, MemoryHost
 from .._models import ActionOffer, ManagementEntry, MutationReceipt, RecordKind, Scope
-from .._profile import Profile
 from ._options import (
     CommandError,
     FlagError,
@@ -45,9 +44,9 @@ from ._session import missing_flags, open_memory, operator_turn
 __all__ = ["act", "forget", "list_memory", "route"]
 
 
-def _reason(exc: MnemonError, profile: Profile, entry: ManagementEntry, scope: Scope) -> str:
+def _reason(exc: MnemonError, entry: ManagementEntry, scope: Scope) -> str:
     if isinstance(exc, ManagementError) and missing_scope(exc):
-        flags = missing_flags(profile, entry.source_key, entry.type_id, scope)
+        flags = missing_flags(entry.partition_keys, scope)
         add = f" (add {' and '.join(flags)})" if flags else ""
         return f"missing-scope: the scope lacks an id this Source partitions by{add}"
     return f"{error_code(exc)}: {user_message(exc)}"
@@ -103,7 +102,7 @@ async def _list(
     limit: int | None,
 ) -> tuple[dict[str, Any], list[tuple[str, str, str, str]]]:
     """The report `--json` prints, and a line per record: kind, group, id and label."""
-    async with open_memory(path) as (profile, host):
+    async with open_memory(path) as (_, host):
         items: list[dict[str, Any]] = []
         shown: list[tuple[str, str, str, str]] = []
         skipped: list[dict[str, str]] = []
@@ -129,7 +128,7 @@ async def _list(
                 records, cut = await _records_of(client, entry.source_key, kind, space, limit)
             except ManagementError as exc:
                 failed.add(entry.source_key)  # one reason per Source, not one per kind
-                reason = _reason(exc, profile, entry, scope)
+                reason = _reason(exc, entry, scope)
                 skipped.append({"source_key": entry.source_key, "reason": reason})
                 continue
             base = {"kind": kind.id, "source": entry.source_key, "type": entry.type_id}

@@ -18,7 +18,6 @@ import click
 from .._errors import ManagementError, RevisionConflict
 from .._host import MemoryHost
 from .._models import ManagementEntry, ManagementOperation, Scope
-from .._profile import Profile
 from .._schema import input_problems
 from ._options import (
     CommandError,
@@ -121,7 +120,7 @@ async def _run_operation(
     expected: str | None,
     confirmed: Callable[[str], bool],
 ) -> dict[str, Any]:
-    async with open_memory(path) as (profile, host):
+    async with open_memory(path) as (_, host):
         entry = _entry_named(host, name)
         if operation_id is None:
             return _listing(entry, await _revision(host, entry, scope))
@@ -152,7 +151,7 @@ async def _run_operation(
             # fenced on what the Source reports now: a change made meanwhile is refused
             expected = await client.revision()
             if expected is None:
-                raise _unfenced(profile, entry, operation, scope)
+                raise _unfenced(entry, operation, scope)
         try:
             done = await client.mutate(
                 operation.id, value, confirmed=True, expected_revision=expected
@@ -167,10 +166,8 @@ async def _run_operation(
         return result
 
 
-def _unfenced(
-    profile: Profile, entry: ManagementEntry, operation: ManagementOperation, scope: Scope
-) -> CommandError:
-    flags = missing_flags(profile, entry.source_key, entry.type_id, scope)
+def _unfenced(entry: ManagementEntry, operation: ManagementOperation, scope: Scope) -> CommandError:
+    flags = missing_flags(entry.partition_keys, scope)
     add = f" (add {' and '.join(flags)})" if flags else ""
     return CommandError(
         f"nothing was changed: {entry.source_key} reports no revision in this scope{add}, so "

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ __all__ = [
     "missing_flags",
     "open_memory",
     "operator_turn",
+    "source_partitions",
 ]
 
 OPERATOR_TYPE_ID = "operator"
@@ -227,19 +228,22 @@ _FLAGS = {
 }
 
 
-def missing_flags(
-    profile: Profile | None, key: str, type_id: str | None, scope: Scope | None
-) -> list[str]:
-    """The identity flags a Source needs that `scope` lacks, e.g. `["--workspace"]`."""
-    # the scope ids the Source partitions by: its entry's scope_keys, else its type's default
-    needed: list[str] = ["workspace"] if type_id == "documents" else ["user_id"]
-    if profile is not None:
-        for entry in profile.entries:
-            configured = entry.config.get("scope_keys")
-            if entry.id == key.removeprefix("source:") and isinstance(configured, tuple):
-                needed = [str(item) for item in configured]
+def missing_flags(needed: Iterable[str], scope: Scope | None) -> list[str]:
+    """The identity flags for the scope ids in `needed` that `scope` lacks, e.g. `["--workspace"]`.
+
+    `needed` is what the Source declares it partitions by (`partition_keys`, as
+    `source_partitions` or a management entry report them): the core never guesses by type.
+    """
     given = scope.model_dump(exclude_none=True) if scope is not None else {}
     return [_FLAGS[name] for name in needed if name in _FLAGS and name not in given]
+
+
+def source_partitions(host: MemoryHost) -> dict[str, tuple[str, ...]]:
+    """The scope ids each serving Source partitions by, by its key."""
+    serving = host.inspect().get("serving") or {}
+    return {
+        item["key"]: tuple(item.get("partition_keys", ())) for item in serving.get("sources", [])
+    }
 
 
 # a reason about a Source's own store starts with one of these (`damaged-file`, `store-busy`);
@@ -255,11 +259,14 @@ def diagnostic_lines(
     types: Mapping[str, str] | None = None,
     source_key: str | None = None,
     scope: Scope | None = None,
+    partitions: Mapping[str, Sequence[str]] | None = None,
 ) -> list[str]:
     """One line per diagnostic (of `source_key`, when given): its code and message.
 
-    On the terminal only, a diagnostic about a Source's store adds the Source's data folder
-    relative to the profile and what the operating system says about it.
+    A `missing-scope` diagnostic adds the identity flags to give, from what the Source declares
+    in `partitions` (`source_partitions(host)`). On the terminal only, a diagnostic about a
+    Source's store adds the Source's data folder relative to the profile and what the operating
+    system says about it.
     """
     lines = []
     for item in diagnostics:
@@ -270,7 +277,7 @@ def diagnostic_lines(
         line = f"{record['code']}: {record['message']}"
         message = str(record["message"])
         if "missing-scope" in message and isinstance(key, str):
-            flags = missing_flags(profile, key, (types or {}).get(key), scope)
+            flags = missing_flags((partitions or {}).get(key, ()), scope)
             line += f" (add {' and '.join(flags)})" if flags else ""
         if (
             profile is not None

@@ -671,7 +671,7 @@ async def _import(path: Path, scope: Scope, records: ExportRecords, tally: Impor
                     await client.revision()
             except ManagementError as exc:
                 entry = next(entry for (s, _), (entry, _) in chosen.items() if s == key)
-                flags = missing_flags(profile, key, entry.type_id, scope)
+                flags = missing_flags(entry.partition_keys, scope)
                 add = f"; add {' and '.join(flags)}" if missing_scope(exc) and flags else ""
                 raise CommandError(
                     f"nothing was imported: {key} cannot be written in this scope "

@@ -364,6 +364,7 @@ def _describe(generation: Generation) -> dict[str, Any]:
                 "package_name": slot.plan.provenance.package_name,
                 "entry_id": slot.plan.provenance.entry_id,
                 "consistency": slot.manifest.consistency,
+                "partition_keys": list(slot.partition_keys),
             }
             for slot in generation.sources
         ],

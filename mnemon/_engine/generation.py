@@ -25,6 +25,7 @@ from .._models import (
     SourceProvenance,
     SourceRoute,
     VectorSpace,
+    partition_keys_problem,
 )
 from .._observe import Observers, SourceTelemetry
 from .graph import check_activation_graph
@@ -296,6 +297,8 @@ class SourceSlot:
     runtime: Any
     routes: tuple[SourceRoute, ...] = ()
     actions: tuple[SourceAction, ...] = ()
+    # the scope ids this instance partitions by: its runtime's, else its manifest's
+    partition_keys: tuple[str, ...] = ()
     # read several times per Source in every turn: plain attributes, not properties
     key: str = field(init=False)
     manifest: SourceManifest = field(init=False)
@@ -605,12 +608,24 @@ async def _create_runtimes(
                 needed.append("mutate")
             if source.manifest.management is not None:
                 needed.append("manage")
-            slot = SourceSlot(source, runtime, *_offerings(source))
+            # a runtime's own partition_keys (its configuration chose them) win over the type's
+            keys = getattr(runtime, "partition_keys", None)
+            problem = None if keys is None else partition_keys_problem(keys)
+            slot = SourceSlot(
+                source,
+                runtime,
+                *_offerings(source),
+                source.manifest.partition_keys if keys is None or problem else tuple(keys),
+            )
             slots.append(slot)
             missing = [name for name in needed if not callable(getattr(runtime, name, None))]
             if missing:
                 raise CompositionRejected(
                     f"Memory Source {source.key} runtime lacks {', '.join(missing)}()"
+                )
+            if problem is not None:
+                raise CompositionRejected(
+                    f"Memory Source {source.key} runtime: partition_keys{problem}"
                 )
             # checked now, with an exact message, not discovered later as "facts() failed"
             blocking = [

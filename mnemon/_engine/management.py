@@ -41,6 +41,7 @@ def management_catalog(generation: Generation) -> tuple[ManagementEntry, ...]:
                 fields=descriptor.fields,
                 operations=management_operations(descriptor),
                 records=descriptor.records,
+                partition_keys=slot.partition_keys,
             )
         )
     return tuple(entries)

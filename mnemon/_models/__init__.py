@@ -92,6 +92,7 @@ from .reads import (
 )
 from .registry import InstalledContribution, RegistrySnapshot
 from .sources import (
+    SCOPE_FIELDS,
     CompositionRequest,
     FactsRequest,
     Fragment,
@@ -103,6 +104,7 @@ from .sources import (
     SourceProvenance,
     ViewBudget,
     ViewContribution,
+    partition_keys_problem,
 )
 from .strategies import (
     CaptureSlotValue,
@@ -143,6 +145,7 @@ __all__ = [
     "MAX_SOURCE_TIMEOUT",
     "PACKAGE_PATTERN",
     "SCENARIO_PATTERN",
+    "SCOPE_FIELDS",
     "SOURCE_CAPABILITIES",
     "SPACE_ID_PATTERN",
     "ActionDescriptor",
@@ -239,5 +242,6 @@ __all__ = [
     "describe_validation_error",
     "from_checked",
     "management_operations",
+    "partition_keys_problem",
     "validate_model",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import Field, Strict, StringConstraints, model_validator
 
 from .._json import FrozenDict
 from .base import (
@@ -95,6 +95,9 @@ class ManagementEntry(WireModel):
     """The operations people may run, the record operations included."""
     records: tuple[RecordKind, ...] = ()
     """The kinds of record the Source holds."""
+    partition_keys: tuple[Annotated[str, Strict()], ...] = ()
+    """The scope ids the Source needs in a scope (its runtime's, else its manifest's): a scope
+    lacking one is refused, and a form can ask for them first."""
 
 
 # ---------------------------------------------------------------------- the records contract

@@ -22,6 +22,7 @@ from .base import (
     StrictInt,
     WireModel,
 )
+from .sources import partition_keys_problem
 
 
 class RouteDescriptor(WireModel):
@@ -306,9 +307,17 @@ class SourceManifest(WireModel):
     """The writes the Source offers the model."""
     management: ManagementDescriptor | None = None
     """How people manage the Source, or None."""
+    partition_keys: tuple[Annotated[str, Strict()], ...] = ()
+    """The scope ids the Source needs to find its data (names of `Scope`'s fields, such as
+    `user_id` or `workspace`): a scope lacking one finds it `unavailable` (`missing-scope`), and
+    tools say which identity to add (the CLI's `--workspace`). Empty, the default, declares none.
+    A Source whose configuration changes them says so in its runtime's `partition_keys`."""
 
     @model_validator(mode="after")
     def _check_consistency(self) -> SourceManifest:
+        problem = partition_keys_problem(self.partition_keys)
+        if problem is not None:
+            raise ValueError(f"partition_keys{problem}")
         if not unique(self.capabilities):
             raise ValueError("capabilities: duplicate capability")
         if not unique(route.id for route in self.routes):

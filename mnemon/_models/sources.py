@@ -43,6 +43,27 @@ class Scope(WireModel):
     """The workspace or project the View is for; data about its work is partitioned by it."""
 
 
+#: The names of `Scope`'s ids, in its order: what a Source may partition by.
+SCOPE_FIELDS: tuple[str, ...] = tuple(Scope.model_fields)
+
+
+def partition_keys_problem(keys: object) -> str | None:
+    """What is wrong with `keys` as the scope ids a Source partitions by, or None.
+
+    They must be a list of distinct names of `Scope`'s fields. The problem reads as the rest
+    of a sentence about the list, `[1]: 'team' is not a scope id (...)`, or `: must be...`.
+    """
+    if isinstance(keys, str) or not isinstance(keys, list | tuple):
+        return f": must be a list of scope ids ({', '.join(SCOPE_FIELDS)})"
+    for index, key in enumerate(keys):
+        if not isinstance(key, str) or key not in SCOPE_FIELDS:
+            shown = repr(key) if isinstance(key, str) and len(key) <= 64 else "the value"
+            return f"[{index}]: {shown} is not a scope id (one of {', '.join(SCOPE_FIELDS)})"
+        if key in keys[:index]:
+            return f"[{index}]: {key!r} is listed twice"
+    return None
+
+
 class ViewBudget(WireModel):
     """How much a View may hold: projected characters and evidence per route read."""
 

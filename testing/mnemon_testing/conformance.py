@@ -735,6 +735,35 @@ class SourceConformance:
             "a missing scope id must make facts() say unavailable, not raise"
         )
 
+    async def test_each_declared_partition_key_is_needed(self, tmp_path: Path) -> None:
+        """Each scope id the Source declares (`partition_keys`) is one it cannot serve without.
+
+        Tools tell a person which identity to add from this declaration (the CLI's
+        `--workspace`), so the first of `scopes` without any one of them must find the Source
+        `unavailable` with reason `missing-scope`.
+        """
+        async with await self._runner(tmp_path, required=False) as runner:
+            serving = runner.inspect().get("serving") or {}
+            declared = next(
+                item["partition_keys"]
+                for item in serving.get("sources", [])
+                if item["key"] == runner.key
+            )
+            if not declared:
+                pytest.skip("the Source declares no partition_keys")
+            for name in declared:
+                scope = {key: value for key, value in self.scopes[0].items() if key != name}
+                turn = await runner.begin_turn(scope)
+                view = turn.view
+                await turn.release()
+                mine = [d.message for d in view.diagnostics if d.key == runner.key]
+                served = view.consistency != () or not any("missing-scope" in m for m in mine)
+                assert not served, (
+                    f"the Source declares partition_keys {list(declared)}, so in scope "
+                    f"{scope} (without {name}) its facts must say unavailable with reason "
+                    "missing-scope; declare only the scope ids it cannot serve without"
+                )
+
     async def test_two_instances_are_isolated(self, tmp_path: Path) -> None:
         """Two entries of the Source with the same configuration keep separate data.
 

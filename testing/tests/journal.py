@@ -58,6 +58,7 @@ DEFECTS = (
     "counts_reads",
     "caches_snapshot",
     "caches_revision",
+    "claims_workspace",
 )
 TEXT = {
     "type": "object",
@@ -78,6 +79,7 @@ MANIFEST = {
     "role": "notes",
     "capabilities": ["project", "search", "write"],
     "consistency": "exact-snapshot",
+    "partition_keys": ["user_id"],
     "routes": [
         {
             "id": "find",
@@ -138,6 +140,9 @@ class Journal:
         self.cached: list[str] = []
         self.cached_revision: str | None = None
         self.reads = 0  # used only by the counts_reads defect
+        if "claims_workspace" in self.defects:
+            # declares a scope id it serves without
+            self.partition_keys = ("user_id", "workspace")
 
     def _user(self, scope: Scope) -> str | None:
         if "leak_scope" in self.defects:

@@ -70,11 +70,12 @@ def defective(*defects: str, **overrides: Any) -> JournalSuite:
         (defective("counts_reads"), "test_facts_and_project_write_nothing", "must not change the Source's state"),
         (defective("caches_snapshot"), "test_concurrent_scopes_never_share_a_snapshot", r"project\(\) in scope .* must show only that scope's data, but called after facts\(\) of scope"),
         (defective("caches_revision"), "test_concurrent_scopes_never_share_a_snapshot", r"project\(\) in scope .* must pin the revision its own facts\(\) reported .* it returned the revision facts\(\) reported for scope"),
+        (defective("claims_workspace"), "test_each_declared_partition_key_is_needed", r"declares partition_keys \['user_id', 'workspace'\], so in scope \{'user_id': 'u1'\} \(without workspace\)"),
     ],
     ids=["scope-leak", "shared-instances", "secret-leak", "volatile", "lost-writes", "overflow", "lax-input",
          "tenant-ignored", "tenant-fallback", "shared-agent-notes", "live-reads", "blocking", "shared-snapshot",
          "file-name-shown", "path-shown", "writes-on-read", "creates-on-read", "state-on-read",
-         "cached-snapshot", "cached-revision"],
+         "cached-snapshot", "cached-revision", "claimed-partition-key"],
 )  # fmt: skip
 async def test_each_defect_fails_its_check(
     suite: JournalSuite, check: str, message: str, tmp_path: Path

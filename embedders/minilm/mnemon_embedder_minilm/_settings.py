@@ -1,20 +1,22 @@
 """The embedder's configuration: how many CPU threads a model run uses, how many texts it takes.
 
-Read in the factory, so a bad value refuses the mount with the key's name; nothing heavy is
-imported here.
+A `mnemon.sdk.Configuration` model read in the factory with `mnemon.sdk.read_configuration`, so a
+bad value refuses the mount with the key's name, as every plugin's configuration does; nothing
+heavy is imported here.
 """
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from mnemon.sdk import DefinitionError
+from pydantic import BeforeValidator, Field
 
-__all__ = ["BOUNDS", "MiniLMSettings", "read_settings"]
+from mnemon.sdk import Configuration, read_configuration
+
+__all__ = ["BOUNDS", "MiniLMConfiguration", "MiniLMSettings", "read_settings"]
 
 #: the inclusive range of each configuration key
 BOUNDS = {"threads": (1, 64), "batch": (1, 256)}
@@ -33,6 +35,34 @@ def _default_threads() -> int:
     return max(1, min(2, os.cpu_count() or 1))
 
 
+def _whole(low: int, high: int) -> BeforeValidator:
+    """Refuses anything but a whole number from `low` to `high`, with one rule naming them."""
+
+    def check(value: object) -> object:
+        # bool is an int to Python, never to a profile's author
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ValueError(f"must be a whole number from {low} to {high}")
+        return value
+
+    return BeforeValidator(check)
+
+
+_Threads = Annotated[int, Field(ge=BOUNDS["threads"][0], le=BOUNDS["threads"][1])]
+_Batch = Annotated[int, Field(ge=BOUNDS["batch"][0], le=BOUNDS["batch"][1])]
+
+
+class MiniLMConfiguration(Configuration):
+    """What a profile may say about the MiniLM embedder (see the README's table)."""
+
+    threads: Annotated[_Threads, _whole(*BOUNDS["threads"])] = Field(
+        default_factory=_default_threads,
+        description="CPU threads one model run uses (default: 2, or 1 on a one-core machine).",
+    )
+    batch: Annotated[_Batch, _whole(*BOUNDS["batch"])] = Field(
+        default=32, description="Texts encoded in one model run (default: 32)."
+    )
+
+
 def read_settings(configuration: Mapping[str, Any]) -> MiniLMSettings:
     """The settings an entry's configuration asks for, defaults filled in.
 
@@ -40,20 +70,5 @@ def read_settings(configuration: Mapping[str, Any]) -> MiniLMSettings:
         DefinitionError: a key is unknown, or its value is not a whole number in its range;
             the message names the key, never the value.
     """
-    for key in configuration:
-        if key not in BOUNDS:
-            close = difflib.get_close_matches(str(key), list(BOUNDS), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise DefinitionError(f"minilm configuration.{key}: unknown key{hint}")
-    values = {"threads": _default_threads(), "batch": 32}
-    for key, (low, high) in BOUNDS.items():
-        if key not in configuration:
-            continue
-        value = configuration[key]
-        # bool is an int to Python, never to a profile's author
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise DefinitionError(
-                f"minilm configuration.{key}: must be a whole number from {low} to {high}"
-            )
-        values[key] = value
-    return MiniLMSettings(**values)
+    read = read_configuration(MiniLMConfiguration, configuration, subject="minilm")
+    return MiniLMSettings(threads=read.threads, batch=read.batch)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from functools import partial
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field
 
 from mnemon.sdk import (
     ComposeRequest,
     CompositionRejected,
-    DefinitionError,
+    Configuration,
     ExtensionContribution,
     PluginContext,
     SourceCandidate,
@@ -17,6 +19,7 @@ from mnemon.sdk import (
     define_memory_plugin,
     define_memory_strategy,
     install_memory,
+    read_configuration,
 )
 
 PACKAGE = "mnemon-example-focus"
@@ -48,37 +51,61 @@ def split_evenly(total: int, count: int) -> list[int]:
     return [share + (1 if index < remainder else 0) for index in range(count)]
 
 
-def _settings(configuration: Mapping[str, Any]) -> tuple[tuple[str, ...], str, bool]:
-    unknown = sorted(set(configuration) - {"source_keys", "mode", "required"})
-    if unknown:
-        raise DefinitionError(f"focus configuration: unknown key {unknown[0]!r}")
-    keys = configuration.get("source_keys")
+def _source_keys(value: object) -> object:
     if (
-        not isinstance(keys, Sequence)
-        or isinstance(keys, str)
-        or not keys
-        or not all(isinstance(key, str) and key for key in keys)
-        or len(set(keys)) != len(keys)
+        not isinstance(value, list | tuple)
+        or not value
+        or not all(isinstance(key, str) and key for key in value)
+        or len(set(value)) != len(value)
     ):
-        raise DefinitionError(
-            "focus configuration.source_keys: a non-empty list of unique instance keys"
-        )
-    mode = configuration.get("mode", "eager")
-    if mode not in ("eager", "routed"):
-        raise DefinitionError('focus configuration.mode: must be "eager" or "routed"')
-    required = configuration.get("required", False)
-    if not isinstance(required, bool):
-        raise DefinitionError("focus configuration.required: must be true or false")
-    return tuple(keys), mode, required
+        raise ValueError("a non-empty list of unique instance keys")
+    return value
+
+
+def _mode(value: object) -> object:
+    if value not in ("eager", "routed"):
+        raise ValueError('must be "eager" or "routed"')
+    return value
+
+
+def _flag(value: object) -> object:
+    if not isinstance(value, bool):
+        raise ValueError("must be true or false")
+    return value
+
+
+class FocusConfiguration(Configuration):
+    """What a profile may say about the focus Strategy (see the README's table)."""
+
+    source_keys: Annotated[
+        tuple[Annotated[str, Field(min_length=1)], ...],
+        Field(min_length=1, json_schema_extra={"uniqueItems": True}),
+        BeforeValidator(_source_keys),
+    ] = Field(description="The Source instance keys to select, in priority order.")
+    mode: Annotated[
+        Literal["eager", "routed"],
+        BeforeValidator(_mode),
+        Field(description="The projection mode of every selected Source."),
+    ] = "eager"
+    required: Annotated[
+        bool,
+        BeforeValidator(_flag),
+        Field(description="Whether a missing or unavailable Source rejects the View."),
+    ] = False
+
+
+def _settings(configuration: Mapping[str, Any]) -> FocusConfiguration:
+    # an unknown key or a bad value is refused naming the key, as every plugin's is
+    return read_configuration(FocusConfiguration, configuration, subject="focus")
 
 
 def _compose(
-    settings: tuple[tuple[str, ...], str, bool],
+    settings: FocusConfiguration,
     request: ComposeRequest,
     sources: tuple[SourceCandidate, ...],
     contributions: tuple[ExtensionContribution, ...],
 ) -> ViewSpec:
-    keys, mode, required = settings
+    keys, mode, required = settings.source_keys, settings.mode, settings.required
     by_key = {source.key: source for source in sources}
     missing = [key for key in keys if key not in by_key]
     if missing and required:

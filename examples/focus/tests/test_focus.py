@@ -66,10 +66,30 @@ def test_focus_requires_a_source() -> None:
     [
         ({}, "source_keys"),
         ({"source_keys": ["source:a", "source:a"]}, "unique"),
-        ({"source_keys": ["source:a"], "mode": "loud"}, "mode"),
-        ({"source_keys": ["source:a"], "extra": 1}, "unknown key 'extra'"),
+        ({"source_keys": []}, r"focus configuration\.source_keys: a non-empty list"),
+        (
+            {"source_keys": ["source:a"], "mode": "loud"},
+            r'focus configuration\.mode: must be "eager"',
+        ),
+        (
+            {"source_keys": ["source:a"], "required": "yes"},
+            r"configuration\.required: must be true or false",
+        ),
+        ({"source_keys": ["source:a"], "extra": 1}, r"focus configuration\.extra: unknown key"),
+        (
+            {"source_keys": ["source:a"], "mod": "eager"},
+            r"configuration\.mod: unknown key; did you mean 'mode'\?",
+        ),
     ],
-    ids=["missing-keys", "duplicate-keys", "bad-mode", "unknown-key"],
+    ids=[
+        "missing-keys",
+        "duplicate-keys",
+        "empty-keys",
+        "bad-mode",
+        "required-not-bool",
+        "unknown-key",
+        "misspelt",
+    ],
 )
 async def test_invalid_focus_configuration_is_refused(config: dict, message: str) -> None:
     async with MemoryCompositionRunner() as runner:

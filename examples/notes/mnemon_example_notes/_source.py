@@ -15,11 +15,14 @@ import hashlib
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Annotated
 
 import anyio
+from pydantic import BeforeValidator, Field, model_validator
 
 from mnemon.sdk import (
-    DefinitionError,
+    ConfigPath,
+    Configuration,
     Evidence,
     EvidenceItem,
     FactsRequest,
@@ -44,6 +47,7 @@ from mnemon.sdk import (
     define_memory_source,
     install_memory,
     memory_text_schema,
+    read_configuration,
     run_blocking,
     source_data_directory,
     truncate_text,
@@ -68,6 +72,8 @@ MANIFEST = {
     "role": "notes",
     "capabilities": ["project", "read", "write"],
     "consistency": "exact-snapshot",
+    # a scope without a user has no notes file: tools then ask for one (`--user`)
+    "partition_keys": ["user_id"],
     "routes": [
         {
             "id": "read",
@@ -176,6 +182,8 @@ class NotesSource:
         self._shared = path
         # the entry's own folder is made private; the folder of a file the user named is theirs
         self._private = path is None
+        #: one file the user named serves every scope: no scope id is needed then
+        self.partition_keys = ("user_id",) if path is None else ()
         # writes of this instance are serialized, so a fenced replace checks and writes at once
         self._write_lock = anyio.Lock()
 
@@ -300,22 +308,41 @@ class NotesSource:
         )
 
 
+def _named(value: object) -> object:
+    # said before the SDK's own path rule, in the words this example has always used
+    if value == "":
+        raise ValueError("a file path is required")
+    return value
+
+
+class NotesConfiguration(Configuration):
+    """What a profile may say about a notes Source: a file to serve, or where to keep files."""
+
+    path: Annotated[ConfigPath, BeforeValidator(_named)] | None = Field(
+        default=None,
+        description="One notes file, shown to every scope of the entry (a single-user profile).",
+    )
+    data_dir: ConfigPath | None = Field(
+        default=None,
+        description="The base folder of the per-partition notes files (default: the host's).",
+    )
+
+    @model_validator(mode="after")
+    def _one_way(self) -> NotesConfiguration:
+        if self.path is not None and self.data_dir is not None:
+            raise ValueError("give either path or data_dir, not both")
+        return self
+
+
 def _create(init: SourceInit) -> NotesSource:
-    unknown = sorted(set(init.configuration) - {"path", "data_dir"})
-    if unknown:
-        raise DefinitionError(f"notes configuration: unknown key {unknown[0]!r}")
-    if "path" not in init.configuration:
-        folder = source_data_directory(init, init.configuration.get("data_dir"))
-        return NotesSource(init.instance_key, folder=folder)
-    if "data_dir" in init.configuration:
-        raise DefinitionError("notes configuration: give either path or data_dir, not both")
-    raw = init.configuration["path"]
-    if not isinstance(raw, str) or not raw:
-        raise DefinitionError("notes configuration.path: a file path is required")
-    path = Path(raw)
-    if not path.is_absolute():
-        raise DefinitionError("notes configuration.path: must be an absolute path")
-    return NotesSource(init.instance_key, path=path)
+    # an unknown key, a value of the wrong type or a relative path without a profile folder
+    # is refused here, by the SDK, naming the key and never the value
+    configuration = read_configuration(NotesConfiguration, init, subject="notes")
+    if configuration.path is not None:
+        return NotesSource(init.instance_key, path=configuration.path)
+    data_dir = configuration.data_dir
+    folder = source_data_directory(init, None if data_dir is None else str(data_dir))
+    return NotesSource(init.instance_key, folder=folder)
 
 
 NOTES_SOURCE = define_memory_source(MANIFEST, _create)

@@ -53,11 +53,12 @@ async def test_each_turn_captures_its_own_snapshot(tmp_path: Path) -> None:
     [
         ({"path": "relative/notes.md"}, "must be an absolute path"),
         ({"path": ""}, "a file path is required"),
-        ({"path": "/tmp/n.md", "colour": "red"}, "unknown key 'colour'"),
+        ({"path": "/tmp/n.md", "colour": "red"}, r"notes configuration\.colour: unknown key"),
+        ({"path": 7}, r"notes configuration\.path: must be a path"),
         ({"path": "/tmp/n.md", "data_dir": "/tmp"}, "either path or data_dir"),
         ({"data_dir": "relative"}, "data_dir: must be an absolute path"),
     ],
-    ids=["relative", "empty", "unknown-key", "both", "relative-data-dir"],
+    ids=["relative", "empty", "unknown-key", "path-not-text", "both", "relative-data-dir"],
 )
 async def test_invalid_configuration_is_rejected_at_mount_and_nothing_is_published(
     config: dict[str, str], message: str

@@ -16,16 +16,17 @@ import secrets as _secrets
 import socket
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import httpx
 import orjson
 from jsonschema import Draft202012Validator
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BeforeValidator, Field, model_validator
 
 from mnemon.sdk import (
     ConfigPath,
+    Configuration,
     DefinitionError,
     FactsRequest,
     MnemonError,
@@ -37,6 +38,7 @@ from mnemon.sdk import (
     define_memory_plugin,
     define_memory_source,
     install_memory,
+    read_configuration,
 )
 
 from ._answers import AnswerTooLarge, InvalidAnswer, Redactor, decode_answer, read_bounded
@@ -50,20 +52,16 @@ from ._launch import (
 from ._manifest import ManifestReport, inspect_manifest, load_schema, require_valid
 from ._wire import CALLS, DISCOVERY, parse_envelope, source_error_from
 
-__all__ = ["DiscoveryMismatch", "RemoteSettings", "RemoteSource", "define_remote_source"]
+__all__ = [
+    "DiscoveryMismatch",
+    "RemoteConfiguration",
+    "RemoteSettings",
+    "RemoteSource",
+    "define_remote_source",
+]
 
 PACKAGE = "mnemon-remote"
 _log = logging.getLogger("mnemon.remote")
-_KEYS = {
-    "manifest",
-    "endpoint",
-    "launch",
-    "configuration",
-    "secrets",
-    "startup_timeout",
-    "token_env",
-    "max_response_bytes",
-}
 #: the most a host reads of one answer unless its configuration says otherwise, whatever the
 #: plugin declares (up to 64 MiB): a plugin's declaration is its wish, not the host's budget
 DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
@@ -81,7 +79,109 @@ class DiscoveryMismatch(MnemonError):
     """The plugin's discovery answer disagrees with the manifest the host holds."""
 
 
-_MANIFEST_PATH: TypeAdapter[Path] = TypeAdapter(ConfigPath)
+# what a key missing from the configuration is, until its own rule says why it is needed
+_MISSING = object()
+
+
+def _manifest_given(value: object) -> object:
+    if value is _MISSING or value == "":
+        raise ValueError("a manifest path is required")
+    return value
+
+
+def _endpoint(value: object) -> object:
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+        raise ValueError("must be an http(s) URL")
+    return value
+
+
+def _flag(value: object) -> object:
+    if not isinstance(value, bool):
+        raise ValueError("must be true or false")
+    return value
+
+
+def _mapping(value: object) -> object:
+    if not isinstance(value, Mapping):
+        raise ValueError("must be a mapping")
+    return value
+
+
+def _secret_values(value: object) -> object:
+    if not isinstance(value, Mapping) or not all(
+        isinstance(name, str) and isinstance(given, str) for name, given in value.items()
+    ):
+        raise ValueError("must map names to strings")
+    return value
+
+
+def _variable(value: object) -> object:
+    if not isinstance(value, str) or not value:
+        raise ValueError("an environment variable")
+    return value
+
+
+def _seconds(value: object) -> object:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 300:
+        raise ValueError("0 to 300 seconds")
+    return value
+
+
+def _response_bytes(value: object) -> object:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1024 <= value <= 64 << 20:
+        raise ValueError("1 KiB to 64 MiB")
+    return value
+
+
+class RemoteConfiguration(Configuration):
+    """What a profile may say about a `remote` entry (see the README's table)."""
+
+    # each key is checked on its own here; RemoteSettings then checks how they go together
+    # (an endpoint or a launch) and against the plugin's manifest (its secrets, its schema)
+
+    manifest: Annotated[ConfigPath, BeforeValidator(_manifest_given)] = Field(
+        description="The plugin's mnemon-source.yaml; a relative path is the profile's."
+    )
+    endpoint: Annotated[str, BeforeValidator(_endpoint)] | None = Field(
+        default=None,
+        description="The base URL of a plugin already running (or launch = true).",
+        json_schema_extra={"pattern": "^https?://"},
+    )
+    launch: Annotated[bool, BeforeValidator(_flag)] = Field(
+        default=False, description="Start the plugin's run.command, and stop it at unmount."
+    )
+    configuration: Annotated[dict[str, Any], BeforeValidator(_mapping)] | None = Field(
+        default=None,
+        description="With launch: the plugin's own configuration, checked by its schema.",
+    )
+    secrets: Annotated[dict[str, str], BeforeValidator(_secret_values)] = Field(
+        default_factory=dict,
+        description="Values of the manifest's declared secrets, given to a launched plugin.",
+    )
+    token_env: Annotated[str, BeforeValidator(_variable)] | None = Field(
+        default=None,
+        description=(
+            "With endpoint: the variable holding the plugin's caller secret "
+            f"(default: {MNEMON_RUN.token_variable})."
+        ),
+    )
+    startup_timeout: Annotated[float, Field(gt=0, le=300), BeforeValidator(_seconds)] = Field(
+        default=10.0, description="Seconds a launched plugin may take to answer."
+    )
+    max_response_bytes: Annotated[
+        int, Field(ge=1024, le=64 << 20), BeforeValidator(_response_bytes)
+    ] = Field(
+        default=DEFAULT_MAX_RESPONSE_BYTES,
+        description="The most read of one answer; the plugin's own limit applies when lower.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name_what_is_missing(cls, data: Any) -> Any:
+        # a missing manifest says what is needed, not only that a field is required
+        if isinstance(data, Mapping) and "manifest" not in data:
+            return {**data, "manifest": _MISSING}
+        return data
 
 
 class RemoteSettings:
@@ -89,7 +189,7 @@ class RemoteSettings:
 
     Args:
         configuration: `{manifest, endpoint | launch: true, configuration?, secrets?,
-            startup_timeout?, token_env?, max_response_bytes?}`.
+            startup_timeout?, token_env?, max_response_bytes?}` (`RemoteConfiguration`).
         config_dir: the folder a relative `manifest` is taken from (the profile's folder,
             `PluginContext.config_dir`); without one, the manifest path must be absolute.
         token: the caller secret of a plugin at `endpoint` (one the host did not launch); by
@@ -107,36 +207,16 @@ class RemoteSettings:
         config_dir: str | Path | None = None,
         token: str | None = None,
     ) -> None:
-        unknown = sorted(set(configuration) - _KEYS)
-        if unknown:
-            raise DefinitionError(f"remote configuration: unknown key {unknown[0]!r}")
-        manifest = configuration.get("manifest")
-        if not isinstance(manifest, str) or not manifest:
-            raise DefinitionError("remote configuration.manifest: a manifest path is required")
-        try:
-            # the SDK's rule for paths in configuration: relative ones are the profile's
-            manifest_path = _MANIFEST_PATH.validate_python(
-                manifest, context={"config_dir": None if config_dir is None else str(config_dir)}
-            )
-        except ValidationError as exc:
-            rule = str(exc.errors(include_url=False, include_input=False)[0]["msg"])
-            raise DefinitionError(
-                f"remote configuration.manifest: {rule.removeprefix('Value error, ')}"
-            ) from None
-        endpoint = configuration.get("endpoint")
-        launch = configuration.get("launch", False)
-        if not isinstance(launch, bool):
-            raise DefinitionError("remote configuration.launch: must be true or false")
+        read = read_configuration(
+            RemoteConfiguration, configuration, subject="remote", config_dir=config_dir
+        )
+        endpoint, launch = read.endpoint, read.launch
         if (endpoint is None) == (not launch):
             raise DefinitionError("remote configuration: give either endpoint or launch: true")
-        if endpoint is not None and (
-            not isinstance(endpoint, str) or not endpoint.startswith(("http://", "https://"))
-        ):
-            raise DefinitionError("remote configuration.endpoint: must be an http(s) URL")
-        self.report = require_valid(inspect_manifest(manifest_path))
+        self.report = require_valid(inspect_manifest(read.manifest))
         self.endpoint: str | None = endpoint
         self.launch = launch
-        if endpoint is not None and "configuration" in configuration:
+        if endpoint is not None and read.configuration is not None:
             # a plugin takes its configuration only from whoever starts it
             raise DefinitionError(
                 "remote configuration.configuration: a running plugin has the configuration it "
@@ -144,23 +224,18 @@ class RemoteSettings:
             )
         self.token: str | None = None
         if endpoint is not None:
-            variable = configuration.get("token_env", MNEMON_RUN.token_variable)
-            if not isinstance(variable, str) or not variable:
-                raise DefinitionError("remote configuration.token_env: an environment variable")
+            variable = read.token_env or MNEMON_RUN.token_variable
             self.token = token if token is not None else os.environ.get(variable)
             if not self.token:
                 raise DefinitionError(
                     f"remote configuration.token_env: {variable} holds no caller secret; set it "
                     "to the value the plugin at endpoint was started with"
                 )
-        elif "token_env" in configuration:
+        elif read.token_env is not None:
             raise DefinitionError(
                 "remote configuration.token_env: a launched plugin gets a fresh caller secret"
             )
-        plugin_configuration = configuration.get("configuration", {})
-        if not isinstance(plugin_configuration, Mapping):
-            raise DefinitionError("remote configuration.configuration: must be a mapping")
-        self.configuration = json.loads(json.dumps(dict(plugin_configuration)))
+        self.configuration = json.loads(json.dumps(read.configuration or {}))
         schema = self.report.configuration_schema
         if schema is not None:
             error = next(Draft202012Validator(schema).iter_errors(self.configuration), None)
@@ -170,9 +245,7 @@ class RemoteSettings:
                     f"remote configuration.configuration.{where}: does not match the "
                     "plugin's configuration schema"
                 )
-        given = configuration.get("secrets", {})
-        if not isinstance(given, Mapping) or not all(isinstance(v, str) for v in given.values()):
-            raise DefinitionError("remote configuration.secrets: must map names to strings")
+        given = read.secrets
         declared = self.report.secret_names
         for name in given:
             if name not in declared:
@@ -183,15 +256,9 @@ class RemoteSettings:
                     f"remote configuration.secrets: {secret['name']!r} is required"
                 )
         self.secrets = dict(given)
-        timeout = configuration.get("startup_timeout", 10.0)
-        if not isinstance(timeout, int | float) or not 0 < timeout <= 300:
-            raise DefinitionError("remote configuration.startup_timeout: 0 to 300 seconds")
-        self.startup_timeout = float(timeout)
-        cap = configuration.get("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES)
-        if isinstance(cap, bool) or not isinstance(cap, int) or not 1024 <= cap <= 64 << 20:
-            raise DefinitionError("remote configuration.max_response_bytes: 1 KiB to 64 MiB")
+        self.startup_timeout = float(read.startup_timeout)
         #: the most read of one answer: the plugin's own limit, or the host's if lower
-        self.max_response_bytes = min(cap, self.report.max_response_bytes)
+        self.max_response_bytes = min(read.max_response_bytes, self.report.max_response_bytes)
 
 
 def _loopback_transport() -> httpx.AsyncHTTPTransport:

@@ -76,6 +76,8 @@ MANIFEST: dict[str, Any] = {
     "role": ROLE,
     "capabilities": list(CAPABILITIES),
     "consistency": "exact-snapshot",
+    # every document belongs to a workspace: a scope without one has none to read
+    "partition_keys": ["workspace"],
     "routes": [
         {
             "id": "search",

@@ -94,6 +94,8 @@ MANIFEST: dict[str, Any] = {
     "role": "durable-evidence",
     "capabilities": ["search", "write"],
     "consistency": "namespace-pinned-live-read",
+    # Nexent's requests always name a user
+    "partition_keys": ["user_id"],
     "routes": [
         {
             "id": "search",

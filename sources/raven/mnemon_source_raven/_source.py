@@ -90,6 +90,8 @@ MANIFEST: dict[str, Any] = {
     "capabilities": ["recall", "write"],
     # the backend reads live: a grant pins whose memory is read, not a snapshot of it
     "consistency": "namespace-pinned-live-read",
+    # the default track's id; an instance tracking agents reports its own
+    "partition_keys": ["user_id"],
     "routes": [
         {
             "id": "recall",
@@ -189,6 +191,8 @@ class RavenSource:
         self._name = name
         self._workspace = workspace
         self._track_id = f"{settings.track}_id"
+        #: the scope id this instance needs: its track's, which tools name to the user
+        self.partition_keys = (self._track_id,)
         logger_name = re.sub(r"[^A-Za-z0-9_-]", "_", name)
         self._logger = logging.getLogger(f"mnemon.sources.raven.{logger_name}")
         self._backends = IdentityBackends(self._build, settings.max_backends, key)
@@ -256,7 +260,7 @@ class RavenSource:
         """Ready when the scope carries the track's id and that identity's backend started."""
         partition = self._partition(request.scope)
         if partition is None:
-            return self._unavailable("missing-identity")  # no backend is made for it
+            return self._unavailable("missing-scope")  # no backend is made for it
         search = self._switches.get(SEARCH_SWITCH, True)
         ingest = self._switches.get(INGEST_SWITCH, True)
         if not search and not ingest:

@@ -174,7 +174,7 @@ async def test_a_scope_without_the_tracks_id_is_unavailable_and_makes_no_backend
     async with runner:
         turn = await runner.begin_turn({"scope": {"user_id": "ada"}})
         assert {(c.facts.availability, c.facts.reason) for c in strategy.seen} == {
-            ("unavailable", "missing-identity")
+            ("unavailable", "missing-scope")
         }
         assert turn.view.consistency == ()
         assert not turn.view.routes

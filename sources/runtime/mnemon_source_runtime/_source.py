@@ -157,6 +157,8 @@ MANIFEST: dict[str, Any] = {
     "role": ROLE,
     "capabilities": list(CAPABILITIES),
     "consistency": "exact-snapshot",
+    # the default `scope_keys`; an instance configured otherwise reports its own
+    "partition_keys": ["user_id"],
     "actions": [
         {
             "id": "mutate",
@@ -223,6 +225,8 @@ class RuntimeSource:
     def __init__(self, key: str, settings: RuntimeSettings) -> None:
         self._key = key
         self._settings = settings
+        #: the scope ids this instance needs: its `scope_keys`, which tools name to the user
+        self.partition_keys = settings.scope_keys
         self._snapshots: OrderedDict[tuple[str, str], Snapshot] = OrderedDict()
         # partition files are read again only when they changed (file store)
         self._files = ReadCache(_FILES_KEPT, _FILES_BYTES_KEPT)

@@ -67,6 +67,8 @@ MANIFEST: dict[str, Any] = {
     "role": ROLE,
     "capabilities": ["status", "project", "recall", "related", "write", "link", "forget"],
     "consistency": "namespace-pinned-live-read",
+    # the default `scope_keys`; an instance configured otherwise reports its own
+    "partition_keys": ["user_id"],
     "routes": [
         {
             "id": "inspect",

@@ -182,6 +182,8 @@ class SpacesSource:
     ) -> None:
         self._key = key
         self._settings = settings
+        #: the scope ids every space needs: its `scope_keys`, which tools name to the user
+        self.partition_keys = settings.scope_keys
         self._calls = calls
         self._handles = handles
         self._semantic = semantic

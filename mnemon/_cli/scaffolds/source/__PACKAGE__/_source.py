@@ -73,6 +73,8 @@ MANIFEST: dict[str, Any] = {
     "role": ROLE,
     "capabilities": ["project", "search", "write"],
     "consistency": "exact-snapshot",
+    # a scope without a user finds it unavailable; tools then ask for one (`--user`)
+    "partition_keys": ["user_id"],
     "routes": [
         {
             "id": "search",

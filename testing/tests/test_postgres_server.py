@@ -1,4 +1,9 @@
-"""The private test server keeps durability on, runs unprivileged, and fails loudly in CI."""
+"""`mnemon_testing.postgres`: the private test server keeps durability on, runs unprivileged,
+and fails loudly in CI.
+
+The servers are the `postgres_server` and `pgvector_server` fixtures of the kit's own pytest
+plugin; psycopg and pgserver come from this distribution's `test` extra.
+"""
 
 from __future__ import annotations
 
