@@ -389,9 +389,9 @@ async def test_a_query_to_a_hanging_server_times_out_at_its_deadline(api: FakeOp
         # the hung connection is dropped; the next call gets a fresh one and its answer
         assert len(await embedding.embed_query(SPACE, "tea")) == 8
     assert (caught.value.code, caught.value.retryable) == ("timeout", True)
-    # it waited for its deadline, not for the hung server (which never answers): how much
-    # longer a loaded machine takes to notice is not this test's business
-    assert elapsed >= 0.09
+    # it waited for its deadline, not for the hung server: how much longer a loaded machine
+    # takes to notice is not this test's business, so the bound is loose
+    assert 0.09 <= elapsed < 5.0  # the hung server lets go after 10 s
 
 
 async def test_the_runtime_keeps_its_deadline_when_called_directly(api: FakeOpenAI) -> None:
