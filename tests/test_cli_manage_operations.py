@@ -118,13 +118,6 @@ def test_without_a_revision_read_first_the_change_reads_it_itself(mnemon: Comman
             id="unknown-entry",
         ),
         pytest.param(
-            ("manage", "raven"),
-            1,
-            "no-management",
-            "source:raven has no management operations",
-            id="entry-without-operations",
-        ),
-        pytest.param(
             ("manage", "mem0", "enabel", *USER),
             1,
             "unknown-operation",
@@ -175,3 +168,25 @@ def test_errors_name_what_is_wrong_and_exit_non_zero(
     error = json.loads(as_json.stdout)["error"]
     assert (error["code"], error["exit_code"]) == (code, status)
     assert message in error["message"]
+
+
+def test_an_entry_without_operations_is_named_as_such(
+    tmp_path: Path, mnemon: Command, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the Raven entry has one now (records-write, for imports): a plain Source has none
+    listed = mnemon("manage", "raven", *USER)
+    assert listed.status == 0, listed.stderr
+    assert "records-write" in listed.stdout
+    (tmp_path / "plain_source.py").write_text(
+        "from mnemon_testing import StubSource\n\nplain = StubSource(text='A plain memory.')\n",
+        encoding="utf-8",
+    )
+    profile = tmp_path / "mnemon.toml"
+    entry = '\n[[entries]]\nid = "plain"\nuse = "plain_source:plain"\n'
+    profile.write_text(profile.read_text(encoding="utf-8") + entry, encoding="utf-8")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    failed = mnemon("manage", "plain")
+    assert failed.status == 1
+    assert "source:plain has no management operations" in failed.stderr
+    error = json.loads(mnemon("manage", "plain", "--json").stdout)["error"]
+    assert (error["code"], error["exit_code"]) == ("no-management", 1)

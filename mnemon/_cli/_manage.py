@@ -38,6 +38,7 @@ from ._records import (
     record_groups,
     record_kinds,
     record_pages,
+    unreadable_kinds,
 )
 from ._session import missing_flags, open_memory, operator_turn
 
@@ -108,13 +109,17 @@ async def _list(
         skipped: list[dict[str, str]] = []
         more = False
         pairs = record_kinds(host, "readable", source=source)
+        unlisted = unreadable_kinds(host, source=source, kinds=kinds)
         if kinds is not None:
             unknown = sorted(kinds - {kind.id for _, kind in pairs})
             if unknown:
                 declared = sorted({kind.id for _, kind in pairs})
+                # a kind declared but not readable is named as such, not as unknown
+                held = [u for u in unlisted if u["kind"] == unknown[0]]
+                why = "".join(f"; {u['source_key']}: {u['reason']}" for u in held)
                 raise CommandError(
                     f"--kind: no mounted Source lists records of kind {unknown[0]!r} "
-                    f"(kinds: {', '.join(declared) or 'none'})",
+                    f"(kinds: {', '.join(declared) or 'none'}){why}",
                     code="unknown-kind",
                 )
         failed: set[str] = set()
@@ -140,6 +145,7 @@ async def _list(
             "items": items,
             "more": more,
             "skipped": skipped,
+            "unlisted": unlisted,
         }
         return report, shown
 
@@ -205,6 +211,10 @@ def list_memory(
         )
     for skipped in report["skipped"]:
         printer.warn(f"{skipped['source_key']} skipped: {skipped['reason']}")
+    for unlisted in report["unlisted"]:
+        # not a failure: what the Source declared it cannot do, said so the count is not read
+        # as everything there is
+        printer.line(f"not listed: {unlisted['source_key']}: {unlisted['reason']}")
 
 
 # ---------------------------------------------------------------------- forget

@@ -27,6 +27,7 @@ __all__ = [
     "record_groups",
     "record_kinds",
     "record_pages",
+    "unreadable_kinds",
 ]
 
 PAGE = 100
@@ -49,6 +50,28 @@ def record_kinds(
             continue
         pairs += [(entry, kind) for kind in entry.records if getattr(kind, able)]
     return pairs
+
+
+def unreadable_kinds(
+    host: MemoryHost, *, source: str | None = None, kinds: set[str] | None = None
+) -> list[dict[str, str]]:
+    """The kinds people cannot list or export, each with why: `{source_key, kind, reason}`.
+
+    A Source declares a kind it cannot read back (an external store that takes memories but
+    has no way to list them) as not readable: `list` and `export` say so instead of showing
+    nothing as if there were nothing.
+    """
+    named = []
+    for entry in host.management_catalog():
+        if source is not None and entry.source_key not in (source, f"source:{source}"):
+            continue
+        for kind in entry.records:
+            if kind.readable or (kinds is not None and kind.id not in kinds):
+                continue
+            can = "taken by import" if kind.writable else "deleted by id"
+            reason = f"its {kind.id} records are {can} but cannot be read back"
+            named.append({"source_key": entry.source_key, "kind": kind.id, "reason": reason})
+    return named
 
 
 async def record_pages(

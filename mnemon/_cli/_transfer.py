@@ -55,7 +55,14 @@ from ._options import (
 )
 from ._paths import shown_path
 from ._progress import progress
-from ._records import content_key, missing_scope, mutate, record_kinds, record_pages
+from ._records import (
+    content_key,
+    missing_scope,
+    mutate,
+    record_kinds,
+    record_pages,
+    unreadable_kinds,
+)
 from ._reindex import Reindexed, fill_vectors, reindexable
 from ._session import missing_flags, open_memory
 
@@ -131,13 +138,15 @@ async def _export(path: Path, scope: Scope, write: Callable[[str], object]) -> _
                         count += len(page)
                 advance(1)
         write(json.dumps({"kind": "end", "records": count}))
-        return _Exported(header, count)
+        return _Exported(header, count, unreadable_kinds(host))
 
 
 @dataclass(frozen=True, slots=True)
 class _Exported:
     header: dict[str, Any]
     records: int
+    # the kinds declared but not readable: not in the file, and said so
+    unexported: list[dict[str, str]]
 
 
 @click.command()
@@ -178,6 +187,7 @@ def export(
         "records": exported.records,
         "sources": header["sources"],
         "skipped": header["skipped"],
+        "unexported": exported.unexported,
     }
     if as_json:
         echo_json(summary)
@@ -185,6 +195,8 @@ def export(
     printer_of(ctx).ok(f"exported {exported.records} record(s) to {summary['out']}")
     for key in header["skipped"]:
         printer_of(ctx).warn(f"{key} skipped: the scope lacks an id it partitions by")
+    for unexported in exported.unexported:
+        printer_of(ctx).line(f"not exported: {unexported['source_key']}: {unexported['reason']}")
 
 
 def _export_to(
@@ -667,8 +679,15 @@ async def _import(path: Path, scope: Scope, records: ExportRecords, tally: Impor
                 client = host.management_client(key, scope)
                 if readable is not None:
                     await client.read("records-read", {"kind": readable.id, "limit": 1})
-                else:
-                    await client.revision()
+                elif await client.revision() is None:
+                    # a write is fenced by the revision: a Source with none in this scope (it
+                    # is unavailable there, often for want of an id) takes none
+                    entry = next(entry for (s, _), (entry, _) in chosen.items() if s == key)
+                    lacking = missing_flags(entry.partition_keys, scope)
+                    raise ManagementError(
+                        "it is unavailable in this scope",
+                        code="missing-scope" if lacking else "unavailable",
+                    )
             except ManagementError as exc:
                 entry = next(entry for (s, _), (entry, _) in chosen.items() if s == key)
                 flags = missing_flags(entry.partition_keys, scope)

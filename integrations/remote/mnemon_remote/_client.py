@@ -31,6 +31,7 @@ from mnemon.sdk import (
     FactsRequest,
     MnemonError,
     PluginContext,
+    RevisionConflict,
     SourceDefinition,
     SourceError,
     SourceFacts,
@@ -490,6 +491,12 @@ class RemoteSource:
                 "the remote plugin answered without an envelope",
                 nothing_written=False,
             )
+        if name == "manage" and envelope.code == "revision_conflict":
+            # the plugin re-checked the fence under its own lock: the same conflict an
+            # in-process Source raises, so the person is told the data moved, not that it failed
+            raise RevisionConflict(
+                "revision conflict: the remote plugin's data moved since its revision was read"
+            )
         raise source_error_from(envelope, write=write)
 
     def _unavailable(self, request: FactsRequest, reason: str) -> SourceFacts:
@@ -530,7 +537,12 @@ class RemoteSource:
         return await self._call("mutate", request)
 
     async def manage(self, request: Any) -> Any:
-        """The plugin's management result."""
+        """The plugin's management result (the core checks a record operation's shape).
+
+        Raises:
+            RevisionConflict: the plugin found the expected revision stale (HTTP 409).
+            SourceError: the plugin refused the call, failed or could not be reached.
+        """
         return await self._call("manage", request)
 
     async def dispose(self) -> None:

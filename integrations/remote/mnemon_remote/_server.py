@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import jsonschema
 import orjson
 from jsonschema import Draft202012Validator
 from pydantic import ValidationError
@@ -172,6 +173,23 @@ def _checked_configuration(report: ManifestReport, configuration: Any) -> dict[s
     return value
 
 
+# a request's input arrives parsed into the core's frozen JSON, whose arrays are tuples: they
+# are JSON arrays too (the plain validator took them for another type and refused every input
+# holding an array: a `records-write` batch, a list of messages)
+_FrozenInputValidator = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine(
+        "array", lambda checker, instance: isinstance(instance, (list, tuple))
+    ),
+)
+
+
+def _input_validator(schema: Mapping[str, Any]) -> Draft202012Validator:
+    """A validator of one manifest input schema (a plain copy of it), for frozen inputs."""
+    validator: Draft202012Validator = _FrozenInputValidator(orjson.loads(orjson.dumps(schema)))
+    return validator
+
+
 def _input_problem(validator: Draft202012Validator, value: Any) -> str | None:
     """Where and which rule an input breaks, never the value itself."""
     error = next(validator.iter_errors(value), None)
@@ -243,14 +261,9 @@ class _SourceServer:
         operations = (*management.operations, *management.record_operations()) if management else ()
         # the manifest's own input schemas, never the ones a request carries
         self._inputs: dict[tuple[str, str], Draft202012Validator] = {
-            **{
-                ("query", r.id): Draft202012Validator(dict(r.input_schema)) for r in manifest.routes
-            },
-            **{
-                ("mutate", a.id): Draft202012Validator(dict(a.input_schema))
-                for a in manifest.actions
-            },
-            **{("manage", o.id): Draft202012Validator(dict(o.input_schema)) for o in operations},
+            **{("query", r.id): _input_validator(r.input_schema) for r in manifest.routes},
+            **{("mutate", a.id): _input_validator(a.input_schema) for a in manifest.actions},
+            **{("manage", o.id): _input_validator(o.input_schema) for o in operations},
         }
 
         # the answers that never change are encoded once

@@ -1,7 +1,9 @@
 """The `raven-backend` Source: a Raven `MemoryBackend` as routed recall, store and feedback.
 
 Each identity (tenant, user, agent) gets a backend of its own, made with that identity's ids in
-`ctx.config` and its own workspace folder (see `_instances`).
+`ctx.config` and its own workspace folder (see `_instances`). People import memories into it
+through the core's records contract: a write-only `memory` kind, each record handed to `store`
+once (see `_ledger`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from mnemon.sdk import (
     Evidence,
     EvidenceItem,
     FactsRequest,
+    ManagementResult,
+    ManageRequest,
     MutationReceipt,
     MutationRequest,
     PluginContext,
@@ -33,6 +37,7 @@ from mnemon.sdk import (
     SourceFacts,
     SourceInit,
     ViewContribution,
+    check_memory_text,
     create_mutation_receipt,
     define_memory_plugin,
     define_memory_source,
@@ -49,6 +54,7 @@ from ._config import RavenConfiguration
 from ._contract import BackendContext, BackendFactory, BackendServices, MemoryBackend
 from ._failures import backend_call
 from ._instances import BackendInstance, IdentityBackends
+from ._ledger import ImportLedger
 from ._resolve import BackendImportFailed, check_backend_config, resolve_backend_factory
 from ._shim import install_raven_shim
 
@@ -77,12 +83,20 @@ SIGNAL_TYPE = "memory_usage"
 # (identity, memory id) pairs recall returned, newest last; a digest each keeps this small
 RECALLED_KEPT = 10_000
 NOT_RECALLED = "memory-not-recalled"
+# why an imported record was not stored
+NOT_STORED = "not-stored"
+INGEST_OFF = "ingest-switched-off"
 # why a backend serves nothing, as the facts' reason
 IMPORT_FAILED = "backend-import-failed"
 FACTORY_FAILED = "backend-factory-failed"
 START_FAILED = "backend-start-failed"
 _REASON = re.compile(r"^[a-z][a-z0-9-]{0,63}$")
 _IDS = ("user_id", "agent_id")
+# the folder of the entry's data folder holding one import ledger per identity
+LEDGERS = "imports"
+# the role an imported memory is stored under: Raven's dual-track backends file what the user
+# says under the user's memory, what the assistant says under the agent's
+_ROLE_OF_TRACK = {"user": "user", "agent": "assistant"}
 MANIFEST: dict[str, Any] = {
     "type_id": TYPE_ID,
     "package_name": PACKAGE,
@@ -165,6 +179,31 @@ MANIFEST: dict[str, Any] = {
             },
         },
     ],
+    "management": {
+        "label": "Raven memory backend",
+        "description": "Import memories into the backend; it cannot list or delete them.",
+        # what `mnemon import` can hand over: a backend has no way to list or delete, so the
+        # kind is write-only, and an export file's `memory` records (the spaces Source's,
+        # whose other fields are ignored) come here when no other Source takes them
+        "records": [
+            {
+                "id": "memory",
+                "label": "Memory handed to the backend",
+                "description": (
+                    "A memory stored once through the backend's store(), as one message of a "
+                    "session of its own; the backend decides what it keeps."
+                ),
+                "record_schema": {
+                    "type": "object",
+                    "properties": {"text": memory_text_schema(MAX_TEXT)},
+                    "required": ["text"],
+                },
+                "writable": True,
+                # a backend keeps no spaces or tags: the same text is the same memory
+                "key_fields": ["text"],
+            }
+        ],
+    },
 }
 
 
@@ -190,6 +229,7 @@ class RavenSource:
         self._problem = problem
         self._name = name
         self._workspace = workspace
+        self._ledgers = workspace / LEDGERS
         self._track_id = f"{settings.track}_id"
         #: the scope id this instance needs: its track's, which tools name to the user
         self.partition_keys = (self._track_id,)
@@ -410,6 +450,111 @@ class RavenSource:
         # store() returns nothing and indexes later: never more than `accepted`
         return create_mutation_receipt(request, completion="accepted")
 
+    async def manage(self, request: ManageRequest) -> ManagementResult:
+        """`records-write` of `memory` records: each stored once through the backend's `store`.
+
+        A record is one message (`user` on the user track, `assistant` on the agent track)
+        of a session of its own, named from its idempotency key; the identity is the
+        request's scope, as for every other call. A key the identity's import ledger holds is
+        `replayed` without calling `store`; a key is recorded only after `store` returned.
+
+        Raises:
+            SourceError: `missing-scope` (the scope lacks the track's id); `timeout` (another
+                import held the ledger too long) or `ledger-damaged` part way: the records
+                before it have their outcomes recorded in the ledger, nothing was stored from
+                then on.
+        """
+        if request.operation.id != "records-write":
+            raise SourceError("invalid_payload", f"no operation {request.operation.id!r}")
+        partition = self._partition(request.scope)
+        if partition is None:
+            raise SourceError(
+                "missing-scope",
+                f"records-write: the scope lacks {self._track_id}, whose memory this entry keeps",
+                nothing_written=True,
+            )
+        items = request.input["records"]
+        if not self._switches.get(INGEST_SWITCH, True):
+            results = _refused(
+                items, INGEST_OFF, f"not stored: {INGEST_SWITCH} is switched off for this host"
+            )
+        else:
+            results = await self._write_records(partition, items)
+        return ManagementResult(
+            source_key=self._key, operation="records-write", output={"results": results}
+        )
+
+    async def _write_records(
+        self, partition: ScopePartition, items: list[Any]
+    ) -> list[dict[str, Any]]:
+        """One outcome per record, each stored through `store` unless the ledger has its key."""
+        name = partition.folder_name("id-") + ".sqlite3"
+        shown = f"{LEDGERS}/{name} (in the entry's data folder)"
+        ledger = ImportLedger(self._ledgers / name, shown, self._settings.backend)
+        try:
+            await ledger.open()
+        except SourceError as exc:
+            # a ledger that cannot be read stores nothing: storing without it could duplicate
+            _log.warning("Memory Source %s: import ledger unusable (%s)", self._key, exc.code)
+            return _refused(items, exc.code, str(exc))
+        try:
+            async with self._backends.use(partition) as instance:
+                if not instance.ready or instance.backend is None:
+                    reason = instance.reason or START_FAILED
+                    return _refused(
+                        items, reason, f"not stored: the Raven backend is unavailable ({reason})"
+                    )
+                track = self._settings.track
+                return [
+                    await self._write_record(ledger, instance.backend, track, index, item)
+                    for index, item in enumerate(items)
+                ]
+        finally:
+            await ledger.aclose()
+
+    async def _write_record(
+        self,
+        ledger: ImportLedger,
+        backend: MemoryBackend,
+        track: str,
+        index: int,
+        item: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        """Store one record once; its outcome (never its content)."""
+        text = item["record"].get("text")
+        try:
+            if not isinstance(text, str):
+                raise SourceError("invalid_payload", "text: must be a string")
+            check_memory_text(text, max_characters=MAX_TEXT)
+        except SourceError as exc:
+            # the rule's words name the field and the character, never the text
+            return _outcome_refused(index, "invalid-input", f"memory record: {exc}")
+        key = str(item["idempotency_key"])
+        # a session of its own per record, the same for the same key: a retry after a crash
+        # names the session again, which a backend keyed by session may recognise
+        session_id = "mnemon-import-" + hashlib.sha256(key.encode()).hexdigest()[:32]
+        messages = [{"role": _ROLE_OF_TRACK[track], "content": text}]
+        async with ledger.hold(key) as held:
+            if held.present:
+                # the first write was only accepted: a replay claims no more than it did
+                return {"index": index, "completion": "accepted", "replayed": True}
+            try:
+                landed = await backend_call(
+                    _store, backend, session_id, messages, subject="the Raven backend store"
+                )
+            except SourceError as exc:
+                # nothing is recorded: importing again calls store again
+                return _store_failed(index, exc)
+            if landed is False:
+                return _outcome_refused(
+                    index, NOT_STORED, "not stored: the Raven backend said it did not store it"
+                )
+            held.record()
+        # Raven's store() returns None and promises no durability: backends queue or index
+        # later (EverOS extracts at its own boundaries), so a return says the backend took the
+        # record, never that it is durable or recallable yet: `accepted`, never `committed`
+        return {"index": index, "completion": "accepted"}
+
     async def dispose(self) -> None:
         """Stop every identity's backend whose start was tried (stop is safe after a failure)."""
         await self._backends.close()
@@ -417,6 +562,30 @@ class RavenSource:
 
 #: a recalled memory as the Source keeps it: text, score, metadata, checked
 _Recalled = tuple[str, float, Mapping[str, Any]]
+
+
+def _outcome_refused(index: int, code: str, message: str) -> dict[str, Any]:
+    # a record's code is an id (`provider-error`); a SourceError's may hold `_`
+    code = code.replace("_", "-")
+    return {"index": index, "completion": "refused", "code": code, "message": message[:500]}
+
+
+def _store_failed(index: int, error: SourceError) -> dict[str, Any]:
+    """The outcome of a record whose `store` raised: refused, never its text or the record's."""
+    if error.nothing_written:  # the backend said so itself (an `everos` refusal)
+        message = f"not stored: the Raven backend refused it ({error.code})"
+    else:
+        origin = f" ({error.origin_code})" if error.origin_code else ""
+        message = (
+            f"the Raven backend's store failed{origin}: it may or may not have kept it; it is "
+            "not recorded as imported, so importing again stores it again"
+        )
+    return _outcome_refused(index, error.code, message)
+
+
+def _refused(items: list[Any], code: str, message: str) -> list[dict[str, Any]]:
+    """Every record of a batch refused alike (nothing of it was stored)."""
+    return [_outcome_refused(index, code, message) for index in range(len(items))]
 
 
 def _make_folder(folder: Path) -> None:

@@ -31,6 +31,7 @@ class FileBackend:
         self._tracks = tracks
         self._fail_start = bool(ctx.config.get("fail_start", False))
         self._fail_recall = bool(ctx.config.get("fail_recall", False))
+        self._hang_store = bool(ctx.config.get("hang_store", False))
         self._lock = anyio.Lock()
         self.started = False
         self.feedback_seen: list[dict[str, Any]] = []
@@ -83,6 +84,9 @@ class FileBackend:
         return scored[:top_k]
 
     async def store(self, session_id: str, messages: list[dict[str, Any]]) -> None:
+        if self._hang_store:  # a store that never returns: its caller gives up on it
+            self._events().append("store-hangs")
+            await anyio.sleep_forever()
         self.stored.append((session_id, list(messages)))
         # a user's message is that user's memory; the assistant's is the agent's
         sides = {"user": "user", "assistant": "agent"}

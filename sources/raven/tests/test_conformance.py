@@ -31,6 +31,11 @@ class TestRavenUserTrackConformance(SourceConformance):
     def write(self, marker: str) -> tuple[str, dict[str, Any]]:
         return "store", {"messages": [{"role": "user", "content": marker}]}
 
+    def manage_write(self, marker: str) -> tuple[str, dict[str, Any]]:
+        # an imported memory, stored through the backend's store() once
+        record = {"record": {"text": marker}, "idempotency_key": f"conformance:{marker}"}
+        return "records-write", {"kind": "memory", "records": [record]}
+
     def query(self, marker: str) -> tuple[str, dict[str, Any]]:
         return "recall", {"query": marker}
 
@@ -50,6 +55,11 @@ class TestRavenAgentTrackConformance(SourceConformance):
     def write(self, marker: str) -> tuple[str, dict[str, Any]]:
         # the agent track keeps what the agent itself said: its own (assistant) turns
         return "store", {"messages": [{"role": "assistant", "content": marker}]}
+
+    def manage_write(self, marker: str) -> tuple[str, dict[str, Any]]:
+        # on the agent track an imported memory is stored as the agent's own (assistant) turn
+        record = {"record": {"text": marker}, "idempotency_key": f"conformance:{marker}"}
+        return "records-write", {"kind": "memory", "records": [record]}
 
     def query(self, marker: str) -> tuple[str, dict[str, Any]]:
         return "recall", {"query": marker}
