@@ -191,6 +191,29 @@ def test_forget_deletes_a_memory_by_the_id_recall_shows(project: Path) -> None:
     assert as_json(mnemon(project, "recall", "kayak", "--user", "fay", "--json"))["items"] == []
     again = mnemon(project, "forget", handle, "--user", "fay", "--yes", "--json")
     assert json.loads(again.stdout)["error"]["code"] == "not-found"
+    gone = mnemon(project, "forget", handle, "--user", "fay", "--yes")
+    assert "it is already gone, or it was written in another scope" in gone.stderr
+
+
+def test_forget_without_the_workspace_of_a_project_memory_names_the_flag(project: Path) -> None:
+    written = mnemon(
+        project, "remember", "We chose NATS.", "--space", "project", "--user", "fay",
+        "--workspace", "queue", "--yes",
+    )  # fmt: skip
+    assert written.returncode == 0, written.stderr
+    found = as_json(
+        mnemon(project, "recall", "NATS", "--user", "fay", "--workspace", "queue", "--json")
+    )
+    handle = found["items"][0]["id"]
+    missed = mnemon(project, "forget", handle, "--user", "fay", "--yes")
+    assert missed.returncode == 1
+    assert "one written with --workspace, --agent, --session or --tenant is seen only" in (
+        missed.stderr
+    )
+    kept = mnemon(project, "recall", "NATS", "--user", "fay", "--workspace", "queue", "--json")
+    assert [item["text"] for item in as_json(kept)["items"]] == ["We chose NATS."]  # kept
+    forgotten = mnemon(project, "forget", handle, "--user", "fay", "--workspace", "queue", "--yes")
+    assert forgotten.returncode == 0, forgotten.stderr
 
 
 def test_forget_finds_the_space_of_an_old_memory_past_the_first_page(

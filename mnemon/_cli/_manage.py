@@ -260,10 +260,19 @@ async def _forget(
                 if kind.group_field is not None and output.get("group") is not None:
                     deleted[kind.group_field] = output["group"]
                 return deleted
+        # the id is opaque: whether it is gone or lives in a narrower scope cannot be told
+        # (nor should it: another scope's data is not this scope's to probe), so say both
+        narrower = missing_flags(["workspace", "agent_id", "session_id", "tenant_id"], scope)
+        elsewhere = ""
+        if narrower:
+            named = narrower[0] if len(narrower) == 1 else ", ".join(narrower[:-1])
+            named += f" or {narrower[-1]}" if len(narrower) > 1 else ""
+            elsewhere = f"; one written with {named} is seen only when that flag is given"
         raise CommandError(
-            "no record with that id that this scope sees "
-            f"in {', '.join(sorted({entry.source_key for entry, _ in pairs}))} "
-            "(ids are shown by `mnemon list` and `mnemon recall`)",
+            f"no record with that id in what this scope sees in "
+            f"{', '.join(sorted({entry.source_key for entry, _ in pairs}))}: it is already "
+            f"gone, or it was written in another scope{elsewhere} (ids are shown by "
+            "`mnemon list` and `mnemon recall`)",
             code="not-found",
         )
 
