@@ -15,11 +15,14 @@ One launcher for every out-of-process plugin mnemon hosts (remote Sources, Quivr
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import re
 import secrets as _secrets
 import signal
 import socket
 import subprocess
+import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +31,7 @@ from typing import IO
 import anyio
 import httpx
 
+from mnemon import visible_text
 from mnemon.sdk import MnemonError
 
 __all__ = [
@@ -168,6 +172,33 @@ class LaunchedPlugin:
                 os.killpg(group, signal.SIGKILL)
 
 
+#: the longest line of a plugin's output logged as it is; the rest is cut
+MAX_LOGGED_LINE = 2_000
+_LOGGER_PART = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def _log_output(process: subprocess.Popen[bytes], folder: str) -> None:
+    """Log what the plugin prints, line by line at DEBUG, until its output closes.
+
+    A thread of its own reads the pipe, so a plugin that prints a lot never blocks on a full
+    pipe and the event loop never waits on it. DEBUG only: a plugin's output is untrusted and
+    may quote memory or secrets, which INFO and above never carry.
+    """
+    logger = logging.getLogger(f"mnemon.plugins.{_LOGGER_PART.sub('_', folder) or 'plugin'}")
+    pipe = process.stdout
+    assert pipe is not None  # a PIPE was asked for
+
+    def read() -> None:
+        with pipe:
+            for raw in pipe:
+                line = raw.decode("utf-8", "replace").rstrip("\r\n")
+                if len(line) > MAX_LOGGED_LINE:
+                    line = line[:MAX_LOGGED_LINE] + " [cut]"
+                logger.debug("%s", visible_text(line, keep_newlines=False))
+
+    threading.Thread(target=read, name=f"{logger.name} output", daemon=True).start()
+
+
 async def answers_http(client: httpx.AsyncClient, path: str) -> bool:
     """Whether anything answers HTTP at `path` (any status): the server listens.
 
@@ -206,8 +237,11 @@ async def launch_plugin(
         port: the loopback port it is told to serve on; by default a free one.
         ready: judges readiness with a client bound to the plugin (its caller secret set);
             by default, any HTTP answer at the convention's health path.
-        stdout: where the plugin's standard output goes (inherited by default).
-        stderr: where its standard error goes.
+        stdout: where the plugin's standard output goes. By default both its outputs are
+            read line by line and logged at DEBUG on `mnemon.plugins.<folder>` (the manifest's
+            folder name), so they never mix into the host's own output; `mnemon --debug`
+            shows them, prefixed with that logger's name.
+        stderr: where its standard error goes (with its output, by default).
 
     Raises:
         PluginUnavailable: the process cannot start, exits, or is not ready in time.
@@ -225,6 +259,7 @@ async def launch_plugin(
     }
     if token is not None:
         protocol[convention.token_variable] = token
+    captured = stdout is None and stderr is None
     try:
         # Popen only forks and returns; the wait for readiness below is asynchronous
         process = subprocess.Popen(  # noqa: ASYNC220
@@ -232,12 +267,14 @@ async def launch_plugin(
             cwd=manifest.parent,
             env=plugin_environment(protocol, secrets),
             stdin=subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=stderr,
+            stdout=subprocess.PIPE if captured else stdout,
+            stderr=subprocess.STDOUT if captured else stderr,
             start_new_session=True,
         )
     except OSError:
         raise PluginUnavailable("the plugin's run.command cannot be started") from None
+    if captured:
+        _log_output(process, manifest.parent.name)
     launched = LaunchedPlugin(process, f"http://127.0.0.1:{port}", token, bearer=convention.bearer)
     try:
         async with httpx.AsyncClient(

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,3 +65,46 @@ def test_an_absolute_manifest_ignores_the_profile_folder(tmp_path: Path) -> None
     manifest = PLUGINS / "notes" / "mnemon-source.yaml"
     settings = RemoteSettings({"manifest": str(manifest), "launch": True}, config_dir=str(tmp_path))
     assert settings.report.path == manifest
+
+
+CHATTY = """\
+import os
+import sys
+import tempfile
+
+from mnemon_example_notes import NOTES_SOURCE
+from mnemon_remote import serve
+
+print("chatty plugin listening, token tok_CHATTY_SECRET", file=sys.stderr, flush=True)
+print("chatty plugin stdout line", flush=True)
+serve(NOTES_SOURCE, os.environ["MNEMON_PLUGIN_MANIFEST"], data_dir=tempfile.mkdtemp())
+"""
+
+
+def test_a_launched_plugins_output_stays_out_of_the_commands_own(tmp_path: Path) -> None:
+    plugin = tmp_path / "plugins" / "chatty"
+    shutil.copytree(PLUGINS / "notes", plugin)
+    (plugin / "serve_notes.py").write_text(CHATTY, encoding="utf-8")
+    notes = tmp_path / "notes.md"
+    notes.write_text("Quiet notes.\n", encoding="utf-8")
+    profile = PROFILE.format(notes=notes).replace("plugins/notes/", "plugins/chatty/")
+    (tmp_path / "mnemon.toml").write_text(profile, encoding="utf-8")
+    command = [str(Path(sys.executable).parent / "mnemon"), "--no-color"]
+    environment = {**os.environ, "MNEMON_HOME": str(tmp_path / "home")}
+
+    def run(*arguments: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*command, *arguments], cwd=tmp_path, capture_output=True, text=True,
+            timeout=120, check=False, env=environment,
+        )  # fmt: skip
+
+    quiet = run("view", "--user", "ada")
+    assert quiet.returncode == 0, quiet.stderr
+    assert "Quiet notes." in quiet.stdout
+    assert "chatty plugin" not in quiet.stdout + quiet.stderr
+    loud = run("--debug", "view", "--user", "ada")
+    assert loud.returncode == 0, loud.stderr
+    # with --debug, each line under the plugin's own logger name, never on the View's stdout
+    assert "mnemon.plugins.chatty: chatty plugin stdout line" in loud.stderr
+    assert "mnemon.plugins.chatty: chatty plugin listening" in loud.stderr
+    assert "chatty plugin" not in loud.stdout
