@@ -33,6 +33,13 @@ EXPECTED_ALL = [
     "HostSettings",
     "InstallError",
     "InstalledContribution",
+    "MaintenanceEntry",
+    "MaintenanceError",
+    "MaintenanceRefusal",
+    "MaintenanceReport",
+    "MaintenanceTask",
+    "MaintenanceTaskDraft",
+    "MaintenanceTrigger",
     "ManagementClient",
     "ManagementDescriptor",
     "ManagementEntry",
@@ -64,6 +71,7 @@ EXPECTED_ALL = [
     "SourceError",
     "SourceErrorKind",
     "SourceProvenance",
+    "SourceUsage",
     "TextPart",
     "Unmount",
     "View",
@@ -83,6 +91,7 @@ SDK_ALL = [
     "ActionDescriptor",
     "ActionError",
     "ActionOffer",
+    "ArchiveMove",
     "Authorize",
     "CaptureSlotValue",
     "ComposeRequest",
@@ -110,6 +119,17 @@ SDK_ALL = [
     "Guidance",
     "InstallError",
     "InstalledContribution",
+    "MaintenanceEntry",
+    "MaintenanceError",
+    "MaintenancePlan",
+    "MaintenancePolicy",
+    "MaintenanceRefusal",
+    "MaintenanceReport",
+    "MaintenanceRequest",
+    "MaintenanceSource",
+    "MaintenanceTask",
+    "MaintenanceTaskDraft",
+    "MaintenanceTrigger",
     "ManageRequest",
     "ManagementDescriptor",
     "ManagementEntry",
@@ -165,6 +185,7 @@ SDK_ALL = [
     "SourceRoute",
     "SourceSelection",
     "SourceTelemetry",
+    "SourceUsage",
     "StrategyConfiguration",
     "StrategyDefinition",
     "StrategyManifest",
@@ -178,6 +199,7 @@ SDK_ALL = [
     "ViewRef",
     "ViewRoute",
     "ViewSpec",
+    "WriteScope",
     "allocate_characters",
     "check_memory_text",
     "check_query_vector",
@@ -261,7 +283,16 @@ def test_functions_and_errors_only_an_author_uses_say_they_live_in_the_sdk() -> 
             assert value.__module__ == "mnemon.sdk", name
 
 
-@pytest.mark.parametrize("name", [n for n in SDK_ALL if n not in EXPECTED_ALL])
+# author names added after the move never lived in `mnemon`: they have no old name to keep
+SDK_ONLY_SINCE_THE_MOVE = {
+    "ArchiveMove", "MaintenancePlan", "MaintenancePolicy", "MaintenanceRequest",
+    "MaintenanceSource", "WriteScope",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in SDK_ALL if n not in EXPECTED_ALL and n not in SDK_ONLY_SINCE_THE_MOVE]
+)
 def test_an_author_name_still_resolves_from_mnemon_with_a_warning(name: str) -> None:
     with pytest.warns(DeprecationWarning, match=f"mnemon.{name} moved to mnemon.sdk.{name}"):
         assert getattr(mnemon, name) is getattr(mnemon.sdk, name)

@@ -17,7 +17,7 @@ from mnemon.sdk import ManagementResult, ManageRequest, RevisionConflict, Source
 from ._calls import ProviderCalls, check_parents
 from ._config import SpacesSettings
 from ._evidence import read_directory
-from ._grants import Namespaces, PinnedSpace, memory_id_of
+from ._grants import Namespaces, PinnedSpace, memory_id_of, pinned_from_grant
 from ._inputs import checked_labels, checked_text, is_memory_id, keyed_memory_id
 from ._manifest import MAX_ENTITIES, MAX_TAGS, MAX_TEXT_CHARACTERS
 from ._provider import (
@@ -78,6 +78,8 @@ class SpacesManagement:
             output = await self._read_records(pinned, payload)
         elif operation == "reindex":
             output = await self._reindex(pinned)
+        elif operation == "write-scope":
+            output = self._write_scope(pinned, payload["write_scope"])
         else:
             fresh: list[tuple[str, list[Memory]]] = []  # stored memories awaiting vectors
             async with self._lock:
@@ -116,6 +118,30 @@ class SpacesManagement:
                 serving = await semantic.serving((space.parent,))
                 entry["meaning_space"] = None if serving is None else serving.key
         return directory
+
+    def _write_scope(
+        self, pinned: Sequence[PinnedSpace], asked: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Where the View holding `asked["grant"]` may write: the spaces it pins writable.
+
+        The same authority as the `remember` action: only a grant this instance issued for
+        this scope's spaces (at this revision) counts, and it names the writable spaces.
+
+        Raises:
+            SourceError: `forbidden` for any other grant (or none).
+        """
+        grant = asked["grant"]
+        granted = pinned_from_grant(grant)
+        revision = grant.get("revision") if isinstance(grant, Mapping) else None
+        if granted != tuple(pinned) or revision != self._namespaces.revision(pinned):
+            raise SourceError("forbidden", "the grant does not pin this scope's spaces")
+        return {
+            "write_scope": {
+                "view_id": asked["view_id"],
+                "source_key": self._key,
+                "groups": [space.name for space in granted if space.writable],
+            }
+        }
 
     async def _reindex(self, pinned: Sequence[PinnedSpace]) -> dict[str, Any]:
         """Give this scope's memories the vectors they lack, within this call's deadline."""

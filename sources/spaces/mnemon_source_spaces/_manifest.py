@@ -285,5 +285,7 @@ MANIFEST: dict[str, Any] = {
                 "newest_first": True,
             }
         ],
+        # the maintenance preflight: a View may archive into the spaces its grant pins writable
+        "write_scope": True,
     },
 }
