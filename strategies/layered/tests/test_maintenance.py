@@ -466,3 +466,110 @@ async def test_a_refused_write_of_another_kind_is_not_maintained(tmp_path: Path)
         failure = caught.value.maintenance
         assert isinstance(failure, MaintenanceError)
         assert failure.code == "not-capacity"
+
+
+def _with_policy(policy: Any) -> Any:
+    """A plugin installing the layered composition under another maintenance policy."""
+    from mnemon_strategy_layered._compose import MANIFEST, compose, create_turn
+
+    from mnemon.sdk import define_memory_strategy, install_memory
+
+    definition = define_memory_strategy(MANIFEST, compose, create_turn, maintain=policy)
+
+    class Plugin:
+        @staticmethod
+        def apply(ctx: Any) -> None:
+            install_memory(ctx, strategies=[definition])
+
+    return Plugin()
+
+
+def _move(record_id: str, space: str) -> dict[str, Any]:
+    return {
+        "source_key": RUNTIME,
+        "kind": "fact",
+        "record_id": record_id,
+        "to_source_key": "source:archive",
+        "to_kind": "memory",
+        "record": {"space": space, "text": "moved"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("plan", "code"),
+    [
+        ({"explanation": "outside", "archive": [_move("u1", "elsewhere")]}, "write-scope-denied"),
+        ({"explanation": "unknown", "archive": [_move("u99", "kept")]}, "invalid-plan"),
+        ("not a plan", "invalid-plan"),
+    ],
+    ids=["outside-the-write-scope", "unknown-record", "not-a-plan"],
+)
+async def test_the_host_refuses_a_plan_outside_what_the_view_allows(
+    tmp_path: Path, plan: Any, code: str
+) -> None:
+    probe = ArchiveProbe("ok")
+    async with MemoryHost() as host:
+        await host.mount_all(
+            [
+                (__import__("mnemon_source_runtime"), "runtime", runtime_config(tmp_path)),
+                (probe, "archive", None),
+                (_with_policy(lambda request: plan), "layered", None),
+            ]
+        )
+        written = await fill(host, 4)
+        with pytest.raises(MaintenanceError) as caught:
+            await host.maintain(scope=ADA, authorize=allow)
+        assert caught.value.code == code
+        assert await working_texts(host) == written
+        assert probe.memories == {}
+
+
+async def test_a_policy_that_answers_two_plans_is_refused(tmp_path: Path) -> None:
+    answers = iter(["first", "second"])
+
+    def restless(request: Any) -> dict[str, Any]:
+        return {"explanation": next(answers)}
+
+    async with MemoryHost() as host:
+        await host.mount_all(
+            [
+                (__import__("mnemon_source_runtime"), "runtime", runtime_config(tmp_path)),
+                (_with_policy(restless), "layered", None),
+            ]
+        )
+        with pytest.raises(MaintenanceError) as caught:
+            await host.maintain(scope=ADA, authorize=allow)
+        assert caught.value.code == "policy-not-pure"
+
+
+def test_a_maintenance_policy_is_a_plain_callable() -> None:
+    from mnemon_strategy_layered._compose import MANIFEST, compose
+
+    from mnemon import DefinitionError
+    from mnemon.sdk import define_memory_strategy
+
+    async def waits(request: Any) -> None:
+        return None
+
+    with pytest.raises(DefinitionError, match="maintain: a maintenance policy must be a plain"):
+        define_memory_strategy(MANIFEST, compose, maintain=waits)
+    with pytest.raises(DefinitionError, match="maintain: must be callable"):
+        define_memory_strategy(MANIFEST, compose, maintain="policy")  # type: ignore[arg-type]
+
+
+def test_the_write_scope_preflight_is_the_cores_and_needs_a_writable_kind() -> None:
+    from mnemon import ManagementDescriptor
+
+    with pytest.raises(ValueError, match="write_scope: needs a writable record kind"):
+        ManagementDescriptor.model_validate({"label": "x", "description": "x", "write_scope": True})
+    with pytest.raises(ValueError, match="'write-scope' is the core's preflight"):
+        ManagementDescriptor.model_validate(
+            {
+                "label": "x",
+                "description": "x",
+                "operations": [
+                    {"id": "write-scope", "kind": "read", "description": "x",
+                     "input_schema": {"type": "object"}}
+                ],
+            }
+        )  # fmt: skip
