@@ -24,6 +24,7 @@ from ._engine import (
     TurnExecution,
     current_revision,
     management_catalog,
+    run_maintenance,
     run_management,
 )
 from ._errors import (
@@ -104,7 +105,7 @@ class MemoryTurn:
     def __init__(self, pinned: PinnedView, lease: Lease) -> None:
         self._pinned = pinned
         self._lease = lease
-        self._execution = TurnExecution(pinned)
+        self._execution = TurnExecution(pinned, run_maintenance)
         self._released = False
 
     @property

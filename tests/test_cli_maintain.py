@@ -72,7 +72,8 @@ def test_the_applied_plan_is_the_one_the_dry_run_showed(full: Path) -> None:
     assert body["plan"]["plan_digest"] == plan["plan_digest"]
     planned = [(e["record_id"], e["to_source_key"]) for e in plan["entries"]]
     done = [(e["record_id"], e["to_source_key"]) for e in body["done"]["entries"]]
-    assert done == planned and planned
+    assert planned
+    assert done == planned
     assert {entry["outcome"] for entry in body["done"]["entries"]} == {"archived"}
     assert body["done"]["usage"][0]["source"] == "source:runtime"
     # a second run finds room: nothing to do

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Mapping
+from typing import Any, Protocol
 
 import anyio
 import anyio.lowlevel
@@ -40,7 +40,6 @@ from .._models import (
 )
 from .assembly import PinnedView
 from .checks import checked_input, source_failure
-from .maintenance import run_maintenance
 from .reads import call_source
 
 __all__ = ["TurnExecution"]
@@ -169,11 +168,30 @@ def _normalized(evidence: Any, view_id: str, route: ViewRoute, ceilings: ViewRou
     return BaseModel.model_copy(checked, update={"items": tuple(kept), "truncated": True})
 
 
+class Maintainer(Protocol):
+    """What runs maintenance for a turn (the engine's `run_maintenance`, handed in)."""
+
+    def __call__(
+        self,
+        pinned: PinnedView,
+        trigger: MaintenanceTrigger,
+        authorize: Authorize,
+        *,
+        dry_run: bool = False,
+        expected_plan: str | None = None,
+    ) -> Awaitable[MaintenanceReport]:
+        """Plan and run maintenance for `pinned`."""
+        ...
+
+
 class TurnExecution:
     """The reads and writes of one turn: its call ledger, its lazily made policy."""
 
-    def __init__(self, pinned: PinnedView) -> None:
+    def __init__(self, pinned: PinnedView, maintainer: Maintainer | None = None) -> None:
         self._pinned = pinned
+        # management and execution are separate planes: maintenance, which uses both, is
+        # handed in by the host rather than imported here
+        self._maintainer = maintainer
         self._ledger: dict[str, int] = {}
         self._policy: Any = None
         self._released = False
@@ -458,6 +476,7 @@ class TurnExecution:
         receipt = refused.receipt
         return (
             self._pinned.strategy.maintain is not None
+            and self._maintainer is not None
             and isinstance(receipt, MutationReceipt)
             and receipt.completion == "failed"
             and refused.kind == "terminal"
@@ -484,8 +503,9 @@ class TurnExecution:
             code=refused.code,
             input=value,
         )
+        assert self._maintainer is not None
         try:
-            report = await run_maintenance(self._pinned, trigger, authorize)
+            report = await self._maintainer(self._pinned, trigger, authorize)
         except MaintenanceError as failed:
             if failed.report is not None:
                 self.maintenance.append(failed.report)  # type: ignore[arg-type]
@@ -516,9 +536,11 @@ class TurnExecution:
         """
         if self._released:
             raise MaintenanceError(f"View {self._pinned.view.id} is released", code="released")
+        if self._maintainer is None:
+            raise MaintenanceError("this turn runs no maintenance", code="no-maintenance-policy")
         lease = self._pinned.generation.lease()
         try:
-            report = await run_maintenance(
+            report = await self._maintainer(
                 self._pinned,
                 MaintenanceTrigger(kind="operator"),
                 authorize,
