@@ -98,13 +98,55 @@ def test_a_confirmed_run_says_what_happened_to_each_entry(full: Path) -> None:
     assert FILLER not in done.stdout + done.stderr  # entries by id, never their text
 
 
-def test_a_strategy_without_a_policy_is_a_one_line_error(tmp_path: Path) -> None:
-    (tmp_path / "mnemon.toml").write_text(
-        PROFILE.replace('use = "layered"', 'use = "general"').replace(
-            'id = "layered"\nplugin = "layered"', 'id = "general"\nplugin = "general"'
-        ),
-        encoding="utf-8",
+GENERAL = PROFILE.replace('use = "layered"', 'use = "general"').replace(
+    'id = "layered"\nplugin = "layered"', 'id = "general"\nplugin = "general"'
+)
+
+
+def test_a_strategy_without_a_policy_and_no_source_limits_is_a_one_line_error(
+    tmp_path: Path,
+) -> None:
+    without_spaces = GENERAL.replace(
+        '[[entries]]\nid = "spaces"\nplugin = "spaces"\n[[entries.config.spaces]]\n'
+        'name = "personal"\nwritable = true\n',
+        "",
     )
+    (tmp_path / "mnemon.toml").write_text(without_spaces, encoding="utf-8")
     done = mnemon(tmp_path, "maintain", "--user", "ada", "--dry-run")
     assert done.returncode == 1
     assert "has no maintenance policy" in done.stderr
+    assert "no Source offers maintenance of its own" in done.stderr
+
+
+LIMITED = PROFILE.replace(
+    'name = "personal"\nwritable = true\n',
+    'name = "personal"\nwritable = true\n'
+    'limits = { max_memories = 2, then = "archive", archive_to = "cold" }\n\n'
+    '[[entries.config.spaces]]\nname = "cold"\n',
+)
+
+
+def test_a_spaces_limit_is_shown_and_applied_under_any_strategy(tmp_path: Path) -> None:
+    profile = LIMITED.replace('use = "layered"', 'use = "general"').replace(
+        'id = "layered"\nplugin = "layered"', 'id = "general"\nplugin = "general"'
+    )
+    (tmp_path / "mnemon.toml").write_text(profile, encoding="utf-8")
+    for number in range(4):
+        done = mnemon(
+            tmp_path, "remember", f"memory {number}", "--user", "ada", "--space", "personal",
+            "--yes",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    shown = mnemon(tmp_path, "maintain", "--user", "ada", "--dry-run")
+    assert shown.returncode == 0, shown.stderr
+    assert "source:spaces personal" in shown.stdout
+    assert "4 records (keeps 2, then archive into cold)" in shown.stdout
+    assert shown.stdout.count(": would archive into cold") == 2
+    applied = mnemon(tmp_path, "maintain", "--user", "ada", "--yes", "--json")
+    assert applied.returncode == 0, applied.stderr
+    body = json.loads(applied.stdout)
+    assert body["plan"] is None  # general has no maintenance policy: only the Source's limits
+    (done,) = body["done_sources"]
+    assert [r["outcome"] for r in done["results"]] == ["archived", "archived"]
+    listed = mnemon(tmp_path, "list", "--user", "ada", "--space", "cold")
+    assert "memory 0" in listed.stdout and "memory 1" in listed.stdout
