@@ -149,4 +149,5 @@ def test_a_spaces_limit_is_shown_and_applied_under_any_strategy(tmp_path: Path) 
     (done,) = body["done_sources"]
     assert [r["outcome"] for r in done["results"]] == ["archived", "archived"]
     listed = mnemon(tmp_path, "list", "--user", "ada", "--space", "cold")
-    assert "memory 0" in listed.stdout and "memory 1" in listed.stdout
+    assert "memory 0" in listed.stdout
+    assert "memory 1" in listed.stdout
