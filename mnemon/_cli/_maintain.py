@@ -225,10 +225,9 @@ def maintain(
 ) -> None:
     """Show how full this scope's memory is, and make room as the Strategy and Sources plan.
 
-    Lists each Source's use against its cap and the entries the serving Strategy would
-    archive (with the layered Strategy: the least important, oldest working-memory entries,
-    into the writable long-term memory), and each Source's own limits (the spaces Source's
-    per-space limits) with what is past them; applies that plan after you confirm, and says
+    Lists each Source's use against its cap, the entries the serving Strategy's maintenance
+    policy would archive (into the View's writable long-term memory), and the limits Sources
+    keep of their own with what is past them; applies that plan after you confirm, and says
     per entry what happened. Nothing of this runs in the background.
     """
     scope = scope_of(options)

@@ -21,7 +21,7 @@ from .view import View
 RecordId = Annotated[str, Strict(), StringConstraints(min_length=1, max_length=1_000)]
 GroupName = Annotated[str, Strict(), StringConstraints(min_length=1, max_length=1_000)]
 ShortText = Annotated[str, Strict(), StringConstraints(min_length=1, max_length=500)]
-# an error code as a Source gives it (`runtime-capacity`, `not_found`)
+# an error code as a Source gives it (`not_found`, a capacity refusal's own code)
 ErrorCode = Annotated[
     str, Strict(), StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 ]
@@ -68,7 +68,7 @@ class WriteScope(WireModel):
     source_key: InstanceKey
     """The answering Source (echoed; the host checks it)."""
     groups: tuple[GroupName, ...] = Field(max_length=1_000)
-    """The record groups (a kind's `group_field` values, such as spaces) this View may write;
+    """The record groups (values of a kind's `group_field`, such as folders) this View may write;
     empty means it may write nowhere."""
 
 
