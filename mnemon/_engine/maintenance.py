@@ -339,17 +339,18 @@ class _Run:
     def _observe(self, step: str, outcome: str) -> None:
         self.generation.observers.emit("mnemon_observe_maintenance", step=step, outcome=outcome)
 
-    async def _live(self, key: str) -> bool:
-        """Whether `key` may be written now: authorized again, and still offering its writes."""
+    async def _live(self, key: str) -> str | None:
+        """Why `key` may not be written now (None: authorized again, still offering writes)."""
         offer = self._offer(key)
         if offer is None or not await awaited(self.authorize(offer)):
-            return False
+            return "not-authorized"
         facts = await self.facts(key)
-        return (
+        live = (
             facts is not None
             and facts.availability != "unavailable"
             and offer.action_id in facts.action_ids
         )
+        return None if live else "target-unavailable"
 
     async def _current(self, move: ArchiveMove) -> tuple[dict[str, Any] | None, str | None]:
         """The record as its Source holds it now, and the revision it was read at."""
@@ -369,9 +370,10 @@ class _Run:
             "record_id": move.record_id,
             "to_source_key": move.to_source_key,
         }
-        if not await self._live(move.to_source_key):
+        why = await self._live(move.to_source_key)
+        if why is not None:
             self._observe("archive-copy", "refused")
-            return _entry(entry, "refused", code="not-authorized"), False
+            return _entry(entry, "refused", code=why), False
         try:
             current, _ = await self._current(move)
         except (ManagementError, RevisionConflict):
