@@ -15,6 +15,7 @@ from ._errors import CompositionRejected as CompositionRejected
 from ._errors import CompositionUnavailable as CompositionUnavailable
 from ._errors import DefinitionError as DefinitionError
 from ._errors import InstallError as InstallError
+from ._errors import MaintenanceError as MaintenanceError
 from ._errors import ManagementError as ManagementError
 from ._errors import MnemonError as MnemonError
 from ._errors import RevisionConflict as RevisionConflict
@@ -40,6 +41,12 @@ from ._models import GrantRecord as GrantRecord
 from ._models import Guidance as Guidance
 from ._models import HostSettings as HostSettings
 from ._models import InstalledContribution as InstalledContribution
+from ._models import MaintenanceEntry as MaintenanceEntry
+from ._models import MaintenanceRefusal as MaintenanceRefusal
+from ._models import MaintenanceReport as MaintenanceReport
+from ._models import MaintenanceTask as MaintenanceTask
+from ._models import MaintenanceTaskDraft as MaintenanceTaskDraft
+from ._models import MaintenanceTrigger as MaintenanceTrigger
 from ._models import ManagementDescriptor as ManagementDescriptor
 from ._models import ManagementEntry as ManagementEntry
 from ._models import ManagementField as ManagementField
@@ -59,6 +66,7 @@ from ._models import RouteDescriptor as RouteDescriptor
 from ._models import Scope as Scope
 from ._models import SourceConsistency as SourceConsistency
 from ._models import SourceProvenance as SourceProvenance
+from ._models import SourceUsage as SourceUsage
 from ._models import TextPart as TextPart
 from ._models import View as View
 from ._models import ViewBudget as ViewBudget
@@ -99,6 +107,13 @@ __all__ = [
     "HostSettings",
     "InstallError",
     "InstalledContribution",
+    "MaintenanceEntry",
+    "MaintenanceError",
+    "MaintenanceRefusal",
+    "MaintenanceReport",
+    "MaintenanceTask",
+    "MaintenanceTaskDraft",
+    "MaintenanceTrigger",
     "ManagementClient",
     "ManagementDescriptor",
     "ManagementEntry",
@@ -130,6 +145,7 @@ __all__ = [
     "SourceError",
     "SourceErrorKind",
     "SourceProvenance",
+    "SourceUsage",
     "TextPart",
     "Unmount",
     "View",

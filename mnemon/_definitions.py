@@ -22,6 +22,8 @@ from ._models import (
     FactsRequest,
     Id,
     JsonObject,
+    MaintenancePlan,
+    MaintenanceRequest,
     MutationReceipt,
     MutationRequest,
     PackageName,
@@ -41,6 +43,7 @@ from ._models import (
 
 __all__ = [
     "ComposeFunction",
+    "MaintenancePolicy",
     "MemorySource",
     "PluginDescriptor",
     "PluginRole",
@@ -231,13 +234,29 @@ ComposeFunction: TypeAlias = Callable[
 TurnFactory: TypeAlias = Callable[..., Any]
 
 
+class MaintenancePolicy(Protocol):
+    """A Strategy's pure maintenance policy: a plan for the request, in the core's terms.
+
+    No I/O, clock, randomness or secrets: the host calls it twice and refuses two different
+    plans. It never writes; the host executes the plan it returns.
+    """
+
+    def __call__(self, request: MaintenanceRequest) -> MaintenancePlan | Mapping[str, Any]:
+        """The plan for `request`: records to archive, tasks to create, or a refusal."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class StrategyDefinition:
-    """A validated Strategy type: its manifest, pure `compose`, optional turn policy."""
+    """A validated Strategy type: its manifest, pure `compose`, optional policies.
+
+    `create_turn` makes a turn's read policy; `maintain` is its pure maintenance policy.
+    """
 
     manifest: StrategyManifest
     compose: ComposeFunction
     create_turn: TurnFactory | None = None
+    maintain: MaintenancePolicy | None = None
 
     @property
     def type_id(self) -> str:
@@ -254,8 +273,15 @@ def define_memory_strategy(
     manifest: StrategyManifest | Mapping[str, Any],
     compose: ComposeFunction,
     create_turn: TurnFactory | None = None,
+    *,
+    maintain: MaintenancePolicy | None = None,
 ) -> StrategyDefinition:
-    """Define a Strategy type from its manifest, its pure `compose` and an optional policy.
+    """Define a Strategy type from its manifest, its pure `compose` and optional policies.
+
+    `create_turn` makes a turn's read policy; `maintain` is a pure maintenance policy the host
+    consults when a Source refuses a write of a View this Strategy composed (a write past a
+    cap) and when an operator runs maintenance: it answers a `MaintenancePlan`, which the host
+    alone executes. A Strategy without one gets no automatic maintenance.
 
     Raises:
         DefinitionError: naming the manifest field at fault, or a non-callable function.
@@ -272,7 +298,17 @@ def define_memory_strategy(
         )
     if create_turn is not None and not callable(create_turn):
         raise DefinitionError("create_turn: must be callable or None")
-    return StrategyDefinition(checked, compose, create_turn)
+    if maintain is not None:
+        if not callable(maintain):
+            raise DefinitionError("maintain: must be callable or None")
+        if inspect.iscoroutinefunction(maintain) or inspect.iscoroutinefunction(
+            getattr(maintain, "__call__", None)  # noqa: B004 - a callable object's own method
+        ):
+            raise DefinitionError(
+                "maintain: a maintenance policy must be a plain function (def), not async def: "
+                "it is pure and never waits"
+            )
+    return StrategyDefinition(checked, compose, create_turn, maintain)
 
 
 # ------------------------------------------------------------------------- View extensions

@@ -12,6 +12,7 @@ __all__ = [
     "CompositionUnavailable",
     "DefinitionError",
     "InstallError",
+    "MaintenanceError",
     "ManagementError",
     "MnemonError",
     "RevisionConflict",
@@ -135,6 +136,10 @@ class ActionError(_CodedError):
             source_key=source_key,
         )
         self.receipt = receipt
+        #: the maintenance the host ran after the Source refused this write, when it ran one
+        #: and it did not make room: a `MaintenanceError` (its `report` says per entry what
+        #: happened) or the `MaintenanceReport` of a run after which the write still failed
+        self.maintenance: object | None = None
 
 
 class ManagementError(_CodedError):
@@ -143,6 +148,21 @@ class ManagementError(_CodedError):
     When the Source's own call failed or timed out, `source_key` names it and `kind`,
     `retry_after` and `origin_code` are those of its `SourceError`.
     """
+
+
+class MaintenanceError(_CodedError):
+    """Maintenance was refused or failed; what it did before stopping is in `report`.
+
+    `code` says why: `no-maintenance-policy`, the policy's refusal (`ambiguous-archive`,
+    `no-archive-source`, ...), `invalid-plan`, `write-scope-denied`, `write-scope-malformed`,
+    `write-scope-mismatch`, `not-authorized`, `plan-changed`, or a failing Source's code.
+    A refusal before any write changed nothing; `report` (a `MaintenanceReport`, or None when
+    nothing was planned) says per entry what happened otherwise.
+    """
+
+    def __init__(self, message: str, *, code: str = "invalid-plan", report: object | None = None):
+        super().__init__(message, code=code)
+        self.report = report
 
 
 class RevisionConflict(MnemonError):

@@ -24,6 +24,7 @@ from ._engine import (
     TurnExecution,
     current_revision,
     management_catalog,
+    run_maintenance,
     run_management,
 )
 from ._errors import (
@@ -42,6 +43,7 @@ from ._models import (
     Evidence,
     EvidenceLimits,
     HostSettings,
+    MaintenanceReport,
     ManagementEntry,
     ManagementRequest,
     ManagementResult,
@@ -103,7 +105,7 @@ class MemoryTurn:
     def __init__(self, pinned: PinnedView, lease: Lease) -> None:
         self._pinned = pinned
         self._lease = lease
-        self._execution = TurnExecution(pinned)
+        self._execution = TurnExecution(pinned, run_maintenance)
         self._released = False
 
     @property
@@ -156,6 +158,32 @@ class MemoryTurn:
         """
         return await self._execution.execute_action(
             offer_id, input, authorize, idempotency_key=idempotency_key
+        )
+
+    @property
+    def maintenance(self) -> tuple[MaintenanceReport, ...]:
+        """The maintenance runs of this turn, in order: after a refused write, or `maintain()`.
+
+        Each report says per entry what happened (archived, kept, refused, unknown) and which
+        maintenance tasks were created for the host's agent.
+        """
+        return tuple(self._execution.maintenance)
+
+    async def maintain(
+        self, authorize: Authorize, *, dry_run: bool = False, expected_plan: str | None = None
+    ) -> MaintenanceReport:
+        """Run the Strategy's maintenance for this turn's View, as an operator.
+
+        `authorize(offer)` is asked before each archive write, for the receiving Source's
+        offer. A dry run writes nothing; a run given `expected_plan` (a dry run's
+        `plan_digest`) applies that plan or nothing.
+
+        Raises:
+            MaintenanceError: with a `code` (see `MaintenanceError`); nothing was written
+                unless its `report` says otherwise.
+        """
+        return await self._execution.maintain(
+            authorize, dry_run=dry_run, expected_plan=expected_plan
         )
 
     async def release(self) -> None:
@@ -530,6 +558,29 @@ class MemoryHost:
             )
         pinned, lease = await self._engine.compose(request)
         return MemoryTurn(pinned, lease)
+
+    async def maintain(
+        self,
+        *,
+        scope: Scope | Mapping[str, Any] | None = None,
+        authorize: Authorize,
+        dry_run: bool = False,
+        expected_plan: str | None = None,
+    ) -> MaintenanceReport:
+        """Run the serving Strategy's maintenance for `scope`, as an operator asked.
+
+        Composes a View for the scope (scenario `maintenance`), then plans with the Strategy's
+        maintenance policy and, unless `dry_run`, runs the plan: `authorize(offer)` is asked
+        before each archive write. Give a dry run's `plan_digest` as `expected_plan` to apply
+        exactly the plan that was shown (or nothing, when the memory changed meanwhile).
+
+        Raises:
+            MaintenanceError: refused or failed (its `code` says why); nothing was written
+                unless its `report` says otherwise.
+            CompositionUnavailable: nothing serves.
+        """
+        async with self.turn(scope=scope, scenario="maintenance") as turn:
+            return await turn.maintain(authorize, dry_run=dry_run, expected_plan=expected_plan)
 
     # ------------------------------------------------------------------ management
 

@@ -125,6 +125,16 @@ class ObserverSpec:
         `origin_code` and `retry_after` are the Source's `SourceError`'s, when it raised one.
         """
 
+    @hookspec
+    def mnemon_observe_maintenance(self, step: str, outcome: str) -> None:
+        """One step of a maintenance run ended, in the order it ran.
+
+        `step` is `plan`, `archive-copy` (the copy into the receiving Source),
+        `archive-remove` (the original's removal) or `task`; `outcome` is the step's
+        coded result (`planned`, `refused`, `committed`, `accepted`, `replayed`, `removed`,
+        `gone`, `kept`, `unknown`, ...).
+        """
+
 
 class _Manager(pluggy.PluginManager):
     # like pytest's `pytest_` functions: a method named `mnemon_*` is a hook implementation

@@ -20,6 +20,7 @@ from .._models import ActionOffer, Evidence, MutationReceipt, Scope, View, ViewR
 from .._profile import PROFILE_FILE, Profile
 from .._text import visible_text
 from ._installed import InstalledCommands
+from ._maintain import register as register_maintenance
 from ._manage import register as register_management
 from ._operations import manage
 from ._options import (
@@ -658,6 +659,7 @@ cli.add_command(manage)  # `mnemon manage ENTRY [OPERATION] [JSON]`
 register_transfer(cli)
 register_plugins(cli)
 register_reindex(cli)
+register_maintenance(cli)
 cli.add_command(new)  # `mnemon new source|strategy NAME`
 
 __all__ = ["cli", "main"]

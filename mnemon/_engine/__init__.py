@@ -8,6 +8,7 @@ from .assembly import PinnedView
 from .engine import Engine, EntryMemoryService
 from .execution import TurnExecution
 from .generation import Lease
+from .maintenance import run_maintenance
 from .management import current_revision, management_catalog, run_management
 
 __all__ = [
@@ -18,5 +19,6 @@ __all__ = [
     "TurnExecution",
     "current_revision",
     "management_catalog",
+    "run_maintenance",
     "run_management",
 ]

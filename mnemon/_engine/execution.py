@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Mapping
+from typing import Any, Protocol
 
 import anyio
 import anyio.lowlevel
@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from .._awaited import awaited
 from .._errors import (
     ActionError,
+    MaintenanceError,
     MnemonError,
     RevisionConflict,
     RouteError,
@@ -25,6 +26,8 @@ from .._models import (
     Evidence,
     EvidenceItem,
     EvidenceLimits,
+    MaintenanceReport,
+    MaintenanceTrigger,
     MutationReceipt,
     MutationRequest,
     PolicyRequest,
@@ -165,17 +168,38 @@ def _normalized(evidence: Any, view_id: str, route: ViewRoute, ceilings: ViewRou
     return BaseModel.model_copy(checked, update={"items": tuple(kept), "truncated": True})
 
 
+class Maintainer(Protocol):
+    """What runs maintenance for a turn (the engine's `run_maintenance`, handed in)."""
+
+    def __call__(
+        self,
+        pinned: PinnedView,
+        trigger: MaintenanceTrigger,
+        authorize: Authorize,
+        *,
+        dry_run: bool = False,
+        expected_plan: str | None = None,
+    ) -> Awaitable[MaintenanceReport]:
+        """Plan and run maintenance for `pinned`."""
+        ...
+
+
 class TurnExecution:
     """The reads and writes of one turn: its call ledger, its lazily made policy."""
 
-    def __init__(self, pinned: PinnedView) -> None:
+    def __init__(self, pinned: PinnedView, maintainer: Maintainer | None = None) -> None:
         self._pinned = pinned
+        # management and execution are separate planes: maintenance, which uses both, is
+        # handed in by the host rather than imported here
+        self._maintainer = maintainer
         self._ledger: dict[str, int] = {}
         self._policy: Any = None
         self._released = False
         # made at the first read or write: most turns of a busy host make neither
         self._view_ref: ViewRef | None = None
         self._lock: anyio.Lock | None = None
+        # the maintenance runs of this turn, in order
+        self.maintenance: list[MaintenanceReport] = []
 
     @property
     def _ref(self) -> ViewRef:
@@ -437,10 +461,101 @@ class TurnExecution:
                 input=value,
                 idempotency_key=idempotency_key,
             )
-            return await self._write(offer, request)
+            try:
+                return await self._write(offer, request)
+            except ActionError as refused:
+                if not self._maintains(refused):
+                    raise
+                return await self._after_maintenance(offer, request, value, refused, authorize)
         finally:
             with anyio.CancelScope(shield=True):
                 await lease.release()
+
+    def _maintains(self, refused: ActionError) -> bool:
+        # only a refusal that wrote nothing, under a Strategy with a maintenance policy
+        receipt = refused.receipt
+        return (
+            self._pinned.strategy.maintain is not None
+            and self._maintainer is not None
+            and isinstance(receipt, MutationReceipt)
+            and receipt.completion == "failed"
+            and refused.kind == "terminal"
+        )
+
+    async def _after_maintenance(
+        self,
+        offer: ActionOffer,
+        request: MutationRequest,
+        value: FrozenDict,
+        refused: ActionError,
+        authorize: Authorize,
+    ) -> MutationReceipt:
+        """Run the Strategy's maintenance after a refused write; retry it once if it made room.
+
+        Raises:
+            ActionError: the original refusal (with `maintenance` set) when maintenance was
+                refused, failed or archived nothing, or the retried write's own failure.
+        """
+        trigger = MaintenanceTrigger(
+            kind="refused-write",
+            source_key=offer.source_key,
+            action_id=offer.action_id,
+            code=refused.code,
+            input=value,
+        )
+        assert self._maintainer is not None
+        try:
+            report = await self._maintainer(self._pinned, trigger, authorize)
+        except MaintenanceError as failed:
+            if failed.report is not None:
+                self.maintenance.append(failed.report)  # type: ignore[arg-type]
+            refused.maintenance = failed
+            raise refused from refused.__cause__
+        self.maintenance.append(report)
+        if report.archived == 0:
+            refused.maintenance = report
+            raise refused from refused.__cause__
+        # asked again: an earlier yes authorizes nothing now
+        if not await awaited(authorize(offer)):
+            raise ActionError(
+                f"offer {offer.id!r} is not currently authorized", code="not-authorized"
+            )
+        try:
+            return await self._write(offer, request)
+        except ActionError as again:
+            again.maintenance = report
+            raise
+
+    async def maintain(
+        self, authorize: Authorize, *, dry_run: bool, expected_plan: str | None
+    ) -> MaintenanceReport:
+        """Run the Strategy's maintenance for this View, as an operator asked.
+
+        Raises:
+            MaintenanceError: see `run_maintenance`.
+        """
+        if self._released:
+            raise MaintenanceError(f"View {self._pinned.view.id} is released", code="released")
+        if self._maintainer is None:
+            raise MaintenanceError("this turn runs no maintenance", code="no-maintenance-policy")
+        lease = self._pinned.generation.lease()
+        try:
+            report = await self._maintainer(
+                self._pinned,
+                MaintenanceTrigger(kind="operator"),
+                authorize,
+                dry_run=dry_run,
+                expected_plan=expected_plan,
+            )
+        except MaintenanceError as failed:
+            if failed.report is not None:
+                self.maintenance.append(failed.report)  # type: ignore[arg-type]
+            raise
+        finally:
+            with anyio.CancelScope(shield=True):
+                await lease.release()
+        self.maintenance.append(report)
+        return report
 
     async def _write(self, offer: ActionOffer, request: MutationRequest) -> MutationReceipt:
         runtime = self._pinned.generation.by_key[offer.source_key].runtime

@@ -113,6 +113,8 @@ class ManagementOperation(WireModel):
 # the operations the core owns on every Source that declares records: a Source answers them
 # but never declares them itself (their shapes are in `management`)
 RECORD_OPERATIONS = ("records-read", "records-write", "records-delete")
+# the write-scope preflight: a Source that sets `write_scope` answers it (shape in `maintenance`)
+WRITE_SCOPE_OPERATION = "write-scope"
 
 
 class RecordKind(WireModel):
@@ -231,6 +233,25 @@ def _records_delete(kinds: list[str]) -> dict[str, Any]:
     }
 
 
+def _write_scope_input() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "write_scope": {
+                "type": "object",
+                "properties": {
+                    "view_id": {"type": "string", "minLength": 1, "maxLength": 400},
+                    "grant": {},
+                },
+                "required": ["view_id", "grant"],
+                "additionalProperties": False,
+            }
+        },
+        "required": ["write_scope"],
+        "additionalProperties": False,
+    }
+
+
 class ManagementDescriptor(WireModel):
     """How humans manage a Source: a label, a form of fields, operations and record kinds."""
 
@@ -244,6 +265,9 @@ class ManagementDescriptor(WireModel):
     """The operations people may run (the record operations are the core's: not listed)."""
     records: tuple[RecordKind, ...] = ()
     """The kinds of record the Source holds, and what people may do with each."""
+    write_scope: StrictBool = False
+    """Whether the Source answers the core's `write-scope` preflight: which groups of its
+    writable record kinds a View may write (host maintenance archives only there)."""
 
     @model_validator(mode="after")
     def _check_unique(self) -> ManagementDescriptor:
@@ -256,6 +280,13 @@ class ManagementDescriptor(WireModel):
             raise ValueError(
                 f"operations: {reserved!r} is the core's record operation; declare records instead"
             )
+        if any(op.id == WRITE_SCOPE_OPERATION for op in self.operations):
+            raise ValueError(
+                f"operations: {WRITE_SCOPE_OPERATION!r} is the core's preflight; "
+                "set write_scope instead"
+            )
+        if self.write_scope and not any(kind.writable for kind in self.records):
+            raise ValueError("write_scope: needs a writable record kind")
         if not unique(kind.id for kind in self.records):
             raise ValueError("records: duplicate record kind")
         return self
@@ -283,6 +314,15 @@ class ManagementDescriptor(WireModel):
                         input_schema=shape(named),
                     )
                 )
+        if self.write_scope:
+            made.append(
+                ManagementOperation(
+                    id=WRITE_SCOPE_OPERATION,
+                    kind="read",
+                    description="Where a View may write records (the maintenance preflight).",
+                    input_schema=_write_scope_input(),
+                )
+            )
         return tuple(made)
 
 

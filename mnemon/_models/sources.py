@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, Strict, StringConstraints
 
@@ -143,6 +143,22 @@ class FactsRequest(WireModel):
     """The turn's scenario."""
 
 
+class SourceUsage(WireModel):
+    """How full a Source with a cap is: `used` of `limit`, in `unit`."""
+
+    used: Annotated[StrictInt, Field(ge=0)]
+    """How much is in use now."""
+    limit: Annotated[StrictInt, Field(ge=1)]
+    """The cap a write past which is refused."""
+    unit: Literal["bytes", "characters", "records"]
+    """What `used` and `limit` count."""
+
+    @property
+    def percent(self) -> int:
+        """`used` as a whole percentage of `limit` (at most 100)."""
+        return min(100, self.used * 100 // self.limit)
+
+
 class SourceFacts(WireModel):
     """Cheap, read-only facts a Source reports for one request.
 
@@ -172,6 +188,9 @@ class SourceFacts(WireModel):
     reason: Id | None = None
     """A coded cause for `degraded` or `unavailable`, such as `missing-scope`; it becomes a
     diagnostic."""
+    usage: SourceUsage | None = None
+    """How full the scope's memory is, for a Source with a cap (working memory's bytes): a
+    Strategy may warn the model, and `mnemon maintain` shows it."""
 
 
 class ProjectionRequest(WireModel):

@@ -16,6 +16,7 @@ from .._configuration import ConfigPath as ConfigPath
 from .._configuration import Configuration as Configuration
 from .._configuration import read_configuration as read_configuration
 from .._definitions import ExtensionRequest as ExtensionRequest
+from .._definitions import MaintenancePolicy as MaintenancePolicy
 from .._definitions import MemorySource as MemorySource
 from .._definitions import PluginDescriptor as PluginDescriptor
 from .._definitions import ProvidedCapability as ProvidedCapability
@@ -42,6 +43,7 @@ from .._errors import CompositionRejected as CompositionRejected
 from .._errors import CompositionUnavailable as CompositionUnavailable
 from .._errors import DefinitionError as DefinitionError
 from .._errors import InstallError as InstallError
+from .._errors import MaintenanceError as MaintenanceError
 from .._errors import ManagementError as ManagementError
 from .._errors import MnemonError as MnemonError
 from .._errors import RevisionConflict as RevisionConflict
@@ -69,6 +71,7 @@ from .._install import install_memory as install_memory
 from .._json import configuration_digest as configuration_digest
 from .._models import ActionDescriptor as ActionDescriptor
 from .._models import ActionOffer as ActionOffer
+from .._models import ArchiveMove as ArchiveMove
 from .._models import Authorize as Authorize
 from .._models import CaptureSlotValue as CaptureSlotValue
 from .._models import ComposeRequest as ComposeRequest
@@ -86,6 +89,15 @@ from .._models import Fragment as Fragment
 from .._models import GrantRecord as GrantRecord
 from .._models import Guidance as Guidance
 from .._models import InstalledContribution as InstalledContribution
+from .._models import MaintenanceEntry as MaintenanceEntry
+from .._models import MaintenancePlan as MaintenancePlan
+from .._models import MaintenanceRefusal as MaintenanceRefusal
+from .._models import MaintenanceReport as MaintenanceReport
+from .._models import MaintenanceRequest as MaintenanceRequest
+from .._models import MaintenanceSource as MaintenanceSource
+from .._models import MaintenanceTask as MaintenanceTask
+from .._models import MaintenanceTaskDraft as MaintenanceTaskDraft
+from .._models import MaintenanceTrigger as MaintenanceTrigger
 from .._models import ManagementDescriptor as ManagementDescriptor
 from .._models import ManagementEntry as ManagementEntry
 from .._models import ManagementField as ManagementField
@@ -124,6 +136,7 @@ from .._models import SourceManifest as SourceManifest
 from .._models import SourceProvenance as SourceProvenance
 from .._models import SourceRoute as SourceRoute
 from .._models import SourceSelection as SourceSelection
+from .._models import SourceUsage as SourceUsage
 from .._models import StrategyManifest as StrategyManifest
 from .._models import TextPart as TextPart
 from .._models import VectorSpace as VectorSpace
@@ -133,6 +146,7 @@ from .._models import ViewContribution as ViewContribution
 from .._models import ViewRef as ViewRef
 from .._models import ViewRoute as ViewRoute
 from .._models import ViewSpec as ViewSpec
+from .._models import WriteScope as WriteScope
 from .._observe import SourceTelemetry as SourceTelemetry
 from .._observe import hookimpl as hookimpl
 from .._partitions import ScopePartition as ScopePartition
@@ -149,6 +163,7 @@ __all__ = [
     "ActionDescriptor",
     "ActionError",
     "ActionOffer",
+    "ArchiveMove",
     "Authorize",
     "CaptureSlotValue",
     "ComposeRequest",
@@ -177,6 +192,17 @@ __all__ = [
     "Guidance",
     "InstallError",
     "InstalledContribution",
+    "MaintenanceEntry",
+    "MaintenanceError",
+    "MaintenancePlan",
+    "MaintenancePolicy",
+    "MaintenanceRefusal",
+    "MaintenanceReport",
+    "MaintenanceRequest",
+    "MaintenanceSource",
+    "MaintenanceTask",
+    "MaintenanceTaskDraft",
+    "MaintenanceTrigger",
     "ManageRequest",
     "ManagementDescriptor",
     "ManagementEntry",
@@ -232,6 +258,7 @@ __all__ = [
     "SourceRoute",
     "SourceSelection",
     "SourceTelemetry",
+    "SourceUsage",
     "StrategyConfiguration",
     "StrategyDefinition",
     "StrategyManifest",
@@ -248,6 +275,7 @@ __all__ = [
     "ViewRef",
     "ViewRoute",
     "ViewSpec",
+    "WriteScope",
     "allocate_characters",
     "check_memory_text",
     "check_query_vector",

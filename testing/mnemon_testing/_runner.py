@@ -8,10 +8,12 @@ from typing import Any
 
 from mnemon import (
     ActionOffer,
+    Authorize,
     CompositionRequest,
     Evidence,
     EvidenceLimits,
     HostSettings,
+    MaintenanceReport,
     ManagementClient,
     MemoryHost,
     MemoryPlugin,
@@ -143,6 +145,23 @@ class MemoryCompositionRunner:
     ) -> ManagementClient:
         """A management client for one Source; `scope` is captured now."""
         return self._host.management_client(source_key, scope)
+
+    async def maintain(
+        self,
+        *,
+        scope: Scope | Mapping[str, Any] | None = None,
+        authorize: Authorize,
+        dry_run: bool = False,
+        expected_plan: str | None = None,
+    ) -> MaintenanceReport:
+        """Run the serving Strategy's maintenance for `scope`, as `MemoryHost.maintain` does.
+
+        Raises:
+            mnemon.MaintenanceError: refused or failed; its `report` says what happened.
+        """
+        return await self._host.maintain(
+            scope=scope, authorize=authorize, dry_run=dry_run, expected_plan=expected_plan
+        )
 
     def inspect(self) -> dict[str, Any]:
         """The host's JSON-only report."""

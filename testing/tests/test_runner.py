@@ -116,6 +116,7 @@ async def test_runner_turns_expose_only_their_narrow_surface() -> None:
         "begin_turn",
         "inspect",
         "management_client",
+        "maintain",
         "dispose",
         "aclose",
     }

@@ -31,8 +31,7 @@ from typing import IO
 import anyio
 import httpx
 
-from mnemon import visible_text
-from mnemon.sdk import MnemonError
+from mnemon.sdk import MnemonError, visible_text
 
 __all__ = [
     "CONFIGURATION_VARIABLE",

@@ -24,6 +24,7 @@ from mnemon.sdk import (
     SourceError,
     SourceFacts,
     SourceInit,
+    SourceUsage,
     ViewContribution,
     create_mutation_receipt,
     define_memory_plugin,
@@ -140,12 +141,14 @@ def _record_kind(kind: str, target: str, label: str) -> dict[str, Any]:
                     "maximum": MAX_IMPORTANCE,
                 },
                 "created_at": {"type": ["string", "null"]},
+                "updated_at": {"type": ["string", "null"]},
             },
             "required": ["text"],
             "additionalProperties": False,
         },
         "readable": True,
         "writable": True,
+        "deletable": True,
         "label_field": "text",
         "key_fields": ["text"],
     }
@@ -383,6 +386,9 @@ class RuntimeSource:
                 "entries": len(document.user) + len(notes.entries),
                 "used_percent": min(100, snapshot.size * 100 // self._settings.memory_limit_bytes),
             },
+            usage=SourceUsage(
+                used=snapshot.size, limit=self._settings.memory_limit_bytes, unit="bytes"
+            ),
         )
         _keep(self._given, key, (snapshot, facts), _SNAPSHOTS_KEPT)
         return facts
@@ -476,6 +482,8 @@ class RuntimeSource:
             return await self._read_records(partition, agent_id, request.input)
         if operation == "records-write":
             return await self._write_records(partition, agent_id, request)
+        if operation == "records-delete":
+            return await self._delete_record(partition, agent_id, request)
         change = read_change(request.input)
         step = self._step(change, agent_id, None, request.expected_revision)
         snapshot, applied = await self._transact(partition, step)
@@ -513,6 +521,7 @@ class RuntimeSource:
                 "text": entry.text,
                 "importance": entry.importance,
                 "created_at": entry.created_at,
+                "updated_at": entry.updated_at,
             }
             for entry in entries[start:end]
         ]
@@ -569,6 +578,45 @@ class RuntimeSource:
             operation="records-write",
             output={"results": results},
             revision=revision,
+        )
+
+    async def _delete_record(
+        self, partition: Partition, agent_id: str | None, request: ManageRequest
+    ) -> ManagementResult:
+        """Remove one fact or note (`records-delete`), if the scope is at the expected revision.
+
+        An id of the other kind, or one the scope does not hold, deletes nothing
+        (`deleted: false`).
+
+        Raises:
+            RevisionConflict: the scope moved on from the expected revision (checked under
+                the store's lock, with the removal).
+            SourceError: the store cannot be written (busy, damaged).
+        """
+        target = RECORD_TARGETS[request.input["kind"]]
+        entry_id = str(request.input["id"])
+        prefix = "u" if target == "user" else "m"
+        output: dict[str, Any] = {"id": entry_id, "deleted": False}
+        if not (entry_id.startswith(prefix) and entry_id[1:].isdigit()):
+            return ManagementResult(source_key=self._key, operation="records-delete", output=output)
+        change = read_change({"target": target, "operation": "remove", "id": entry_id})
+        step = self._step(change, agent_id, None, request.expected_revision)
+        try:
+            snapshot, _ = await self._transact(partition, step)
+        except SourceError as exc:
+            if exc.code != "not_found":
+                raise
+            return ManagementResult(
+                source_key=self._key,
+                operation="records-delete",
+                output=output,
+                revision=request.expected_revision,
+            )
+        return ManagementResult(
+            source_key=self._key,
+            operation="records-delete",
+            output={"id": entry_id, "deleted": True},
+            revision=snapshot.revision,
         )
 
     async def _manage_read(self, partition: Partition, agent_id: str | None) -> ManagementResult:

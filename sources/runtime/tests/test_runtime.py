@@ -782,3 +782,39 @@ async def test_the_source_checks_the_expected_revision_again_under_its_lock(
                 )
             )
     assert stored.read_bytes() == before
+
+
+async def test_a_record_is_deleted_only_at_the_expected_revision(tmp_path: Path) -> None:
+    async with MemoryCompositionRunner() as runner:
+        await open_runtime(runner, {"data_dir": str(tmp_path)})
+        turn = await runner.begin_turn({"scope": ADA})
+        for text in ("first", "second"):
+            value = {"target": "user", "operation": "add", "text": text}
+            await turn.execute_action(OFFER, value, allow)
+        await turn.release()
+        client = runner.management_client(KEY, ADA)
+        stale = await client.revision()
+        turn = await runner.begin_turn({"scope": ADA})
+        await turn.execute_action(
+            OFFER, {"target": "user", "operation": "add", "text": "third"}, allow
+        )
+        await turn.release()
+        with pytest.raises(RevisionConflict):
+            await client.mutate(
+                "records-delete", {"kind": "fact", "id": "u1"}, confirmed=True,
+                expected_revision=stale,
+            )  # fmt: skip
+        current = await client.revision()
+        done = await client.mutate(
+            "records-delete", {"kind": "fact", "id": "u1"}, confirmed=True,
+            expected_revision=current,
+        )  # fmt: skip
+        assert done.output == {"id": "u1", "deleted": True}
+        for kind, entry_id in (("fact", "u1"), ("note", "u2"), ("fact", "m1")):
+            again = await client.mutate(
+                "records-delete", {"kind": kind, "id": entry_id}, confirmed=True,
+                expected_revision=await client.revision(),
+            )  # fmt: skip
+            assert again.output == {"id": entry_id, "deleted": False}
+        output = await client.read("read")
+        assert [entry["text"] for entry in output["user"]] == ["second", "third"]

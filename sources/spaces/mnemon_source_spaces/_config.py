@@ -21,6 +21,7 @@ from ._wire import SPACE_PATTERN, json_object
 
 __all__ = [
     "SUBJECT",
+    "SpaceLimits",
     "SpaceSettings",
     "SpacesSettings",
     "configuration_error",
@@ -133,6 +134,50 @@ ScopeKey = Annotated[str, BeforeValidator(_scope_key)]
 PartitionKey = Annotated[str, BeforeValidator(_partition_key)]
 
 
+MAX_MEMORIES_LIMIT = 10_000_000
+MAX_AGE_DAYS = 36_500
+
+
+def _count_limit(value: Any) -> Any:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 1 <= value <= MAX_MEMORIES_LIMIT
+    ):
+        raise ValueError(f"must be a whole number of memories, 1 to {MAX_MEMORIES_LIMIT}")
+    return value
+
+
+def _days(value: Any) -> Any:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0 < value <= MAX_AGE_DAYS
+    ):
+        raise ValueError(f"must be a number of days in (0, {MAX_AGE_DAYS}]")
+    return value
+
+
+def _then(value: Any) -> Any:
+    if value not in ("archive", "forget"):
+        raise ValueError('must be "archive" (into archive_to) or "forget"')
+    return value
+
+
+class SpaceLimits(Configuration):
+    """How much one space keeps, and what happens past it (only when maintenance runs)."""
+
+    max_memories: Annotated[int, BeforeValidator(_count_limit)] | None = None
+    """The most memories the space keeps; the oldest past it are moved on."""
+    max_age_days: Annotated[float, BeforeValidator(_days)] | None = None
+    """The oldest a memory may be, in days; older ones are moved on."""
+    then: Annotated[str, BeforeValidator(_then)]
+    """What happens past a limit: `archive` (into `archive_to`) or `forget`."""
+    archive_to: Annotated[str, Strict(), StringConstraints(pattern=SPACE_PATTERN)] | None = None
+    """The colder space archived memories go to (with `then = "archive"`)."""
+
+
 class SpaceSettings(Configuration):
     """One configured space."""
 
@@ -144,6 +189,8 @@ class SpaceSettings(Configuration):
     """What the space holds, shown to the model (at most 500 characters)."""
     partition_by: Annotated[tuple[PartitionKey, ...], BeforeValidator(_partition_list)] = ()
     """Scope ids that split this space further whenever the scope carries them."""
+    limits: SpaceLimits | None = None
+    """What the space keeps (most memories, oldest age) and what maintenance does past it."""
 
 
 class SpacesSettings(Configuration):
@@ -225,6 +272,8 @@ def read_settings(init: SourceInit) -> SpacesSettings:
                 )
             if key in space.partition_by[:at]:
                 raise configuration_error(f"{where}.partition_by[{at}]", "duplicate scope id")
+    for index, space in enumerate(settings.spaces):
+        _check_limits(settings, f"spaces[{index}].limits", space)
     if settings.default_space is not None:
         chosen = settings.space(settings.default_space)
         if chosen is None:
@@ -232,3 +281,26 @@ def read_settings(init: SourceInit) -> SpacesSettings:
         if not chosen.writable:
             raise configuration_error("default_space", "must name a writable space")
     return settings
+
+
+def _check_limits(settings: SpacesSettings, where: str, space: SpaceSettings) -> None:
+    limits = space.limits
+    if limits is None:
+        return
+    if limits.max_memories is None and limits.max_age_days is None:
+        raise configuration_error(where, "name max_memories, max_age_days or both")
+    if limits.then == "forget":
+        if limits.archive_to is not None:
+            raise configuration_error(f"{where}.archive_to", 'only with then = "archive"')
+        return
+    if limits.archive_to is None:
+        raise configuration_error(f"{where}.archive_to", 'required with then = "archive"')
+    target = settings.space(limits.archive_to)
+    if target is None:
+        raise configuration_error(f"{where}.archive_to", "must name a configured space")
+    if target.name == space.name:
+        raise configuration_error(f"{where}.archive_to", "must name another space")
+    if target.partition_by != space.partition_by:
+        raise configuration_error(
+            f"{where}.archive_to", "must name a space split by the same partition_by"
+        )

@@ -17,8 +17,9 @@ from mnemon.sdk import ManagementResult, ManageRequest, RevisionConflict, Source
 from ._calls import ProviderCalls, check_parents
 from ._config import SpacesSettings
 from ._evidence import read_directory
-from ._grants import Namespaces, PinnedSpace, memory_id_of
+from ._grants import Namespaces, PinnedSpace, memory_id_of, pinned_from_grant
 from ._inputs import checked_labels, checked_text, is_memory_id, keyed_memory_id
+from ._limits import SpaceLimitsPlanner, plan_digest
 from ._manifest import MAX_ENTITIES, MAX_TAGS, MAX_TEXT_CHARACTERS
 from ._provider import (
     ForgetRequest,
@@ -55,6 +56,7 @@ class SpacesManagement:
         self._namespaces = namespaces
         self._calls = calls
         self._semantic = semantic
+        self._limits = SpaceLimitsPlanner(settings, calls)
         # mutations of this instance check the revision and write as one step
         self._lock = anyio.Lock()
 
@@ -78,6 +80,11 @@ class SpacesManagement:
             output = await self._read_records(pinned, payload)
         elif operation == "reindex":
             output = await self._reindex(pinned)
+        elif operation == "write-scope":
+            output = self._write_scope(pinned, payload["write_scope"])
+        elif operation == "maintenance-plan":
+            usage, plan = await self._limits.plan(pinned)
+            output = {"usage": usage, "plan": plan, "plan_digest": plan_digest(plan)}
         else:
             fresh: list[tuple[str, list[Memory]]] = []  # stored memories awaiting vectors
             async with self._lock:
@@ -116,6 +123,45 @@ class SpacesManagement:
                 serving = await semantic.serving((space.parent,))
                 entry["meaning_space"] = None if serving is None else serving.key
         return directory
+
+    def _write_scope(
+        self, pinned: Sequence[PinnedSpace], asked: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Where the View holding `asked["grant"]` may write: the spaces it pins writable.
+
+        The same authority as the `remember` action: only a grant this instance issued for
+        this scope's spaces (at this revision) counts, and it names the writable spaces.
+
+        Raises:
+            SourceError: `forbidden` for any other grant (or none).
+        """
+        grant = asked["grant"]
+        granted = pinned_from_grant(grant)
+        revision = grant.get("revision") if isinstance(grant, Mapping) else None
+        if granted != tuple(pinned) or revision != self._namespaces.revision(pinned):
+            raise SourceError("forbidden", "the grant does not pin this scope's spaces")
+        return {
+            "write_scope": {
+                "view_id": asked["view_id"],
+                "source_key": self._key,
+                "groups": [space.name for space in granted if space.writable],
+            }
+        }
+
+    async def _apply_limits(
+        self, pinned: Sequence[PinnedSpace], payload: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Apply the spaces' limits, if the plan is still the one `plan_digest` names.
+
+        Raises:
+            SourceError: `plan-changed` (nothing written) when the memories moved on since.
+        """
+        _, plan = await self._limits.plan(pinned)
+        if plan_digest(plan) != payload["plan_digest"]:
+            raise SourceError(
+                "plan-changed", "the spaces changed since the plan was made; nothing was written"
+            )
+        return {"results": await self._limits.apply(pinned, plan)}
 
     async def _reindex(self, pinned: Sequence[PinnedSpace]) -> dict[str, Any]:
         """Give this scope's memories the vectors they lack, within this call's deadline."""
@@ -257,6 +303,8 @@ class SpacesManagement:
         """One mutation; the memories it newly stores go into `fresh`, for their vectors."""
         if operation == "records-write":
             return await self._write_records(pinned, payload["records"], fresh)
+        if operation == "maintenance-apply":
+            return await self._apply_limits(pinned, payload)
         if operation == "records-delete":
             return await self._delete_record(pinned, payload)
         space = self._named(pinned, payload["space"])

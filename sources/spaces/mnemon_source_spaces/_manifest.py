@@ -248,6 +248,27 @@ MANIFEST: dict[str, Any] = {
                 "input_schema": _object({}),
             },
             {
+                "id": "maintenance-plan",
+                "kind": "read",
+                "description": (
+                    "Each space with limits: how many memories it holds, and which are past "
+                    "its limits (most memories, oldest age) with what happens to each."
+                ),
+                "input_schema": _object({}),
+            },
+            {
+                "id": "maintenance-apply",
+                "kind": "mutate",
+                "description": (
+                    "Apply the spaces' limits (archive or forget what is past them), if the "
+                    "plan is still the one the digest names."
+                ),
+                "input_schema": _object(
+                    {"plan_digest": {"type": "string", "pattern": "^[0-9a-f]{64}$"}},
+                    ("plan_digest",),
+                ),
+            },
+            {
                 "id": "forget",
                 "kind": "mutate",
                 "description": "Delete one memory of a space by its id.",
@@ -288,5 +309,7 @@ MANIFEST: dict[str, Any] = {
                 "newest_first": True,
             }
         ],
+        # the maintenance preflight: a View may archive into the spaces its grant pins writable
+        "write_scope": True,
     },
 }

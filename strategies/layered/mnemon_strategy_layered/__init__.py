@@ -2,12 +2,14 @@
 
 Mount the package itself: `await host.mount(mnemon_strategy_layered, instance_id="layered")`,
 with `config={"write_sources": ["source:spaces"]}` to choose where long-term writes go when
-several long-term memory Sources serve.
+several long-term memory Sources serve. Its maintenance policy, `three_tier_action_workflow`,
+makes room in a full working memory by archiving into long-term memory.
 """
 
 from mnemon.sdk import PluginContext, define_memory_plugin, install_memory
 
 from ._compose import LAYERED_CONFIGURATION, LayeredConfiguration, allocation, compose
+from ._maintenance import three_tier_action_workflow
 from ._policy import LayeredTurn, fuse, normalized_query
 
 __all__ = [
@@ -21,6 +23,7 @@ __all__ = [
     "fuse",
     "memory_plugin",
     "normalized_query",
+    "three_tier_action_workflow",
 ]
 
 memory_plugin = define_memory_plugin(

@@ -21,6 +21,7 @@ from mnemon.sdk import (
     define_strategy_configuration,
 )
 
+from ._maintenance import NEARLY_FULL_PERCENT, three_tier_action_workflow
 from ._policy import (
     EVIDENCE,
     NARRATIVE,
@@ -258,7 +259,7 @@ def _guidance(
     if routes:
         reminders["read"] = READ_REMINDER
     if actions:
-        reminders["write"] = WRITE_REMINDER
+        reminders["write"] = WRITE_REMINDER + _fullness(chosen, writable)
     if capture is not None:
         eligible = _capture_targets(chosen, writable, capture)
         if eligible:
@@ -272,6 +273,29 @@ def _guidance(
     if not routes and not reminders:
         return None
     return {"routing": _routing(group) if routes else None, "reminders": reminders or None}
+
+
+def _fullness(chosen: Sequence[SourceCandidate], writable: set[str]) -> str:
+    """A sentence for each writable working memory that is nearly full, and what makes room."""
+    archive = any(s.key in writable and s.facts.role == EVIDENCE for s in chosen)
+    notes = []
+    for source in chosen:
+        usage = source.facts.usage
+        if source.facts.role != WORKING or source.key not in writable or usage is None:
+            continue
+        if usage.percent < NEARLY_FULL_PERCENT:
+            continue
+        after = (
+            " When a write does not fit, the host archives the least important, oldest "
+            "entries into long-term memory to make room."
+            if archive
+            else ""
+        )
+        notes.append(
+            f" Working memory {source.key} is {usage.percent}% full: remove entries that no "
+            "longer hold, and merge or shorten the rest, through its own action." + after
+        )
+    return "".join(notes)
 
 
 def _capture_targets(
@@ -305,7 +329,10 @@ class LayeredConfiguration(Configuration):
 
 def _create(config: LayeredConfiguration) -> StrategyDefinition:
     return define_memory_strategy(
-        MANIFEST, partial(compose, write_sources=config.write_sources), create_turn
+        MANIFEST,
+        partial(compose, write_sources=config.write_sources),
+        create_turn,
+        maintain=three_tier_action_workflow,
     )
 
 
