@@ -11,8 +11,9 @@ import jsonschema
 from jsonschema import Draft202012Validator
 
 from ._json import canonical_json, thaw_json
+from ._text import visible_text
 
-__all__ = ["MAX_PROBLEMS", "check_input_schema", "input_problems"]
+__all__ = ["MAX_PROBLEMS", "check_input_schema", "describe_schema_error", "input_problems"]
 
 # validation stops here: an input breaking a schema a million times is not checked a million times
 MAX_PROBLEMS = 3
@@ -96,3 +97,47 @@ def _short(error: jsonschema.ValidationError) -> str:
     ):
         return f"fails {keyword} {canonical_json(expected).decode()[:80]}"
     return f"fails {keyword}"
+
+
+#: the most property names one description lists, and the most characters of each
+_NAMES_SHOWN = 3
+_NAME_CHARACTERS = 64
+
+
+def _names(names: list[str]) -> str:
+    shown = [
+        repr(visible_text(name if len(name) <= _NAME_CHARACTERS else name[:_NAME_CHARACTERS] + "…",
+                          keep_newlines=False))
+        for name in names[:_NAMES_SHOWN]
+    ]  # fmt: skip
+    more = len(names) - _NAMES_SHOWN
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+
+
+def describe_schema_error(error: jsonschema.ValidationError) -> str:
+    """Say how a JSON value breaks its schema, naming properties, never quoting the value.
+
+    `error` is one error of a `jsonschema` validator; where it is, `error.absolute_path`
+    says. The rule is an unexpected or missing property by name (`unexpected property
+    'score2'`), the type wanted (`must be string`), or the keyword and its bound (`fails
+    maxLength 80`). The value itself is never quoted: it may be memory text or a secret.
+    """
+    instance = error.instance
+    keyword = error.validator
+    if keyword in ("additionalProperties", "unevaluatedProperties") and isinstance(
+        instance, Mapping
+    ):
+        known = (
+            set(error.schema.get("properties", {})) if isinstance(error.schema, Mapping) else set()
+        )
+        extras = sorted(str(name) for name in set(instance) - known)
+        rule = f"unexpected property {_names(extras)}" if extras else f"fails {keyword}"
+    elif keyword == "required" and isinstance(instance, Mapping):
+        missing = [str(name) for name in error.validator_value if name not in instance]
+        rule = f"missing property {_names(missing)}"
+    elif keyword == "type":
+        wanted = error.validator_value
+        rule = f"must be {' or '.join(wanted) if isinstance(wanted, list) else wanted}"
+    else:
+        rule = _short(error)
+    return rule

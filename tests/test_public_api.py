@@ -218,6 +218,7 @@ SDK_ALL = [
     "define_memory_strategy",
     "define_strategy_configuration",
     "define_view_extension",
+    "describe_schema_error",
     "guarded_call",
     "hookimpl",
     "install_memory",
@@ -293,7 +294,7 @@ def test_functions_and_errors_only_an_author_uses_say_they_live_in_the_sdk() -> 
 NEW_IN_SDK = {
     "ArchiveMove", "Configuration", "MaintenancePlan", "MaintenancePolicy", "MaintenanceRequest",
     "MaintenanceSource", "SourceKeys", "StringList", "Text", "Textarea", "WriteScope",
-    "configuration_fields", "configuration_schema",
+    "configuration_fields", "configuration_schema", "describe_schema_error",
 }  # fmt: skip
 MOVED = sorted(set(SDK_ALL) - set(EXPECTED_ALL) - NEW_IN_SDK)
 

@@ -151,6 +151,7 @@ from .._observe import SourceTelemetry as SourceTelemetry
 from .._observe import hookimpl as hookimpl
 from .._partitions import ScopePartition as ScopePartition
 from .._partitions import scope_partition as scope_partition
+from .._schema import describe_schema_error as describe_schema_error
 from .._text import check_memory_text as check_memory_text
 from .._text import memory_text_schema as memory_text_schema
 from .._text import visible_json as visible_json
@@ -290,6 +291,7 @@ __all__ = [
     "define_memory_strategy",
     "define_strategy_configuration",
     "define_view_extension",
+    "describe_schema_error",
     "guarded_call",
     "hookimpl",
     "install_memory",

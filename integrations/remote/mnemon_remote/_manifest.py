@@ -19,7 +19,7 @@ from jsonschema.exceptions import SchemaError
 from pydantic import ValidationError
 
 import mnemon
-from mnemon.sdk import DefinitionError, SourceManifest, parse_yaml
+from mnemon.sdk import DefinitionError, SourceManifest, describe_schema_error, parse_yaml
 from mnemon.versions import RangeError, Version, parse_range, parse_version
 
 __all__ = [
@@ -150,7 +150,9 @@ def _check_shape(report: ManifestReport, value: dict[str, Any]) -> None:
     validator = Draft202012Validator(load_schema("manifest.schema.json"))
     for error in sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.path))):
         report.issues.append(
-            ManifestIssue("schema_violation", _path(error.absolute_path), error.message)
+            ManifestIssue(
+                "schema_violation", _path(error.absolute_path), describe_schema_error(error)
+            )
         )
 
 

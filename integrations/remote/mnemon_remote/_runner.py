@@ -32,6 +32,7 @@ from mnemon.sdk import (
     PluginContext,
     RouteError,
     define_memory_strategy,
+    describe_schema_error,
     install_memory,
 )
 
@@ -283,9 +284,16 @@ async def check_discovery(run: _Run, client: httpx.AsyncClient, target: _Target)
             result.issue("plugin_unavailable", DISCOVERY, "GET /v0/discovery did not answer")
             return False
         value = _json(body)
+        if status != 200:
+            result.issue("schema_violation", DISCOVERY, f"the discovery answer is HTTP {status}")
+            return False
         validator = Draft202012Validator(load_schema("discovery.schema.json"))
-        if status != 200 or not validator.is_valid(value):
-            result.issue("schema_violation", DISCOVERY, "the discovery answer is not valid")
+        broken = sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.path)))
+        for error in broken[:3]:
+            where = "/" + "/".join(map(str, error.absolute_path))
+            rule = describe_schema_error(error)
+            result.issue("schema_violation", DISCOVERY, f"the answer at {where}: {rule}")
+        if broken:
             return False
         expected = {
             "/plugin_api": (value["plugin_api"], run.report.plugin_api),

@@ -156,3 +156,15 @@ async def test_an_answer_past_max_response_bytes_is_read_no_further(tmp_path: Pa
     report = await certify(_plugin(tmp_path, "flood"), plugin_output=io.BytesIO())
     assert report["certified"] is False
     assert _codes(report, "discovery") == {"response_too_large"}
+
+
+async def test_a_discovery_answer_breaking_its_schema_names_the_place_and_the_key(
+    tmp_path: Path,
+) -> None:
+    report = await certify(_plugin(tmp_path, "discovery_shape"), plugin_output=io.BytesIO())
+    check = next(c for c in report["checks"] if c["id"] == "discovery")
+    assert check["status"] == "fail"
+    (issue,) = check["issues"]
+    assert issue["code"] == "schema_violation"
+    assert issue["message"] == "the answer at /plugin: unexpected property 'leak'"
+    assert "SECRET" not in json.dumps(report)

@@ -38,6 +38,7 @@ from mnemon_remote import (
     timed,
 )
 
+from mnemon.sdk import describe_schema_error
 from mnemon.versions import parse_range
 
 from ._certify import FixtureOutcome, fixture_request, fixture_session, invoke_fixture
@@ -418,7 +419,7 @@ def _fixture_problems(
 ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """A fixture's shape problems, and the ones of its configuration: (path, message) each."""
     shape = [
-        ("/" + "/".join(map(str, e.absolute_path)), f"{e.validator} rule broken")
+        ("/" + "/".join(map(str, e.absolute_path)), describe_schema_error(e))
         for e in fixture_validator().iter_errors(fixture)
     ]
     if shape:

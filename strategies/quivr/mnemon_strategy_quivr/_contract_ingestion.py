@@ -22,7 +22,7 @@ import httpx
 from jsonschema import Draft202012Validator
 from mnemon_remote import AnswerTooLarge, CheckResult, ContractChecks, timed
 
-from mnemon.sdk import DefinitionError, SegmentRequest, VectorSpace
+from mnemon.sdk import DefinitionError, SegmentRequest, VectorSpace, describe_schema_error
 from mnemon.versions import parse_range, parse_version
 
 from ._ingestion import (
@@ -147,7 +147,7 @@ class _Ingestion:
     def problems(self, fixture: IngestionFixture) -> tuple[list[str], list[str]]:
         """A fixture's shape problems, and the ones of its configuration."""
         shape = [
-            f"{e.validator} rule broken at /{'/'.join(map(str, e.absolute_path))}"
+            f"{describe_schema_error(e)} at /{'/'.join(map(str, e.absolute_path))}"
             for e in ingestion_fixture_validator().iter_errors(fixture.value)
         ]
         if shape:

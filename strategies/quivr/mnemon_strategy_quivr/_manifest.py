@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mnemon.sdk import DefinitionError, parse_yaml
+from mnemon.sdk import DefinitionError, describe_schema_error, parse_yaml
 from mnemon.versions import RangeError, Version, VersionRange, parse_range, parse_version
 
 from ._issues import Feature, ManifestIssue, compiles
@@ -136,9 +136,7 @@ def _shape(value: Mapping[str, Any]) -> list[ManifestIssue]:
         ]
         if in_range and error.validator in ("pattern", "type", "maxLength"):
             continue  # a malformed range is invalid_range, reported below
-        issues.append(
-            ManifestIssue("schema_violation", _path(where), f"{error.validator} rule broken")
-        )
+        issues.append(ManifestIssue("schema_violation", _path(where), describe_schema_error(error)))
     return issues
 
 

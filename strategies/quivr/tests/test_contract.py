@@ -440,3 +440,33 @@ async def test_a_plugin_mnemon_hosts_nothing_of_is_not_certified(tmp_path: Path)
         c["status"] == "skip" and c["note"] == "skipped: the compatibility check failed"
         for c in report["checks"][2:]
     )
+
+
+def _stray_key_fixture(folder: Path) -> None:
+    fixture = copy.deepcopy(load("retrieval/newsroom.json"))
+    fixture["retrieval"]["candidates"][0]["score_hint"] = "tok_SECRET_value"
+    (folder / "fixtures").mkdir()
+    (folder / "fixtures" / "stray.json").write_text(json.dumps(fixture), encoding="utf-8")
+
+
+async def test_a_fixture_breaking_its_schema_names_the_file_the_place_and_the_key(
+    plugin_dir: Path,
+) -> None:
+    _mode(plugin_dir, "correct")
+    _stray_key_fixture(plugin_dir)
+    fixture = _issue(await certify_plugin(plugin_dir, startup_timeout=1.0), "fixtures")
+    assert (fixture["code"], fixture["path"]) == ("invalid_fixture", "/retrieval/candidates/0")
+    assert fixture["message"] == "fixtures/stray.json: unexpected property 'score_hint'"
+    assert "SECRET" not in json.dumps(fixture)
+
+
+async def test_a_manifest_breaking_its_schema_names_the_key(plugin_dir: Path) -> None:
+    edit_manifest(plugin_dir, _no_key)
+    manifest = _issue(await certify_plugin(plugin_dir, startup_timeout=1.0), "manifest")
+    assert (manifest["code"], manifest["path"]) == ("schema_violation", "/")
+    assert manifest["message"] == "unexpected property 'unexpected_key'"
+
+
+def _issue(report: dict[str, Any], check_id: str) -> dict[str, Any]:
+    (check,) = [check for check in report["checks"] if check["id"] == check_id]
+    return check["issues"][0]  # type: ignore[no-any-return]

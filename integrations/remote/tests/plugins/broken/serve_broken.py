@@ -129,6 +129,10 @@ def broken(app: App, mode: str) -> App:
             value = json.loads(answer)
             value["manifest_digest"] = "sha256:" + "0" * 64
             answer = json.dumps(value).encode()
+        if mode == "discovery_shape" and path == "/v0/discovery":
+            value = json.loads(answer)
+            value["plugin"]["leak"] = "tok_SECRET_in_discovery"
+            answer = json.dumps(value).encode()
         if mode == "invoke" and path.endswith("/facts") and status == 200:
             facts_seen += 1
             if facts_seen == 1:  # only the first answer: later checks still reach the plugin
