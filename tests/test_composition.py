@@ -50,7 +50,7 @@ async def test_a_replayed_composition_gives_an_identical_id() -> None:
     assert sorted(body) == [
         "consistency", "diagnostics", "explanation", "extensions", "fragments", "grants",
         "guidance", "offers", "policy_routes", "request", "routes", "strategy_key",
-        "strategy_type_id",
+        "strategy_type_id", "tool_ids",
     ]  # fmt: skip
 
 

@@ -94,7 +94,7 @@ def _plugin_distributions() -> list[Path]:
     "pyproject", _plugin_distributions(), ids=lambda p: str(p.parent.relative_to(ROOT))
 )
 def test_a_plugin_ships_a_manifest_matching_its_distribution(pyproject: Path) -> None:
-    from mnemon.sdk import __version__
+    from mnemon import __version__
     from mnemon.versions import parse_range
 
     data = tomllib.loads(pyproject.read_text(encoding="utf-8"))

@@ -102,6 +102,7 @@ async def test_removing_the_only_strategy_fails_closed_while_a_pinned_turn_works
                     "code": "missing-strategy",
                     "message": "no memory Strategy is installed",
                     "key": None,
+                    "reason": None,
                 }
             ]
             with pytest.raises(
@@ -216,6 +217,7 @@ async def test_a_missing_selection_without_fallback_is_incomplete() -> None:
             "code": "missing-strategy",
             "message": "selected memory Strategy 'absent' is not installed",
             "key": None,
+            "reason": None,
         }
         await host.mount(strategy_plugin(type_id="absent"), instance_id="later")
         async with host.turn() as turn:
