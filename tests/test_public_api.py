@@ -48,6 +48,7 @@ EXPECTED_ALL = [
     "MutationReceipt",
     "Profile",
     "ProfileEntry",
+    "ProvidedCapability",
     "ReadGrant",
     "RecordDeleteResult",
     "RecordKind",

@@ -90,7 +90,7 @@ from .reads import (
     PolicyRequest,
     QueryRequest,
 )
-from .registry import InstalledContribution, RegistrySnapshot
+from .registry import InstalledContribution, ProvidedCapability, RegistrySnapshot
 from .sources import (
     CompositionRequest,
     FactsRequest,
@@ -192,6 +192,7 @@ __all__ = [
     "ProjectionRequest",
     "ProjectionSlotValue",
     "ProjectionSpec",
+    "ProvidedCapability",
     "QueryRequest",
     "QueryVector",
     "ReadGrant",
