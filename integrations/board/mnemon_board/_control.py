@@ -194,9 +194,7 @@ class Board:
                 raise ChangeRefused(
                     "cannot undo: mnemon.toml has changed since (undo the later changes first)"
                 )
-            applied = await self._change_to(
-                record.before, tuple(f"undone: {m}" for m in record.moved)
-            )
+            applied = await self._change_to(record.before, record.moved)
             self._undo.pop(token, None)
             return applied
 

@@ -30,11 +30,11 @@ class Toast:
         return {"ok": self.ok, "title": self.title, "lines": list(self.lines), "undo": self.undo}
 
 
-def applied_toast(words: Words, applied: Applied) -> Toast:
+def applied_toast(words: Words, applied: Applied, title: str = "moved") -> Toast:
     """The toast of a change the host took: what moved, and Undo."""
     if not applied.moved:
         return Toast(True, words["nothing-changed"])
-    return Toast(True, words["moved"], applied.moved, applied.undo)
+    return Toast(True, words[title], applied.moved, applied.undo)
 
 
 def refused_toast(words: Words, why: str) -> Toast:

@@ -9,6 +9,7 @@ must submit exactly what it holds), and is still HTML-escaped.
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -64,6 +65,9 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     environment.filters["editable"] = lambda value: Editable("" if value is None else str(value))
+    environment.filters["compact"] = lambda value: (
+        value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    )
     environment.filters["json"] = lambda value: Editable(
         json.dumps(value, ensure_ascii=False, indent=2)
     )
@@ -143,12 +147,14 @@ def answer_change(request: Request, toast: Toast, back: str, status: int = 200) 
     if wants_json(request):
         return JSONResponse(toast.as_json(), status_code=status)
     notices: dict[str, Toast] = request.app.state.notices
-    key = str(len(notices) + 1)
+    key = secrets.token_urlsafe(8)
     notices[key] = toast
     while len(notices) > 32:
         notices.pop(next(iter(notices)))
-    separator = "&" if "?" in back else "?"
-    return RedirectResponse(f"{back}{separator}notice={key}", status_code=303)
+    where, hash_mark, fragment = back.partition("#")
+    separator = "&" if "?" in where else "?"
+    target = f"{where}{separator}notice={key}{hash_mark}{fragment}"
+    return RedirectResponse(target, status_code=303)
 
 
 def notice_of(request: Request) -> Toast | None:

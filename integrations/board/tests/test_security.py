@@ -10,7 +10,6 @@ import httpx
 import pytest
 from board_kit import HOSTILE, SECRET, Running, mnemon, start_board, stop_board
 
-
 closing: list[httpx.Client] = []
 
 

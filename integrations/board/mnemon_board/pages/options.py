@@ -106,8 +106,8 @@ def _new_config(
         if only is not None and field.key != only:
             continue
         name = f"f.{field.key}"
-        if name not in submitted and field.kind not in ("choices", "source-list"):
-            continue
+        if name not in submitted:
+            continue  # a field the request does not carry is left as it is
         try:
             value = parse_field(field, submitted.get(name, []), current.get(field.key))
         except ValueError as exc:
@@ -199,7 +199,8 @@ def _refused(
         f"{key}: {message}" if key and key != WHOLE else message for key, message in errors.items()
     )
     if wants_json(request):
-        toast = Toast(False, words["field-errors"], lines)
+        title = words["refused"] if set(errors) <= {""} else words["field-errors"]
+        toast = Toast(False, title, lines)
         return JSONResponse(
             {**toast.as_json(), "entry": entry_id, "errors": dict(errors)}, status_code=422
         )

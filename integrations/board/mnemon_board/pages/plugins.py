@@ -179,8 +179,7 @@ async def undo(request: Request) -> Response:
         applied = await board.undo((fields.get("token") or [""])[-1])
     except ChangeRefused as exc:
         return answer_change(request, refused_toast(words, str(exc)), back, 409)
-    toast = applied_toast(words, applied)
-    return answer_change(request, toast, back)
+    return answer_change(request, applied_toast(words, applied, "undone"), back)
 
 
 ROUTES = [
