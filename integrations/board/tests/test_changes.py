@@ -248,3 +248,87 @@ async def test_a_profile_that_cannot_mount_still_opens_and_is_mended_from_the_bo
         assert mended.json()["ok"] is True, mended.text
         assert board.problem is None
         assert entry_ids(board) == ["documents", "layered", "runtime", "spaces"]
+
+
+SUNSHINE_MANIFEST = """\
+[plugin]
+id = "sunshine"
+version = "1.0.0"
+display_name = "Sunshine"
+description = "Weather notes too, and the only ones: its capability is exclusive."
+mnemon = ">=0.1.0 <0.2.0"
+
+[[plugin.contributes.entries]]
+name = "sunshine"
+plugin = "sunshine_source"
+installs = ["source"]
+"""
+
+SUNSHINE_SOURCE = """
+from mnemon.sdk import (
+    SourceFacts, ViewContribution, define_memory_plugin, define_memory_source, install_memory,
+)
+
+memory_plugin = define_memory_plugin(
+    "sunshine-source", "Sunshine", "Exclusive weather notes.", ["source"],
+    [{"id": "weather.notes", "exclusive": True}],
+)
+
+
+class Sunshine:
+    def __init__(self, init):
+        self.key = init.instance_key
+
+    async def facts(self, request):
+        return SourceFacts(instance_key=self.key, type_id="sunshine", role="notes",
+                           availability="ready", revision="1", capabilities=["project"])
+
+    async def project(self, request):
+        return ViewContribution()
+
+
+SOURCE = define_memory_source(
+    {"type_id": "sunshine", "package_name": "sunshine-source", "role": "notes",
+     "capabilities": ["project"], "consistency": "exact-snapshot"}, Sunshine)
+
+
+def apply(ctx):
+    install_memory(ctx, plugin=memory_plugin, sources=[SOURCE])
+"""
+
+
+async def test_a_plugin_that_cannot_run_says_why_and_an_exclusive_one_moves_the_other(
+    third_party: Path,
+) -> None:
+    plugins = third_party / ".mnemon" / "plugins"
+    (plugins / "broken").mkdir()
+    (plugins / "broken" / "mnemon-plugin.toml").write_text("[plugin\nid = ", encoding="utf-8")
+    (plugins / "sunshine" / "sunshine_source").mkdir(parents=True)
+    (plugins / "sunshine" / "mnemon-plugin.toml").write_text(SUNSHINE_MANIFEST, encoding="utf-8")
+    (plugins / "sunshine" / "sunshine_source" / "__init__.py").write_text(
+        SUNSHINE_SOURCE, encoding="utf-8"
+    )
+    async with opened(third_party) as (board, client):
+        page = (await client.get("/plugins")).text
+        broken = page.split('id="plugin-broken"')[1].split("</section>")[0]
+        assert "Cannot run:" in broken
+        assert "invalid-toml" in broken
+        assert "data-testid=" not in broken  # no switch for what cannot run
+
+        preview = (
+            await client.post("/plugins/preview", data={"plugin": "sunshine", "on": "true"})
+        ).json()
+        assert preview["ok"] is True
+        assert "sunshine: On" in preview["html"]
+        assert (
+            "weather: Off (it provides weather.notes too, and one of them is exclusive)"
+            in preview["html"]
+        )
+        switched = (
+            await client.post("/plugins/switch", data={"plugin": "sunshine", "on": "true"})
+        ).json()
+        assert switched["ok"] is True, switched
+        assert entry_ids(board) == ["general", "runtime", "sunshine"]
+        text = board.profile.path.read_text(encoding="utf-8")
+        assert '[[entries]]\nid = "sunshine"\nplugin = "sunshine"\n' in text
+        assert re.search(r'id = "weather"\nplugin = "weather"\nenabled = false\n', text)

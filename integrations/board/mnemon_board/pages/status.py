@@ -125,7 +125,11 @@ async def source_cards(
     served = {str(source.get("entry_id")) for source in serving.get("sources", [])}
     for entry in entries:
         if "source" in entry.kinds and entry.id not in served:
-            cards.append(SourceCard(f"source:{entry.id}", entry.title, "off"))
+            key = f"source:{entry.id}"
+            if not entry.enabled:
+                cards.append(SourceCard(key, entry.title, "off"))
+            else:  # on in the file, but the host could not mount it (the page says why)
+                cards.append(SourceCard(key, entry.title, "unavailable", "not-mounted"))
     return cards, view, failure, report
 
 

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .._catalog import labels_of, plugins_view
+from .._catalog import plugins_view
 from .._control import Board, ChangeRefused
 from .._edits import ProfileDocument
 from .._i18n import Words
@@ -74,8 +74,9 @@ def choices(board: Board, words: Words) -> list[Choice]:
             continue
         if any(entry.id in mounted_entries for entry in plugin.entries):
             continue
-        title, description = labels_of(board.discovery().get(plugin.id), words)
-        found.append(Choice(f"plugin:{plugin.id}", title, description, plugin.id, False, False))
+        found.append(
+            Choice(f"plugin:{plugin.id}", plugin.title, plugin.description, plugin.id, False, False)
+        )
     return found
 
 
