@@ -59,9 +59,13 @@ def third_party(tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One headless Chromium for the session (Debian's; Playwright downloads none)."""
+    """One headless Chromium for the browser tests (Debian's; Playwright downloads none).
+
+    Module-scoped, not session-scoped: Playwright's sync API keeps an event loop running in
+    this thread while it is open, and the async tests of other modules need the thread free.
+    """
     if not Path(CHROMIUM).exists():
         message = f"{CHROMIUM} is missing: apt-get install chromium (as .ci/run does)"
         if os.environ.get("CI") == "true":

@@ -26,6 +26,16 @@ def closing_client(running: Running) -> httpx.Client:
     return client
 
 
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    """One starter board for the module: these tests ask it, and one switches an entry."""
+    folder = tmp_path_factory.mktemp("starter")
+    assert mnemon(folder, "init", "--embedder", "none").returncode == 0
+    running = start_board(folder)
+    yield running
+    stop_board(running)
+
+
 @pytest.fixture
 def weather_board(third_party: Path) -> Iterator[Running]:
     running = start_board(third_party)
@@ -33,24 +43,24 @@ def weather_board(third_party: Path) -> Iterator[Running]:
     stop_board(running)
 
 
-def test_every_request_without_the_token_is_refused(board: Running) -> None:
-    anonymous = httpx.Client(base_url=board.base, timeout=30, follow_redirects=False)
+def test_every_request_without_the_token_is_refused(shared: Running) -> None:
+    anonymous = httpx.Client(base_url=shared.base, timeout=30, follow_redirects=False)
     closing.append(anonymous)
     for path in ("/", "/plugins", "/status", "/options", "/static/board.js", "/nothing"):
         refused = anonymous.get(path)
         assert refused.status_code == 401, path
-        assert board.token not in refused.text
+        assert shared.token not in refused.text
     assert anonymous.get("/plugins?token=not-the-token").status_code == 401
     assert anonymous.get("/plugins", headers={"Cookie": "mnemon-board-1=x"}).status_code == 401
     assert anonymous.post("/plugins/switch", data={"entry": "documents"}).status_code == 401
 
 
 def test_the_token_becomes_an_http_only_strict_cookie_and_leaves_the_address(
-    board: Running,
+    shared: Running,
 ) -> None:
-    client = httpx.Client(base_url=board.base, timeout=30, follow_redirects=False)
+    client = httpx.Client(base_url=shared.base, timeout=30, follow_redirects=False)
     closing.append(client)
-    opened = client.get(f"/status?user=ada&token={board.token}")
+    opened = client.get(f"/status?user=ada&token={shared.token}")
     assert opened.status_code == 303
     assert opened.headers["location"] == "/status?user=ada"
     cookie = opened.headers["set-cookie"]
@@ -58,16 +68,18 @@ def test_the_token_becomes_an_http_only_strict_cookie_and_leaves_the_address(
     assert "SameSite=Strict" in cookie
     page = client.get("/status?user=ada")
     assert page.status_code == 200
-    assert board.token not in page.text
+    assert shared.token not in page.text
     # a bearer header works too (for scripts), never a wrong one
-    bearer = httpx.get(f"{board.base}/plugins", headers={"Authorization": f"Bearer {board.token}"})
+    bearer = httpx.get(
+        f"{shared.base}/plugins", headers={"Authorization": f"Bearer {shared.token}"}
+    )
     assert bearer.status_code == 200
 
 
-def test_state_changes_need_the_pages_csrf_token_and_no_foreign_origin(board: Running) -> None:
-    client = closing_client(board)
-    csrf = board.csrf(client)
-    before = board.profile.read_text(encoding="utf-8")
+def test_state_changes_need_the_pages_csrf_token_and_no_foreign_origin(shared: Running) -> None:
+    client = closing_client(shared)
+    csrf = shared.csrf(client)
+    before = shared.profile.read_text(encoding="utf-8")
     form = {"entry": "documents", "on": "false"}
     assert client.post("/plugins/switch", data=form).status_code == 403
     assert client.post("/plugins/switch", data={**form, "csrf": "wrong"}).status_code == 403
@@ -80,33 +92,33 @@ def test_state_changes_need_the_pages_csrf_token_and_no_foreign_origin(board: Ru
         headers={"Origin": "http://evil.example"},
     )
     assert foreign.status_code == 403
-    assert board.profile.read_text(encoding="utf-8") == before
+    assert shared.profile.read_text(encoding="utf-8") == before
     # with it, the same request goes through
     done = client.post(
         "/plugins/switch", data=form, headers={"X-CSRF-Token": csrf, "Accept": "application/json"}
     )
     assert done.status_code == 200, done.text
     assert done.json()["ok"] is True
-    assert board.profile.read_text(encoding="utf-8") != before
+    assert shared.profile.read_text(encoding="utf-8") != before
 
 
-def test_only_the_printed_host_names_are_answered(board: Running) -> None:
+def test_only_the_printed_host_names_are_answered(shared: Running) -> None:
     # a page of another site resolving its name to 127.0.0.1 (DNS rebinding) gets nothing
     rebinding = httpx.get(
-        f"{board.base}/plugins",
-        headers={"Host": "evil.example", "Authorization": f"Bearer {board.token}"},
+        f"{shared.base}/plugins",
+        headers={"Host": "evil.example", "Authorization": f"Bearer {shared.token}"},
     )
     assert rebinding.status_code == 421
-    port = board.base.rsplit(":", 1)[1]
+    port = shared.base.rsplit(":", 1)[1]
     local = httpx.get(
-        f"{board.base}/plugins",
-        headers={"Host": f"localhost:{port}", "Authorization": f"Bearer {board.token}"},
+        f"{shared.base}/plugins",
+        headers={"Host": f"localhost:{port}", "Authorization": f"Bearer {shared.token}"},
     )
     assert local.status_code == 200
 
 
-def test_every_answer_forbids_inline_scripts_and_framing(board: Running) -> None:
-    client = closing_client(board)
+def test_every_answer_forbids_inline_scripts_and_framing(shared: Running) -> None:
+    client = closing_client(shared)
     for path in ("/plugins", "/static/board.js"):
         headers = client.get(path).headers
         policy = headers["content-security-policy"]
@@ -114,7 +126,7 @@ def test_every_answer_forbids_inline_scripts_and_framing(board: Running) -> None
         assert "unsafe-inline" not in policy
         assert "frame-ancestors 'none'" in policy
         assert headers["x-content-type-options"] == "nosniff"
-    refused = httpx.get(f"{board.base}/plugins")
+    refused = httpx.get(f"{shared.base}/plugins")
     assert "script-src 'self'" in refused.headers["content-security-policy"]
     page = client.get("/plugins").text
     # no inline script, no inline handler: the only script is the board's own file
