@@ -202,7 +202,7 @@ items = {{ type = "string" }}
 title = "Related Sources"
 x-mnemon-input = "source-list"
 
-[plugin.contributes.entries.config_schema.properties.api_token]
+[plugin.contributes.entries.config_schema.properties.access_key]
 type = "string"
 writeOnly = true
 format = "password"
@@ -268,7 +268,7 @@ id = "weather"
 plugin = "weather"
 [entries.config]
 city = "Lisbon"
-api_token = "{SECRET}"
+access_key = "{SECRET}"
 
 [[entries]]
 id = "runtime"

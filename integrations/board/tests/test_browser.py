@@ -180,13 +180,13 @@ def test_a_third_party_source_goes_unavailable_on_its_card_and_its_text_is_inert
         expect(page.locator("nav")).to_contain_text("插件")
         # the secret's field is empty, and saying nothing in it keeps the secret
         page.goto(f"{running.base}/options?lang=en")
-        token = page.locator('#entry-weather [data-field="api_token"] input')
+        token = page.locator('#entry-weather [data-field="access_key"] input')
         expect(token).to_have_value("")
         page.locator('#entry-weather [data-field="max_items"] input').fill("7")
         page.locator("#entry-weather").get_by_role("button", name="Apply").click()
         expect(page.locator("#toasts .toast")).to_contain_text("weather.max_items: 7")
         text = running.profile.read_text(encoding="utf-8")
-        assert f'api_token = "{SECRET}"' in text
+        assert f'access_key = "{SECRET}"' in text
         assert "max_items = 7" in text
     finally:
         stop_board(running)

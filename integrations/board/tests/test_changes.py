@@ -73,7 +73,7 @@ async def test_every_kind_of_field_saves_what_it_declares(third_party: Path) -> 
                 "f.tags": "sun\n\nrain \n",
                 "f.notes": "line one\r\nline two",
                 "f.sources": ["source:runtime", "source:weather"],
-                "f.api_token": "",  # left empty: the secret is kept
+                "f.access_key": "",  # left empty: the secret is kept
             },
         )
         assert applied.status_code == 200, applied.text
@@ -92,7 +92,7 @@ async def test_every_kind_of_field_saves_what_it_declares(third_party: Path) -> 
         assert 'sources = ["source:runtime", "source:weather"]' in text
         assert 'units = "imperial"' in text
         assert "verbose = true" in text
-        assert f'api_token = "{SECRET}"' in text
+        assert f'access_key = "{SECRET}"' in text
         # the file's comments stay where they were
         assert "# the weather notes, from a drop-in plugin\n[[entries]]" in text
         assert generation(board) != serving
@@ -101,13 +101,13 @@ async def test_every_kind_of_field_saves_what_it_declares(third_party: Path) -> 
 
         # a new secret replaces the old one, and no answer ever shows either
         replaced = await client.post(
-            "/options/apply", data={"entry": "weather", "f.api_token": "sk-new-ONE"}
+            "/options/apply", data={"entry": "weather", "f.access_key": "sk-new-ONE"}
         )
-        assert replaced.json()["lines"] == ["weather.api_token: ••••••"]
+        assert replaced.json()["lines"] == ["weather.access_key: ••••••"]
         page = (await client.get("/options")).text
         assert "sk-new-ONE" not in page
         assert SECRET not in page
-        assert 'api_token = "sk-new-ONE"' in board.profile.path.read_text(encoding="utf-8")
+        assert 'access_key = "sk-new-ONE"' in board.profile.path.read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize(

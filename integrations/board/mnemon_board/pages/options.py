@@ -7,6 +7,7 @@ changes nothing; so does one the plugin itself refuses when the host mounts it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -153,7 +154,10 @@ async def apply(request: Request) -> Response:
     if errors:
         return _refused(request, board, words, entry_id, errors, submitted)
     changed = sorted({*values, *removed})
-    shown = tuple(f"{entry_id}.{key}: {_said(key, values, removed, words)}" for key in changed)
+    secrets = {field.key for field in fields or () if field.kind == "secret"}
+    shown = tuple(
+        f"{entry_id}.{key}: {_said(key, values, removed, words, secrets)}" for key in changed
+    )
 
     def edit(document: ProfileDocument) -> None:
         document.set_config(entry_id, values, removed)
@@ -165,18 +169,18 @@ async def apply(request: Request) -> Response:
     return answer_change(request, applied_toast(words, applied), f"{PAGE.path}#entry-{entry_id}")
 
 
-def _said(key: str, values: Mapping[str, Any], removed: set[str], words: Words) -> str:
+def _said(
+    key: str, values: Mapping[str, Any], removed: set[str], words: Words, secrets: set[str]
+) -> str:
+    """What a key was set to, for the toast: a secret's value never, a long one cut short."""
     if key in removed:
         return words["unset"]
-    value = masked({key: values[key]})[key]
-    text = (
-        value
-        if isinstance(value, str)
-        else repr(value)
-        if not isinstance(value, bool)
-        else (words["on"] if value else words["off"])
-    )
-    text = visible_text(str(text), keep_newlines=False)
+    value = MASK if key in secrets else masked({key: values[key]})[key]
+    if isinstance(value, bool):
+        text = words["on"] if value else words["off"]
+    else:
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = visible_text(text, keep_newlines=False)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
