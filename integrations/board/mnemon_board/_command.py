@@ -13,7 +13,7 @@ import click
 import uvicorn
 
 from mnemon import MnemonError
-from mnemon.cli import CommandError, FlagError, profile_path
+from mnemon.cli import CommandError, FlagError, echo_json, json_option, profile_path
 
 from ._app import create_app
 from ._control import Board
@@ -65,8 +65,13 @@ def _names(host: str, port: int) -> list[str]:
     return sorted(names)
 
 
-async def serve(path: Path, listener: socket.socket, host: str, token: str) -> None:
+async def serve(
+    path: Path, listener: socket.socket, host: str, token: str, *, as_json: bool = False
+) -> None:
     """Open the profile and serve its board on `listener` until cancelled.
+
+    The address with the token is printed on stderr once it listens (with `as_json`, one JSON
+    document on stdout: `profile`, `url`, `open` and `problem`).
 
     Raises:
         MnemonError: the profile cannot be read (a profile that cannot mount is served, with
@@ -78,11 +83,22 @@ async def serve(path: Path, listener: socket.socket, host: str, token: str) -> N
         config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False)
         server = uvicorn.Server(config)
         shown = _names(host, port)[0] if not _is_loopback(host) else f"127.0.0.1:{port}"
-        click.echo(f"mnemon board: serving {board.path.name} at http://{shown}/", err=True)
-        click.echo(f"open: http://{shown}/?token={token}", err=True)
-        if board.problem:
-            click.echo(f"note: {board.problem}", err=True)
-        sys.stderr.flush()
+        if as_json:
+            echo_json(
+                {
+                    "profile": board.path.name,
+                    "url": f"http://{shown}/",
+                    "open": f"http://{shown}/?token={token}",
+                    "problem": board.problem,
+                }
+            )
+            sys.stdout.flush()
+        else:
+            click.echo(f"mnemon board: serving {board.path.name} at http://{shown}/", err=True)
+            click.echo(f"open: http://{shown}/?token={token}", err=True)
+            if board.problem:
+                click.echo(f"note: {board.problem}", err=True)
+            sys.stderr.flush()
         await server.serve(sockets=[listener])
 
 
@@ -112,9 +128,16 @@ async def serve(path: Path, listener: socket.socket, host: str, token: str) -> N
     is_flag=True,
     help="Listen on a non-loopback --host: the token is then all that guards the board.",
 )
+@json_option
 @click.pass_context
 def command(
-    ctx: click.Context, /, profile: Path | None, port: int, host: str, allow_remote: bool
+    ctx: click.Context,
+    /,
+    profile: Path | None,
+    port: int,
+    host: str,
+    allow_remote: bool,
+    as_json: bool,
 ) -> None:
     """Serve the memory composition board: see, switch and configure the profile's memory.
 
@@ -130,7 +153,7 @@ def command(
     listener = _listener(host, port)
     token = create_token()
     try:
-        anyio.run(functools.partial(serve, path, listener, host, token))
+        anyio.run(functools.partial(serve, path, listener, host, token, as_json=as_json))
     except MnemonError as exc:
         raise CommandError(" ".join(str(exc).split())) from None
     except KeyboardInterrupt:

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from board_kit import HOSTILE, SECRET, Running, mnemon, start_board, stop_board
+from board_kit import (
+    HOSTILE,
+    MNEMON,
+    SECRET,
+    Running,
+    environment,
+    mnemon,
+    start_board,
+    stop_board,
+)
 
 closing: list[httpx.Client] = []
 
@@ -139,6 +150,36 @@ def test_a_non_loopback_address_is_refused_unless_asked_for(starter: Path) -> No
     assert refused.returncode == 2
     assert "--host: 0.0.0.0 is not a loopback address" in refused.stderr
     assert "--allow-remote" in refused.stderr
+    as_json = mnemon(starter, "board", "--host", "192.0.2.1", "--json")
+    assert as_json.returncode == 2
+    assert json.loads(as_json.stdout)["error"]["code"] == "invalid-flag"
+
+
+def test_with_json_the_address_is_one_json_document(starter: Path) -> None:
+    process = subprocess.Popen(
+        [MNEMON, "--no-color", "board", "--port", "0", "--json"],
+        cwd=starter,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=environment(starter),
+    )
+    try:
+        assert process.stdout is not None
+        lines = []
+        for line in iter(process.stdout.readline, b""):
+            lines.append(line.decode())
+            if line == b"}\n":
+                break
+        started = json.loads("".join(lines))
+        assert started["profile"] == "mnemon.toml"
+        assert started["problem"] is None
+        assert started["open"].startswith(started["url"] + "?token=")
+        assert httpx.get(started["open"]).status_code == 303
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        if process.stdout is not None:
+            process.stdout.close()
 
 
 def test_hostile_plugin_text_is_escaped_and_secrets_never_shown(weather_board: Running) -> None:
