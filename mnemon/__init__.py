@@ -54,6 +54,7 @@ from ._models import ManagementOperation as ManagementOperation
 from ._models import ManagementRequest as ManagementRequest
 from ._models import ManagementResult as ManagementResult
 from ._models import MutationReceipt as MutationReceipt
+from ._models import ProvidedCapability as ProvidedCapability
 from ._models import ReadGrant as ReadGrant
 from ._models import RecordDeleteResult as RecordDeleteResult
 from ._models import RecordKind as RecordKind
@@ -129,6 +130,7 @@ __all__ = [
     "MutationReceipt",
     "Profile",
     "ProfileEntry",
+    "ProvidedCapability",
     "ReadGrant",
     "RecordDeleteResult",
     "RecordKind",
@@ -195,7 +197,6 @@ _MOVED_TO_SDK = frozenset(
         "ProjectionRequest",
         "ProjectionSlotValue",
         "ProjectionSpec",
-        "ProvidedCapability",
         "QueryRequest",
         "QueryVector",
         "RouteReader",

@@ -29,6 +29,7 @@ from ._models import (
     PackageName,
     PolicyRequest,
     ProjectionRequest,
+    ProvidedCapability,
     QueryRequest,
     SourceCandidate,
     SourceFacts,
@@ -63,15 +64,6 @@ __all__ = [
 ]
 
 PluginRole = Literal["source", "strategy", "strategy-extension", "embedder"]
-
-
-class ProvidedCapability(WireModel):
-    """A capability a plugin provides; `exclusive` forbids a second active provider."""
-
-    id: CapabilityId
-    """The capability's id (`source.notes`, `strategy.focus`)."""
-    exclusive: Annotated[bool, Strict()] = False
-    """Whether a second active provider of this capability is refused."""
 
 
 class PluginDescriptor(WireModel):

@@ -18,6 +18,8 @@ import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
+import json
+import re
 import sys
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -43,6 +45,7 @@ __all__ = [
     "ContributedEntry",
     "DiscoveredPlugin",
     "Discovery",
+    "PluginLabels",
     "PluginManifest",
     "core_version",
     "discover_plugins",
@@ -75,6 +78,10 @@ _Flag = Annotated[bool, Strict()]
 _Format = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{0,31}$", strict=True)]
 # a manifest is a few KB: a bigger file is refused before it is parsed, not after it fills memory
 MAX_MANIFEST_CHARACTERS = 1 << 20
+# `locale/<language>.json` beside a manifest: its name and description for people, translated
+LOCALE_FOLDER = "locale"
+_LANGUAGE = re.compile(r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8}){0,2}$")
+MAX_LOCALE_CHARACTERS = 64 * 1024
 
 
 def core_version() -> str:
@@ -246,6 +253,29 @@ def _thawed(value: Any) -> Any:
 
 
 @dataclass(frozen=True, slots=True)
+class PluginLabels:
+    """A plugin's name and description for people in one language, from its locale file."""
+
+    language: str
+    title: str
+    description: str | None
+
+
+class _LocaleMeta(_Model):
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
+
+    title: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    description: Annotated[str, StringConstraints(min_length=1, max_length=2000)] | None = None
+
+
+class _LocaleFile(_Model):
+    # the rest of the file is the plugin's own (its strings for its own pages)
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
+
+    meta: _LocaleMeta
+
+
+@dataclass(frozen=True, slots=True)
 class DiscoveredPlugin:
     """One manifest found by discovery, with where it was found and what became of it."""
 
@@ -265,6 +295,33 @@ class DiscoveredPlugin:
     def version(self) -> str | None:
         """The manifest's version, or None when the manifest could not be read."""
         return self.manifest.version if self.manifest is not None else None
+
+    def labels(self, language: str) -> PluginLabels | None:
+        """The plugin's title and description in `language`, read without importing it.
+
+        From `locale/<language>.json` beside the manifest (`meta.title`, and optionally
+        `meta.description`), as a plugin ships it: `en`, `zh`, `pt-BR`. None when the plugin
+        ships no such file, or the file is not UTF-8 JSON of that shape (at most 64 KiB): a
+        broken translation falls back to the manifest's own words, never breaks a listing.
+
+        Raises:
+            DefinitionError: `language` is not a language tag (`en`, `zh`, `zh-Hans`).
+        """
+        if not isinstance(language, str) or not _LANGUAGE.match(language):
+            raise DefinitionError(f"language {language!r}: not a language tag such as 'en'")
+        if self.manifest is None or not self.location.is_file():
+            return None
+        path = self.location.parent / LOCALE_FOLDER / f"{language}.json"
+        try:
+            with path.open(encoding="utf-8") as file:
+                text = file.read(MAX_LOCALE_CHARACTERS + 1)
+            if len(text) > MAX_LOCALE_CHARACTERS:
+                return None
+            meta = _LocaleFile.model_validate(json.loads(text)).meta
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+            # ValueError: malformed JSON, or pydantic's ValidationError for the wrong shape
+            return None
+        return PluginLabels(language, meta.title, meta.description)
 
     def entry(self, name: str | None = None) -> ContributedEntry:
         """The contribution named `name`, or the only one when `name` is None.

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import anyio
 from pydantic import ValidationError
@@ -397,35 +397,87 @@ class MemoryHost:
             InstallError: an entry is invalid or its `apply` failed, or the candidate was
                 rejected; nothing was mounted.
         """
+        return await self._change(entries, (), None, what="mount")
+
+    async def change(
+        self,
+        mount: Sequence[tuple[MemoryPlugin | ModuleType, str, Mapping[str, Any] | None]] = (),
+        *,
+        unmount: Iterable[str] = (),
+        **options: Any,
+    ) -> list[Unmount]:
+        """Unmount entries, mount entries and change settings as one atomic change.
+
+        One candidate is built from the result: the entries named in `unmount` leave it, the
+        `(plugin, instance_id, config)` entries of `mount` join it (an id in both is mounted
+        again, with its new plugin or configuration) and `options` (`HostSettings` fields)
+        replace those settings. Either all of it serves, as one new generation, or nothing
+        changes: the serving generation is kept and the entries to unmount stay mounted. Turns
+        in flight keep the View they pinned. An id in `unmount` that is not mounted is ignored.
+
+        Returns:
+            One idempotent unmount coroutine function per entry of `mount`, in order.
+
+        Raises:
+            DefinitionError: a setting in `options` is invalid (or unknown).
+            InstallError: an entry is invalid or its `apply` failed, or the candidate was
+                rejected; nothing changed (the message says why).
+        """
+        settings = host_settings(self._engine.settings, options) if options else None
+        return await self._change(mount, unmount, settings, what="change")
+
+    async def _change(
+        self,
+        entries: Sequence[tuple[MemoryPlugin | ModuleType, str, Mapping[str, Any] | None]],
+        unmount: Iterable[str],
+        settings: HostSettings | None,
+        *,
+        what: Literal["mount", "change"],
+    ) -> list[Unmount]:
         if self._engine.disposed:
             raise InstallError("the memory host is disposed")
+        leaving = {
+            entry_id: self._entries[entry_id]
+            for entry_id in dict.fromkeys(unmount)
+            if entry_id in self._entries
+        }
         prepared = [
-            self._prepare(plugin, instance_id, config) for plugin, instance_id, config in entries
+            self._prepare(plugin, instance_id, config, replacing=leaving.keys())
+            for plugin, instance_id, config in entries
         ]
         ids = [entry.entry_id for entry in prepared]
         duplicated = sorted({entry_id for entry_id in ids if ids.count(entry_id) > 1})
         if duplicated:
             raise InstallError(f"entry {duplicated[0]!r} is mounted twice in one call")
+        removed = {batch for entry in leaving.values() for batch in entry.batches}
 
         async def stage() -> None:
+            if removed:
+                self._engine.registry.stage_removal(removed)
             for entry in prepared:
                 await entry.apply()
 
         try:
-            await self._engine.change(stage, entry_ids=frozenset(ids))
+            await self._engine.change(stage, entry_ids=frozenset(ids), settings=settings)
         except CompositionRejected as exc:
             for entry in prepared:
                 await _run_callbacks(entry.entry_id, entry.context)
             cause = exc.__cause__
             detail = f" ({cause})" if isinstance(cause, MnemonError) else ""
-            names = ", ".join(repr(entry_id) for entry_id in ids)
-            raise InstallError(f"entry {names} was not mounted: {exc}{detail}") from exc
+            if what == "mount":
+                names = ", ".join(repr(entry_id) for entry_id in ids)
+                raise InstallError(f"entry {names} was not mounted: {exc}{detail}") from exc
+            raise InstallError(f"the change was not applied: {exc}{detail}") from exc
         except BaseException:
             for entry in prepared:
                 await _run_callbacks(entry.entry_id, entry.context)
             raise
+        for entry_id in leaving:
+            del self._entries[entry_id]
         for entry in prepared:
             self._entries[entry.entry_id] = entry
+        for entry_id, entry in leaving.items():
+            await _run_callbacks(entry_id, entry.context)
         return [self._unmounter(entry) for entry in prepared]
 
     def _unmounter(self, entry: _Entry) -> Unmount:
@@ -435,12 +487,17 @@ class MemoryHost:
         return unmount
 
     def _prepare(
-        self, plugin: MemoryPlugin | ModuleType, instance_id: str, config: Mapping[str, Any] | None
+        self,
+        plugin: MemoryPlugin | ModuleType,
+        instance_id: str,
+        config: Mapping[str, Any] | None,
+        *,
+        replacing: Iterable[str] = (),
     ) -> _Entry:
         """Check one entry and bind its context to the registry (nothing is installed yet)."""
         if not isinstance(instance_id, str) or not _ENTRY_ID.match(instance_id):
             raise InstallError(f"entry id {instance_id!r} must match {ENTRY_ID_PATTERN}")
-        if instance_id in self._entries:
+        if instance_id in self._entries and instance_id not in replacing:
             raise InstallError(f"entry {instance_id!r} is already mounted")
         configuration = freeze_json(
             {} if config is None else config,
@@ -503,6 +560,13 @@ class MemoryHost:
     def settings(self) -> HostSettings:
         """The host's current settings."""
         return self._engine.settings
+
+    def installed(self) -> RegistrySnapshot:
+        """What is installed now, each contribution with its activation-graph node.
+
+        The same frozen snapshot `subscribe` listeners receive after a change.
+        """
+        return self._engine.registry.state.snapshot()
 
     def subscribe(self, listener: Callable[[RegistrySnapshot], None]) -> Callable[[], None]:
         """Call `listener` with a frozen registry snapshot after every change."""

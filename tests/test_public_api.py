@@ -55,6 +55,7 @@ EXPECTED_ALL = [
     "MutationReceipt",
     "Profile",
     "ProfileEntry",
+    "ProvidedCapability",
     "ReadGrant",
     "RecordDeleteResult",
     "RecordKind",
@@ -324,8 +325,8 @@ PUBLIC_MODULES = {"cli", "sdk", "tools", "versions"}
 MODULE_EXPORTS = {
     "mnemon.cli": [
         "CommandError", "FlagError", "Printer", "echo_json", "identity", "json_option",
-        "management_entry", "mutate", "printer_of", "progress", "read_text_argument",
-        "require_confirmation", "run_with_host", "scope_of", "shown_path",
+        "management_entry", "mutate", "printer_of", "profile_path", "progress",
+        "read_text_argument", "require_confirmation", "run_with_host", "scope_of", "shown_path",
     ],
     "mnemon.sdk.storage": [
         "PRIVATE_FILE_MODE", "PRIVATE_FOLDER_MODE", "hold_lock", "open_private", "open_regular",

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from .._definitions import SourceDefinition
 from .._errors import CompositionRejected
 from .installed import RegistryState
 
@@ -38,19 +37,10 @@ def check_activation_graph(state: RegistryState) -> None:
             providers[capability][provider.batch] = provider
 
     for item in state.installed:
-        package = item.package_name
-        if item.kind == "source":
-            assert isinstance(item.definition, SourceDefinition)
-            provide("source", _Provider(item.batch, package, False))
-            provide(
-                f"source.{item.definition.manifest.role}", _Provider(item.batch, package, False)
-            )
-        elif item.kind == "strategy":
-            provide("strategy", _Provider(item.batch, package, False))
+        for provided in item.provides:
+            provide(provided.id, _Provider(item.batch, item.package_name, provided.exclusive))
         if item.descriptor is not None:
-            for provided in item.descriptor.provides:
-                provide(provided.id, _Provider(item.batch, package, provided.exclusive))
-            requirements[item.batch] = (package, item.descriptor.requires)
+            requirements[item.batch] = (item.package_name, item.requires)
 
     for _, (package, required) in sorted(requirements.items(), key=lambda pair: pair[1][0]):
         for capability in required:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .._definitions import PluginDescriptor
-from .._models import InstalledContribution, RegistrySnapshot
+from .._models import InstalledContribution, ProvidedCapability, RegistrySnapshot
 
 __all__ = ["ContributionKind", "Installed", "RegistryState"]
 
@@ -36,6 +36,30 @@ class Installed:
             return self.descriptor.package_name
         return str(self.definition.package_name)
 
+    @property
+    def provides(self) -> tuple[ProvidedCapability, ...]:
+        """Its node in the activation graph: the capabilities it provides.
+
+        `source` and `source.<role>` for a Source, `strategy` for a Strategy (implicit, never
+        exclusive), then those its plugin declares.
+        """
+        implicit: list[str] = []
+        if self.kind == "source":
+            implicit = ["source", f"source.{self.definition.manifest.role}"]
+        elif self.kind == "strategy":
+            implicit = ["strategy"]
+        declared = self.descriptor.provides if self.descriptor is not None else ()
+        named = {item.id for item in declared}
+        return (
+            *(ProvidedCapability(id=name) for name in implicit if name not in named),
+            *declared,
+        )
+
+    @property
+    def requires(self) -> tuple[str, ...]:
+        """The capabilities its plugin requires."""
+        return self.descriptor.requires if self.descriptor is not None else ()
+
 
 @dataclass(frozen=True, slots=True)
 class RegistryState:
@@ -57,6 +81,8 @@ class RegistryState:
                     type_id=item.type_id,
                     entry_id=item.entry_id,
                     package_name=item.package_name,
+                    provides=item.provides,
+                    requires=item.requires,
                 )
                 for item in self.installed
             ),

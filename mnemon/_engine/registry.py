@@ -43,6 +43,12 @@ class Registry:
         assert self._staging is not None
         return RegistryState(self.state.revision + 1, self._staging[1])
 
+    def stage_removal(self, batches: set[int]) -> None:
+        """Leave `batches` out of the staged candidate; committed only with the candidate."""
+        assert self._staging is not None
+        entry_ids, staged = self._staging
+        self._staging = (entry_ids, tuple(item for item in staged if item.batch not in batches))
+
     def end_staging(self, *, commit: bool) -> None:
         """Commit the staged installs as one change, or discard them."""
         staging, self._staging = self._staging, None

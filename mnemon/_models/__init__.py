@@ -106,7 +106,7 @@ from .reads import (
     PolicyRequest,
     QueryRequest,
 )
-from .registry import InstalledContribution, RegistrySnapshot
+from .registry import InstalledContribution, ProvidedCapability, RegistrySnapshot
 from .sources import (
     SCOPE_FIELDS,
     CompositionRequest,
@@ -225,6 +225,7 @@ __all__ = [
     "ProjectionRequest",
     "ProjectionSlotValue",
     "ProjectionSpec",
+    "ProvidedCapability",
     "QueryRequest",
     "QueryVector",
     "ReadGrant",

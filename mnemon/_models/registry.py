@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from .base import EntryId, Id, InstanceKey, PackageName, WireModel
+from pydantic import Strict
+
+from .base import CapabilityId, EntryId, Id, InstanceKey, PackageName, WireModel
+
+
+class ProvidedCapability(WireModel):
+    """A capability a plugin provides; `exclusive` forbids a second active provider."""
+
+    id: CapabilityId
+    """The capability's id (`source.notes`, `strategy.focus`)."""
+    exclusive: Annotated[bool, Strict()] = False
+    """Whether a second active provider of this capability is refused."""
 
 
 class InstalledContribution(WireModel):
@@ -20,6 +31,11 @@ class InstalledContribution(WireModel):
     """The entry that installed it."""
     package_name: PackageName
     """The distribution that defines it."""
+    provides: tuple[ProvidedCapability, ...] = ()
+    """What it adds to the activation graph: its plugin's declared capabilities, and those
+    every contribution of its kind provides (`source` and `source.<role>`, `strategy`)."""
+    requires: tuple[CapabilityId, ...] = ()
+    """The capabilities its plugin requires of the other active contributions."""
 
 
 class RegistrySnapshot(WireModel):
