@@ -132,7 +132,11 @@ def describe_schema_error(error: jsonschema.ValidationError) -> str:
         )
         extras = sorted(str(name) for name in set(instance) - known)
         rule = f"unexpected property {_names(extras)}" if extras else f"fails {keyword}"
-    elif keyword == "required" and isinstance(instance, Mapping):
+    elif (
+        keyword == "required"
+        and isinstance(instance, Mapping)
+        and isinstance(error.validator_value, list)
+    ):
         missing = [str(name) for name in error.validator_value if name not in instance]
         rule = f"missing property {_names(missing)}"
     elif keyword == "type":
