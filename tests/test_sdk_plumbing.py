@@ -344,3 +344,31 @@ def test_parse_yaml_reads_what_safe_load_reads() -> None:
     assert mnemon.sdk.parse_yaml(text) == yaml.safe_load(text)
     deepest = "v: " + "[" * 47 + "]" * 47  # the mapping and 47 lists: 48 levels
     assert mnemon.sdk.parse_yaml(deepest) == yaml.safe_load(deepest)
+
+
+@pytest.mark.parametrize(
+    ("value", "described"),
+    [
+        ({"name": "a", "extra": 1, "more": 2}, "unexpected property 'extra', 'more'"),
+        ({}, "missing property 'name'"),
+        ({"name": 7}, "must be string"),
+        ({"name": "tok_SECRET_" + "x" * 50}, "fails maxLength 20"),
+    ],
+    ids=["unexpected", "missing", "type", "bound"],
+)
+def test_a_schema_error_is_described_by_property_and_rule_never_by_value(
+    value: dict[str, object], described: str
+) -> None:
+    import jsonschema
+
+    from mnemon.sdk import describe_schema_error
+
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "maxLength": 20}},
+        "required": ["name"],
+        "additionalProperties": False,
+    }
+    (error,) = jsonschema.Draft202012Validator(schema).iter_errors(value)
+    assert describe_schema_error(error) == described
+    assert "SECRET" not in describe_schema_error(error)
