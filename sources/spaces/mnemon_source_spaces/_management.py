@@ -320,7 +320,11 @@ class SpacesManagement:
             read += len(page.memories)
             for memory in page.memories:
                 counts.update(
-                    {name for name in memory.entities if name.casefold().startswith(prefix.casefold())}
+                    {
+                        name
+                        for name in memory.entities
+                        if name.casefold().startswith(prefix.casefold())
+                    }
                 )
             cursor = page.next_cursor
             if not cursor or not page.memories:
