@@ -86,6 +86,8 @@ async def test_records_are_paged_by_kind_and_group_newest_first(starter: Path) -
         assert '<option value="project">project</option>' in page
         project = (await client.get(page_of("source:spaces", query=f"{WHO}&group=project"))).text
         assert len(row_ids(project)) == 2
+        # the Add form of a group's page writes into that group unless told otherwise
+        assert 'name="f.space" value="project"' in project
         everything = await client.get(page_of("source:spaces", query=f"{WHO}&limit=100"))
         assert len(row_ids(everything.text)) == 62
         # each record is read whole on its row, and opens the operations taking its id
