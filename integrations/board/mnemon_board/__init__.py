@@ -2,9 +2,11 @@
 
 `mnemon board` serves it on loopback with an access token: every installed memory plugin from
 its declaration, switched on and off with what it moves (and Undo), the main Strategy and the
-View extensions, a form per entry drawn from its declared configuration, and each Source's
-status for an identity. Changes are saved to `mnemon.toml` (comments kept) and applied to the
-running host as one new generation.
+View extensions, a form per entry drawn from its declared configuration, each Source's
+status for an identity, and each Source's memory for that identity through what it declares
+for people (its records and management operations). Changes to the profile are saved to
+`mnemon.toml` (comments kept) and applied to the running host as one new generation; changes
+to memory are confirmed and fenced by the revision the page was drawn at.
 """
 
 from __future__ import annotations

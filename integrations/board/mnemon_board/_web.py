@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, quote
 
 import jinja2
 from markupsafe import Markup
@@ -26,16 +26,21 @@ from mnemon import visible_text
 from ._control import Board
 from ._i18n import LANGUAGES, Words, language_of
 from ._receipts import Toast
+from ._scope import FLAGS
 
 __all__ = [
     "LANGUAGE_COOKIE",
     "Editable",
     "Page",
     "answer_change",
+    "cell_text",
     "form_of",
+    "is_rows",
     "language",
     "notice_of",
     "render",
+    "row_columns",
+    "source_path",
     "wants_json",
 ]
 
@@ -71,7 +76,62 @@ def _environment() -> jinja2.Environment:
     environment.filters["json"] = lambda value: Editable(
         json.dumps(value, ensure_ascii=False, indent=2)
     )
+    # memory read from a Source, shown (never put back in a field): `visible_text` applies
+    environment.filters["pretty"] = lambda value: json.dumps(value, ensure_ascii=False, indent=2)
+    environment.filters["cell"] = cell_text
+    environment.filters["flag"] = lambda key: FLAGS.get(key, key)
+    environment.filters["prefixed"] = lambda pair: (f"f.{pair[0]}", pair[1])
+    environment.globals["is_rows"] = is_rows
+    environment.globals["source_path"] = source_path
+    environment.globals["row_columns"] = row_columns
     return environment
+
+
+# a table cell shows this much of a value; the whole record is a click away
+CELL_CHARACTERS = 240
+# a table of an operation's output shows at most this many fields of its rows
+ROW_COLUMNS = 10
+
+
+def source_path(source_key: str, tail: str = "", query: str = "") -> str:
+    """The address of a Source's page (`tail`: a sub-page), keeping `query`."""
+    path = f"/sources/{quote(source_key, safe='')}{tail}"
+    return f"{path}?{query}" if query else path
+
+
+def cell_text(value: Any) -> str:
+    """A value as a table cell shows it: text, a list's items, an object's `key: value`s."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, str):
+        text = value
+    elif isinstance(value, Mapping):
+        text = " · ".join(f"{key}: {cell_text(item)}" for key, item in value.items())
+    elif isinstance(value, list | tuple):
+        text = ", ".join(cell_text(item) for item in value)
+    else:
+        text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= CELL_CHARACTERS else text[: CELL_CHARACTERS - 1] + "…"
+
+
+def is_rows(value: Any) -> bool:
+    """Whether a value is drawn as a table: a non-empty list of objects."""
+    return (
+        isinstance(value, list | tuple)
+        and bool(value)
+        and all(isinstance(item, Mapping) for item in value)
+    )
+
+
+def row_columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The columns of a table of objects: every key, in the order first met (`id` first)."""
+    keys: dict[str, None] = {}
+    for row in rows:
+        keys.update(dict.fromkeys(str(key) for key in row))
+    ordered = sorted(keys, key=lambda key: key != "id")
+    return ordered[:ROW_COLUMNS]
 
 
 _TEMPLATES = _environment()

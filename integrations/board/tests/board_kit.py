@@ -13,11 +13,14 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import httpx
+from mnemon_board import Board, create_app
 
 MNEMON = str(Path(sys.executable).parent / "mnemon")
 CHROMIUM = "/usr/bin/chromium"
@@ -32,6 +35,34 @@ HOSTILE = (
     '<script>window.__pwned = 1</script>"><img src=x onerror="window.__pwned=2">'
     '<a href="javascript:window.__pwned=3">go</a> \u202eevil\u202c'
 )
+
+
+IN_PROCESS_HOST = "127.0.0.1:8766"
+
+
+@asynccontextmanager
+async def in_process(folder: Path) -> AsyncIterator[tuple[Board, httpx.AsyncClient]]:
+    """The board of `folder`'s profile in this process (its public `Board` and `create_app`),
+    and a client that opened its address: it holds the token's cookie and sends the page's
+    CSRF token, asking for the JSON answers the page's script reads."""
+    async with Board.open(folder / "mnemon.toml") as board:
+        app = create_app(board, token="t0ken", hosts=[IN_PROCESS_HOST], port=8766)
+        transport = httpx.ASGITransport(app=app)
+        base = f"http://{IN_PROCESS_HOST}"
+        async with httpx.AsyncClient(transport=transport, base_url=base) as client:
+            assert (await client.get("/?token=t0ken")).status_code == 303
+            client.headers.update(
+                {"X-CSRF-Token": csrf_of((await client.get("/plugins")).text),
+                 "Accept": "application/json"}
+            )  # fmt: skip
+            yield board, client
+
+
+def csrf_of(page: str) -> str:
+    """The CSRF token a page carries."""
+    found = re.search(r'<meta name="csrf-token" content="([^"]+)">', page)
+    assert found is not None
+    return found[1]
 
 
 def environment(folder: Path) -> dict[str, str]:
@@ -211,17 +242,36 @@ title = "API token"
 
 WEATHER_SOURCE = textwrap.dedent(
     '''
-    """A third-party Source, written against the public SDK only."""
+    """A third-party Source, written against the public SDK only.
+
+    Its observations are records (the core's records contract): listed a page at a time,
+    added idempotently, deleted by id, fenced by a revision that moves with every change.
+    """
+    import hashlib
+    import json
     from pathlib import Path
 
     from mnemon import Fragment
     from mnemon.sdk import (
-        SourceFacts, ViewContribution, define_memory_plugin, define_memory_source, install_memory,
+        ManagementResult, RevisionConflict, SourceFacts, ViewContribution, define_memory_plugin,
+        define_memory_source, install_memory,
     )
 
     memory_plugin = define_memory_plugin(
         "weather-source", "Weather", "Local weather notes.", ["source"], ["weather.notes"]
     )
+
+    OBSERVATION = {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "city": {"type": "string", "minLength": 1, "maxLength": 40},
+            "note": {"type": "string", "minLength": 1, "maxLength": 500},
+            "temperature": {"type": ["number", "null"], "minimum": -90, "maximum": 60},
+        },
+        "required": ["city", "note"],
+        "additionalProperties": False,
+    }
 
 
     class Weather:
@@ -230,24 +280,82 @@ WEATHER_SOURCE = textwrap.dedent(
                 raise ValueError("no weather there")
             self.key = init.instance_key
             self.down = Path(init.config_dir or ".") / "weather-down"
+            self.store = Path(init.config_dir or ".") / "weather-observations.json"
             self.city = init.configuration.get("city", "Lisbon")
+
+        def _load(self, scope):
+            data = json.loads(self.store.read_text()) if self.store.exists() else {}
+            return data, data.setdefault(scope.user_id or "-", {"records": [], "keys": {}, "next": 1})
+
+        def _revision(self, scope):
+            _, mine = self._load(scope)
+            text = json.dumps(mine, sort_keys=True).encode()
+            return "w-" + hashlib.sha256(text).hexdigest()[:16]
 
         async def facts(self, request):
             if self.down.exists():
                 return SourceFacts(instance_key=self.key, type_id="weather", role="notes",
                                    availability="unavailable", reason="upstream-down")
             return SourceFacts(instance_key=self.key, type_id="weather", role="notes",
-                               availability="ready", revision="1", capabilities=["project"])
+                               availability="ready", revision=self._revision(request.scope),
+                               capabilities=["project"])
 
         async def project(self, request):
             text = f"Sunny in {self.city}."[: request.max_characters]
             return ViewContribution(
                 fragments=[Fragment(source_key=self.key, mode=request.mode, text=text)])
 
+        async def manage(self, request):
+            operation, value, scope = request.operation.id, request.input, request.scope
+            data, mine = self._load(scope)
+            records = mine["records"]
+            if operation == "records-read":
+                start = int(value.get("cursor") or 0)
+                end = start + value["limit"]
+                output = {"records": records[start:end],
+                          "next_cursor": str(end) if end < len(records) else None}
+                return ManagementResult(source_key=self.key, operation=operation, output=output)
+            if request.expected_revision != self._revision(scope):
+                raise RevisionConflict("the observations changed")
+            if operation == "records-write":
+                results = []
+                for index, item in enumerate(value["records"]):
+                    record, key = item["record"], item["idempotency_key"]
+                    if key in mine["keys"]:
+                        results.append({"index": index, "completion": "committed",
+                                        "id": mine["keys"][key], "replayed": True})
+                    elif "hail" in record["note"]:
+                        results.append({"index": index, "completion": "refused",
+                                        "code": "invalid-record",
+                                        "message": "note: hail is not kept here"})
+                    else:
+                        made = {"id": f"o{mine['next']}", **record}
+                        mine["next"] += 1
+                        records.append(made)
+                        mine["keys"][key] = made["id"]
+                        results.append({"index": index, "completion": "committed",
+                                        "id": made["id"]})
+                output = {"results": results}
+            else:  # records-delete
+                kept = [record for record in records if record["id"] != value["id"]]
+                output = {"id": value["id"], "deleted": len(kept) < len(records)}
+                mine["records"] = kept
+            self.store.write_text(json.dumps(data))
+            return ManagementResult(source_key=self.key, operation=operation, output=output)
+
 
     SOURCE = define_memory_source(
         {"type_id": "weather", "package_name": "weather-source", "role": "notes",
-         "capabilities": ["project"], "consistency": "exact-snapshot"}, Weather)
+         "capabilities": ["project"], "consistency": "exact-snapshot",
+         "management": {
+             "label": "Weather observations",
+             "description": "Observations people keep beside the forecast.",
+             "records": [{
+                 "id": "observation", "label": "Observation", "record_schema": OBSERVATION,
+                 "readable": True, "writable": True, "deletable": True,
+                 "label_field": "note", "key_fields": ["city", "note"],
+             }],
+         }}, Weather)
 
 
     def apply(ctx):

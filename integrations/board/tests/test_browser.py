@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from board_kit import SECRET, Running, screenshot, start_board, stop_board
+from board_kit import HOSTILE, SECRET, Running, screenshot, start_board, stop_board
 from playwright.sync_api import Page, expect
 
 TIMEOUT = 30_000  # ms a page has to react on a loaded machine: a deadline, not a measurement
@@ -188,5 +188,182 @@ def test_a_third_party_source_goes_unavailable_on_its_card_and_its_text_is_inert
         text = running.profile.read_text(encoding="utf-8")
         assert f'access_key = "{SECRET}"' in text
         assert "max_items = 7" in text
+    finally:
+        stop_board(running)
+
+
+# ------------------------------------------------------------------ the Memory pages
+
+RUNTIME = "/sources/source%3Aruntime"
+DOCUMENTS = "/sources/source%3Adocuments"
+SPACES = "/sources/source%3Aspaces"
+
+
+def confirmed(page: Page, question: str) -> None:
+    """Answer the confirmation the page asks before a change of memory."""
+    dialog = page.locator("dialog#confirm")
+    expect(dialog.locator(".confirm-question")).to_contain_text(question)
+    dialog.get_by_role("button", name="Confirm").click()
+
+
+def receipt(page: Page, said: str, title: str) -> None:
+    toast = page.locator("#toasts .toast")
+    expect(toast).to_have_attribute("data-receipt", said)
+    expect(toast.locator(".toast-title")).to_have_text(title)
+
+
+def test_add_replace_and_remove_a_runtime_fact(page: Page, board: Running) -> None:
+    opened(page, board, "/sources?user=ada")
+    expect(page.locator('[data-source="source:runtime"]')).to_contain_text("Kept per user")
+    screenshot(page, "memory-sources")
+    page.locator('[data-source="source:runtime"] h2 a').click()
+    expect(page.locator("main h1")).to_have_text("Runtime working memory")
+    expect(page.locator(".records-table")).to_contain_text("No records here")
+
+    form = page.locator("#add-fact")
+    form.locator('[data-field="text"] textarea').fill("Ada keeps bees")
+    form.get_by_role("button", name="Add").click()
+    confirmed(page, "Add this Fact about the user to source:runtime")
+    receipt(page, "committed", "Stored (committed)")
+    row = page.locator('.records-table tr[data-id="u1"]')
+    expect(row).to_contain_text("Ada keeps bees")
+    screenshot(page, "memory-runtime-facts")
+
+    # replace: the row opens the Source's own mutate operation, filled in from the fact
+    row.get_by_role("link", name="mutate").click()
+    expect(page.locator('[data-field="id"] input')).to_have_value("u1")
+    page.locator('[data-field="operation"] select').select_option("replace")
+    page.locator('[data-field="text"] textarea').fill("Ada keeps two hives of bees")
+    page.get_by_role("button", name="Apply").click()
+    confirmed(page, "Run mutate on source:runtime")
+    receipt(page, "committed", "Stored (committed)")
+    screenshot(page, "memory-runtime-replace")
+
+    page.goto(f"{board.base}{RUNTIME}?user=ada&kind=fact")
+    row = page.locator('.records-table tr[data-id="u1"]')
+    expect(row).to_contain_text("Ada keeps two hives of bees")
+    row.get_by_role("button", name="Delete").click()
+    # cancelled, nothing happens
+    expect(page.locator("dialog#confirm .confirm-question")).to_contain_text("Delete Fact")
+    page.locator("dialog#confirm").get_by_role("button", name="Cancel").click()
+    expect(row).to_be_visible()
+    row.get_by_role("button", name="Delete").click()
+    confirmed(page, "Delete Fact about the user u1 from source:runtime")
+    receipt(page, "deleted", "Deleted")
+    expect(page.locator(".records-table")).to_contain_text("No records here")
+
+
+def test_create_and_update_a_document(page: Page, board: Running) -> None:
+    opened(page, board, f"{DOCUMENTS}/operations/create?user=ada&workspace=w")
+    page.locator('[data-field="title"] input').fill("Plan")
+    page.locator('[data-field="body"] textarea').fill("First draft.")
+    page.get_by_role("button", name="Apply").click()
+    confirmed(page, "Run create on source:documents")
+    receipt(page, "committed", "Stored (committed)")
+    screenshot(page, "memory-documents-create")
+
+    page.goto(f"{board.base}{DOCUMENTS}?user=ada&workspace=w")
+    row = page.locator(".records-table tbody tr").first
+    expect(row).to_contain_text("Plan")
+    screenshot(page, "memory-documents")
+    row.get_by_role("link", name="update").click()
+    body = page.locator('[data-field="body"] textarea')
+    expect(body).to_have_value("First draft.")
+    body.fill("Second draft, reviewed.")
+    page.get_by_role("button", name="Apply").click()
+    confirmed(page, "Run update on source:documents")
+    receipt(page, "committed", "Stored (committed)")
+
+    page.goto(f"{board.base}{DOCUMENTS}?user=ada&workspace=w")
+    page.locator(".records-table tbody tr").first.get_by_role("link", name="read").click()
+    expect(page.locator(".output")).to_contain_text("Second draft, reviewed.")
+    screenshot(page, "memory-documents-read")
+
+
+def test_recall_and_forget_a_memory(page: Page, board: Running) -> None:
+    opened(page, board, f"{SPACES}?user=ada")
+    form = page.locator("#add-memory")
+    form.locator('[data-field="text"] input').fill("Ada keeps bees on the roof")
+    form.locator('[data-field="space"] input').fill("personal")
+    form.locator("details.more-fields summary").click()
+    form.locator('[data-field="entities"] textarea').fill("Ada")
+    form.get_by_role("button", name="Add").click()
+    confirmed(page, "Add this Long-term memory to source:spaces")
+    receipt(page, "committed", "Stored (committed)")
+    expect(page.locator(".records-table")).to_contain_text("Ada keeps bees on the roof")
+    screenshot(page, "memory-spaces-records")
+
+    page.locator("nav.tabs").get_by_role("link", name="recall").click()
+    page.locator('[data-field="query"] input').fill("bees")
+    page.locator("details.more-fields summary").click()
+    page.locator('[data-field="mode"] select').select_option("words")
+    page.get_by_role("button", name="Run").click()
+    results = page.locator(".output-table")
+    expect(results).to_contain_text("Ada keeps bees on the roof")
+    expect(results.locator("thead")).to_contain_text("explain")
+    expect(results).to_contain_text("keywords: 1")
+    screenshot(page, "memory-spaces-recall")
+
+    page.locator("nav.tabs").get_by_role("link", name="entities").click()
+    page.locator('[data-field="space"] input').fill("personal")
+    page.get_by_role("button", name="Run").click()
+    expect(page.locator(".output-table")).to_contain_text("Ada")
+    expect(page.locator(".partial")).to_have_count(0)
+    screenshot(page, "memory-spaces-entities")
+
+    page.go_back()
+    page.go_back()
+    page.locator(".output-table tbody tr").first.get_by_role("link", name="forget").click()
+    expect(page.locator('[data-field="space"] input')).to_have_value("personal")
+    page.get_by_role("button", name="Apply").click()
+    confirmed(page, "Run forget on source:spaces")
+    receipt(page, "committed", "Stored (committed)")
+    expect(page.locator("#toasts .toast")).to_contain_text("space: personal")
+    screenshot(page, "memory-spaces-forget")
+    page.goto(f"{board.base}{SPACES}/operations/recall?user=ada&f.query=bees&f.mode=words&run=1")
+    expect(page.locator(".output")).to_contain_text("(none)")
+
+
+def test_a_third_party_source_s_records_page_and_hostile_text_stays_inert(
+    page: Page, third_party: Path
+) -> None:
+    running = start_board(third_party)
+    try:
+        opened(page, running, "/sources?user=ada")
+        card = page.locator('[data-source="source:weather"]')
+        expect(card).to_contain_text("Weather observations")
+        card.get_by_role("link", name="Observation", exact=True).click()
+        form = page.locator("#add-observation")
+        form.locator('[data-field="city"] input').fill("Faro")
+        form.locator('[data-field="note"] input').fill(f"Windy {HOSTILE}")
+        form.get_by_role("button", name="Add").click()
+        confirmed(page, "Add this Observation to source:weather")
+        receipt(page, "committed", "Stored (committed)")
+        row = page.locator('.records-table tr[data-id="o1"]')
+        expect(row).to_contain_text("Windy <script>window.__pwned = 1</script>")
+        expect(row).to_contain_text("\\u202eevil")
+        row.locator("details.read summary").click()
+        expect(row.locator("pre.record")).to_contain_text('"city": "Faro"')
+        screenshot(page, "memory-third-party-records")
+        assert page.evaluate("window.__pwned") is None
+        assert page.locator("main script, main img, main a[href^='javascript']").count() == 0
+
+        # a record the Source refuses is said refused, with its code; nothing is added
+        form = page.locator("#add-observation")
+        form.locator('[data-field="city"] input').fill("Faro")
+        form.locator('[data-field="note"] input').fill("hail at noon")
+        form.get_by_role("button", name="Add").click()
+        confirmed(page, "Add this Observation")
+        receipt(page, "refused", "Refused: nothing was written")
+        expect(page.locator("#toasts .toast")).to_contain_text("invalid-record")
+        expect(page.locator(".records-table tbody tr")).to_have_count(1)
+
+        row.get_by_role("button", name="Delete").click()
+        # the question quotes the record's id, as text
+        confirmed(page, "Delete Observation o1 from source:weather")
+        receipt(page, "deleted", "Deleted")
+        assert page.evaluate("window.__pwned") is None
+        # memory text never reaches the board's output
+        assert not any("Windy" in line or "pwned" in line for line in running.printed)
     finally:
         stop_board(running)

@@ -490,6 +490,8 @@ class DocumentsSource:
             "document": outcome.record.id,
             "revision": outcome.record.revision,
             "workspace_revision": outcome.revision,
+            # the file was written atomically (synced) before this answer: durable
+            "completion": "committed",
         }
         return self._result(operation, output, outcome.revision)
 

@@ -494,6 +494,8 @@ class RuntimeSource:
                 "revision": snapshot.revision,
                 "id": applied.entry_id,
                 "committed_at": applied.committed_at,
+                # the file was replaced and synced before this answer: durable
+                "completion": "committed",
             },
             revision=snapshot.revision,
         )

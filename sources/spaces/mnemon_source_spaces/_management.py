@@ -7,7 +7,8 @@ the instance's lock before it writes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -20,13 +21,19 @@ from ._evidence import read_directory
 from ._grants import Namespaces, PinnedSpace, memory_id_of, pinned_from_grant
 from ._inputs import checked_labels, checked_text, is_memory_id, keyed_memory_id
 from ._limits import SpaceLimitsPlanner, plan_digest
-from ._manifest import MAX_ENTITIES, MAX_TAGS, MAX_TEXT_CHARACTERS
+from ._manifest import MAX_ENTITIES, MAX_RECALL_LIMIT, MAX_TAGS, MAX_TEXT_CHARACTERS
 from ._provider import (
+    EntityIndexRequest,
+    EntityIndexResult,
     ForgetRequest,
     ForgetResult,
+    LinkRequest,
+    LinkResult,
     ListRequest,
     ListResult,
     Memory,
+    RelatedRequest,
+    RelatedResult,
     RememberRequest,
     RememberResult,
 )
@@ -36,8 +43,15 @@ from ._wire import built
 __all__ = ["SpacesManagement"]
 
 DEFAULT_PAGE = 20
+DEFAULT_RECALL = 8
+DEFAULT_ENTITIES = 50
 MAX_KEY_CHARACTERS = 200
 MAX_LIST_PAGE = 100  # the most memories one Provider list call returns
+#: the most memories an entity count reads through list() when the Provider has no index
+MAX_ENTITY_LISTING = 2_000
+
+#: how the Source ranks a recall: (parents, query, limit, input, always_explain=)
+Ranker = Callable[..., Awaitable[list[tuple[Memory, dict[str, Any]]]]]
 
 
 class SpacesManagement:
@@ -50,8 +64,10 @@ class SpacesManagement:
         namespaces: Namespaces,
         calls: ProviderCalls,
         semantic: Semantic,
+        ranked: Ranker,
     ) -> None:
         self._key = key
+        self._ranked = ranked
         self._settings = settings
         self._namespaces = namespaces
         self._calls = calls
@@ -78,6 +94,12 @@ class SpacesManagement:
             output = await self._list(pinned, payload)
         elif operation == "records-read":
             output = await self._read_records(pinned, payload)
+        elif operation == "recall":
+            output = await self._recall(pinned, payload)
+        elif operation == "related":
+            output = await self._related(pinned, payload)
+        elif operation == "entities":
+            output = await self._entities(pinned, payload)
         elif operation == "reindex":
             output = await self._reindex(pinned)
         elif operation == "write-scope":
@@ -198,6 +220,121 @@ class SpacesManagement:
                 for memory in page.memories
             ],
             "next_cursor": page.next_cursor,
+        }
+
+    async def _recall(
+        self, pinned: Sequence[PinnedSpace], payload: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Recall for a person: whole memories by their ids, each saying why it ranked."""
+        self._calls.require("search")
+        names = payload.get("spaces")
+        chosen = list(pinned) if names is None else [self._named(pinned, n) for n in names]
+        spaces = {space.parent: space.name for space in pinned}
+        limit = min(int(payload.get("limit", DEFAULT_RECALL)), MAX_RECALL_LIMIT)
+        found = await self._ranked(
+            tuple(space.parent for space in chosen),
+            str(payload["query"]),
+            limit,
+            payload,
+            always_explain=True,
+        )
+        results = []
+        for memory, provenance in found:
+            result = _record(spaces[memory.parent], memory)
+            for key in ("tier", "score", "explain"):
+                if key in provenance:
+                    result[key] = provenance[key]
+            results.append(result)
+        return {"mode": str(payload.get("mode", "both")), "results": results}
+
+    async def _related(
+        self, pinned: Sequence[PinnedSpace], payload: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """The memories linked to one memory of a space, most recently linked first."""
+        self._calls.require("related")
+        space = self._named(pinned, payload["space"])
+        memory_id = memory_id_of(str(payload["id"]))
+        if not is_memory_id(memory_id):
+            raise SourceError("invalid_payload", "that is not a memory id")
+        limit = min(int(payload.get("limit", DEFAULT_RECALL)), MAX_RECALL_LIMIT)
+        result = await self._calls.call(
+            "related",
+            RelatedRequest(parent=space.parent, id=memory_id, limit=limit),
+            RelatedResult,
+        )
+        related = result.related[:limit]
+        check_parents((item.memory for item in related), (space.parent,))
+        return {
+            "space": space.name,
+            "id": memory_id,
+            "related": [
+                {
+                    **_record(space.name, item.memory),
+                    "relation": item.relation,
+                    "direction": item.direction,
+                }
+                for item in related
+            ],
+        }
+
+    async def _entities(
+        self, pinned: Sequence[PinnedSpace], payload: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """The entities of a space's memories, most mentioned first, and whether that is all.
+
+        From the Provider's entity index when it has one (its `complete` said as it is),
+        else counted over the first memories `list()` gives: complete only when that was
+        every memory of the space.
+
+        Raises:
+            SourceError: `unsupported` when the Provider can neither index nor list.
+        """
+        space = self._named(pinned, payload["space"])
+        limit = int(payload.get("limit", DEFAULT_ENTITIES))
+        prefix = str(payload.get("prefix") or "")
+        if self._calls.supports("entity_index"):
+            index = await self._calls.call(
+                "entity_index",
+                EntityIndexRequest(parent=space.parent, prefix=prefix or None, limit=limit),
+                EntityIndexResult,
+            )
+            entities = [{"name": e.name, "memories": e.memories} for e in index.entities]
+            return {
+                "space": space.name,
+                "entities": entities,
+                "complete": index.complete,
+                "counted": "index",
+            }
+        if not self._calls.supports("list"):
+            raise SourceError("unsupported", "this Provider can neither index nor list entities")
+        counts: Counter[str] = Counter()
+        cursor: str | None = None
+        read = 0
+        while read < MAX_ENTITY_LISTING:
+            page = await self._calls.call(
+                "list",
+                ListRequest(parent=space.parent, limit=MAX_LIST_PAGE, cursor=cursor),
+                ListResult,
+            )
+            check_parents(page.memories, (space.parent,))
+            read += len(page.memories)
+            for memory in page.memories:
+                counts.update(
+                    {
+                        name
+                        for name in memory.entities
+                        if name.casefold().startswith(prefix.casefold())
+                    }
+                )
+            cursor = page.next_cursor
+            if not cursor or not page.memories:
+                break
+        ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0].casefold()))
+        return {
+            "space": space.name,
+            "entities": [{"name": name, "memories": n} for name, n in ranked[:limit]],
+            "complete": not cursor,
+            "counted": "listed",
         }
 
     async def _read_records(
@@ -330,7 +467,10 @@ class SpacesManagement:
                 "id": stored.memory.id,
                 "duplicate": not stored.created,
                 "durable": stored.durable,
+                "completion": _completion(stored.durable),
             }
+        if operation == "link":
+            return await self._link(space, payload)
         self._calls.require("forget")
         memory_id = memory_id_of(str(payload["id"]))  # a handle names its memory id too
         if not is_memory_id(memory_id):
@@ -343,6 +483,31 @@ class SpacesManagement:
             "id": memory_id,
             "forgotten": result.forgotten,
             "durable": result.durable,
+            "completion": _completion(result.durable),
+        }
+
+    async def _link(self, space: PinnedSpace, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """Link two memories of one space, by their ids (both must be there)."""
+        self._calls.require("link")
+        ends = [memory_id_of(str(payload[end])) for end in ("from", "to")]
+        if not all(is_memory_id(end) for end in ends):
+            raise SourceError("invalid_payload", "from, to: must be memory ids")
+        relation = str(payload.get("relation", "related"))
+        linked = await self._calls.call(
+            "link",
+            LinkRequest(
+                parent=space.parent, source_id=ends[0], target_id=ends[1], relation=relation
+            ),
+            LinkResult,
+        )
+        return {
+            "space": space.name,
+            "from": ends[0],
+            "to": ends[1],
+            "relation": relation,
+            "created": linked.created,
+            "durable": linked.durable,
+            "completion": _completion(linked.durable),
         }
 
     async def _import(
@@ -466,6 +631,11 @@ def _labels(item: Mapping[str, Any], what: str, most: int) -> tuple[str, ...]:
     if len(values) > most:
         raise SourceError("invalid_payload", f"{what}: at most {most} items")
     return checked_labels(values, what)
+
+
+def _completion(durable: bool) -> str:
+    """What a write's output says of it: committed once durable, else only accepted."""
+    return "committed" if durable else "accepted"
 
 
 def _refused(index: int, exc: SourceError) -> dict[str, Any]:

@@ -32,6 +32,8 @@ MAX_HANDLE_CHARACTERS = 300
 #: the most memories one recall or related read returns: its `limit` input's maximum too
 MAX_RECALL_LIMIT = 20
 MAX_IMPORT_ITEMS = 1_000
+#: the most entities one `entities` read returns
+MAX_ENTITY_PAGE = 100
 #: what `recall` searches (its `mode` input): the convention a recall route by meaning follows
 RECALL_MODES = ("words", "meaning", "both")
 
@@ -203,6 +205,63 @@ MANIFEST: dict[str, Any] = {
                 ),
             },
             {
+                "id": "recall",
+                "kind": "read",
+                "description": (
+                    "Search the memories by query, best first, by their words and (when "
+                    "inspect lists meaning under recall) their meaning; each result says why "
+                    "it ranked (explain: its keyword and meaning ranks)."
+                ),
+                "input_schema": _object(
+                    {
+                        "query": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": MAX_QUERY_CHARACTERS,
+                        },
+                        "mode": {
+                            "type": "string",
+                            "enum": list(RECALL_MODES),
+                            "default": "both",
+                            "description": "words: keywords only; meaning: by meaning only; both",
+                        },
+                        "spaces": {
+                            "type": "array",
+                            "items": _SPACE_NAME,
+                            "minItems": 1,
+                            "maxItems": 32,
+                            "uniqueItems": True,
+                        },
+                        "limit": _LIMIT,
+                    },
+                    ("query",),
+                ),
+            },
+            {
+                "id": "related",
+                "kind": "read",
+                "description": "The memories linked to one memory of a space, with each link.",
+                "input_schema": _object(
+                    {"space": _SPACE_NAME, "id": _HANDLE, "limit": _LIMIT}, ("space", "id")
+                ),
+            },
+            {
+                "id": "entities",
+                "kind": "read",
+                "description": (
+                    "The entities a space's memories name, most mentioned first; complete is "
+                    "false when the count stands on part of the space only."
+                ),
+                "input_schema": _object(
+                    {
+                        "space": _SPACE_NAME,
+                        "prefix": {"type": "string", "maxLength": MAX_ENTITY_CHARACTERS},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_ENTITY_PAGE},
+                    },
+                    ("space",),
+                ),
+            },
+            {
                 "id": "remember",
                 "kind": "mutate",
                 "description": "Add one memory to a space.",
@@ -266,6 +325,20 @@ MANIFEST: dict[str, Any] = {
                 "input_schema": _object(
                     {"plan_digest": {"type": "string", "pattern": "^[0-9a-f]{64}$"}},
                     ("plan_digest",),
+                ),
+            },
+            {
+                "id": "link",
+                "kind": "mutate",
+                "description": "Link two memories of one space by their ids.",
+                "input_schema": _object(
+                    {
+                        "space": _SPACE_NAME,
+                        "from": _HANDLE,
+                        "to": _HANDLE,
+                        "relation": {"type": "string", "pattern": RELATION_PATTERN},
+                    },
+                    ("space", "from", "to"),
                 ),
             },
             {

@@ -351,9 +351,15 @@ class EntityCount(FrozenModel):
 
 
 class EntityIndexResult(FrozenModel):
-    """Entities, most mentioned first."""
+    """Entities, most mentioned first.
+
+    `complete` says whether the counts stand on every memory of the parent; a Provider whose
+    index covers only part of it (a service's page size) says False, and the board marks
+    its Entities page partial.
+    """
 
     entities: tuple[EntityCount, ...] = ()
+    complete: Annotated[bool, Strict()] = True
 
 
 # ------------------------------------------------------------------------- vectors

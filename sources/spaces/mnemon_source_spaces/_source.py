@@ -197,7 +197,9 @@ class SpacesSource:
         self._projected: OrderedDict[
             tuple[tuple[PinnedSpace, ...], str, int], tuple[str, tuple[Fragment, ...]]
         ] = OrderedDict()
-        self._management = SpacesManagement(key, settings, self._namespaces, calls, semantic)
+        self._management = SpacesManagement(
+            key, settings, self._namespaces, calls, semantic, self.ranked
+        )
 
     def __repr__(self) -> str:
         return f"SpacesSource({self._key!r}, provider={self._calls.type_id!r})"
@@ -364,26 +366,43 @@ class SpacesSource:
         query = str(request.input["query"])
         parents = tuple(space.parent for space in chosen)
         spaces = {space.parent: space.name for space in pinned}
-        mode, weight = _recall_mode(request.input)
+        found = await self.ranked(parents, query, limit, request.input)
+        return self._recalled(request, spaces, query, found)
+
+    async def ranked(
+        self,
+        parents: tuple[str, ...],
+        query: str,
+        limit: int,
+        given: Mapping[str, Any],
+        *,
+        always_explain: bool = False,
+    ) -> list[tuple[Memory, dict[str, Any]]]:
+        """The memories of `parents` a recall finds, best first, each with its provenance.
+
+        `given` holds the recall's `mode` and `meaning_weight`. With `always_explain`, a
+        recall by words says each result's keyword rank even when recall by meaning is off
+        (people read it; the model's evidence keeps it only when it tells something).
+
+        Raises:
+            SourceError: `unsupported` for recall by meaning alone while it is off, or
+                `invalid_payload` for a weight with a mode that fuses nothing.
+        """
+        mode, weight = _recall_mode(given)
         if mode == "words" or not self._semantic.active:
             if mode == "meaning":
                 # never answered by keywords instead: the caller asked for meaning alone
                 raise SourceError("unsupported", MEANING_OFF)
-            return await self._recall_words(request, parents, spaces, query, limit)
+            return await self._recall_words(parents, query, limit, always_explain)
         if mode == "meaning":
-            return await self._recall_meaning(request, parents, spaces, query, limit)
+            return await self._recall_meaning(parents, query, limit)
         return await self._recall_both(
-            request, parents, spaces, query, limit, MEANING_WEIGHT if weight is None else weight
+            parents, query, limit, MEANING_WEIGHT if weight is None else weight
         )
 
     async def _recall_words(
-        self,
-        request: QueryRequest,
-        parents: tuple[str, ...],
-        spaces: Mapping[str, str],
-        query: str,
-        limit: int,
-    ) -> Evidence:
+        self, parents: tuple[str, ...], query: str, limit: int, always_explain: bool
+    ) -> list[tuple[Memory, dict[str, Any]]]:
         """Recall by keywords alone; with recall by meaning on, `explain` says so."""
         result = await self._calls.call(
             "search", SearchRequest(parents=parents, query=query, limit=limit), SearchResult
@@ -397,36 +416,23 @@ class SpacesSource:
                 "score": hit.score,
                 "score_scale": SCORE_SCALE,
             }
-            if self._semantic.active:
+            if self._semantic.active or always_explain:
                 provenance["explain"] = {"keywords": rank}
             found.append((hit.memory, provenance))
-        return self._recalled(request, spaces, query, found)
+        return found
 
     async def _recall_meaning(
-        self,
-        request: QueryRequest,
-        parents: tuple[str, ...],
-        spaces: Mapping[str, str],
-        query: str,
-        limit: int,
-    ) -> Evidence:
+        self, parents: tuple[str, ...], query: str, limit: int
+    ) -> list[tuple[Memory, dict[str, Any]]]:
         """Recall by meaning alone: the vector ranking, failing rather than falling back."""
         await self._semantic.catch_up(parents)
         meaning = await self._semantic.search(parents, query, _candidates(limit), required=True)
         fused = fuse((), meaning, limit, meaning_weight=1.0)
-        return self._recalled(
-            request, spaces, query, [(hit.memory, _explained(hit, False)) for hit in fused]
-        )
+        return [(hit.memory, _explained(hit, False)) for hit in fused]
 
     async def _recall_both(
-        self,
-        request: QueryRequest,
-        parents: tuple[str, ...],
-        spaces: Mapping[str, str],
-        query: str,
-        limit: int,
-        weight: float,
-    ) -> Evidence:
+        self, parents: tuple[str, ...], query: str, limit: int, weight: float
+    ) -> list[tuple[Memory, dict[str, Any]]]:
         """Recall by keywords and by meaning, fused into one ranking that says why each ranked."""
         await self._semantic.catch_up(parents)
         candidates = _candidates(limit)
@@ -441,9 +447,7 @@ class SpacesSource:
         keyword, meaning = await _together(keyword_search, meaning_search)
         check_parents((hit.memory for hit in keyword.hits), parents)
         fused = fuse(keyword.hits, meaning, limit, meaning_weight=weight)
-        return self._recalled(
-            request, spaces, query, [(hit.memory, _explained(hit, True)) for hit in fused]
-        )
+        return [(hit.memory, _explained(hit, True)) for hit in fused]
 
     def _recalled(
         self,

@@ -9,11 +9,11 @@ from __future__ import annotations
 from starlette.routing import BaseRoute
 
 from .._web import Page
-from . import options, plugins, status, strategy
+from . import options, plugins, sources, status, strategy
 
 __all__ = ["GROUPS", "pages", "routes"]
 
-GROUPS = (plugins, strategy, options, status)
+GROUPS = (plugins, strategy, options, status, sources)
 
 
 def pages() -> tuple[Page, ...]:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
-from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -22,19 +22,12 @@ from mnemon import Diagnostic, MnemonError, Scope, View
 from .._catalog import entries_view
 from .._control import Board
 from .._management import ManagementPlane
+from .._scope import SCOPE_FIELDS, scope_of
 from .._web import Page, language, render
 
 __all__ = ["PAGE", "ROUTES", "SCOPE_FIELDS", "SourceCard", "scope_of", "source_cards"]
 
 PAGE = Page("status", "/status", "status")
-# the identity a page is for: query parameter -> Scope field
-SCOPE_FIELDS = {
-    "user": "user_id",
-    "agent": "agent_id",
-    "session": "session_id",
-    "workspace": "workspace",
-    "tenant": "tenant_id",
-}
 SCENARIO = "board.status"
 _UNAVAILABLE = {
     "source-unavailable", "source-facts-timeout", "source-facts-failed", "source-facts-invalid",
@@ -58,22 +51,6 @@ class SourceCard:
     role: str | None = None
     management: str | None = None
     """The label of its management plane, when it has one."""
-
-
-def scope_of(request: Request) -> tuple[Scope, dict[str, str], str | None]:
-    """The identity the page's query names, the values as given, and why it is invalid."""
-    given = {
-        name: value
-        for name in SCOPE_FIELDS
-        if (value := request.query_params.get(name, "").strip())
-    }
-    try:
-        return Scope.model_validate({SCOPE_FIELDS[k]: v for k, v in given.items()}), given, None
-    except ValidationError as exc:
-        error = exc.errors(include_url=False, include_input=False)[0]
-        field = str(error["loc"][0]) if error["loc"] else "identity"
-        flag = next((k for k, v in SCOPE_FIELDS.items() if v == field), field)
-        return Scope(), given, f"{flag}: {str(error['msg']).removeprefix('Value error, ')}"
 
 
 def _card(
@@ -151,6 +128,7 @@ async def page(request: Request) -> Response:
         given=given,
         invalid=invalid,
         scope_fields=SCOPE_FIELDS,
+        scope_query=urlencode(given),
     )
 
 

@@ -4,6 +4,8 @@
 
 (function () {
   const csrf = () => document.querySelector('meta[name="csrf-token"]').content;
+  // with the script running, a change is confirmed in a dialog, not by ticking a box
+  document.documentElement.classList.add("js");
 
   async function post(url, body) {
     const response = await fetch(url, {
@@ -31,6 +33,9 @@
     const box = document.createElement("div");
     box.className = "toast " + (data.ok ? "ok" : "refused");
     box.setAttribute("role", "status");
+    if (data.receipt) {
+      box.dataset.receipt = data.receipt;
+    }
     const title = document.createElement("strong");
     title.className = "toast-title";
     title.textContent = data.title || "";
@@ -85,6 +90,21 @@
     });
   }
 
+  // the question before a change of memory: its text is set as text, never as HTML
+  function confirmText(text) {
+    const dialog = document.getElementById("confirm");
+    const body = dialog.querySelector(".confirm-body");
+    const question = document.createElement("p");
+    question.className = "confirm-question";
+    question.textContent = text;
+    body.replaceChildren(question);
+    dialog.querySelector(".confirm-button").hidden = false;
+    return new Promise((resolve) => {
+      dialog.addEventListener("close", () => resolve(dialog.returnValue === "confirm"), { once: true });
+      dialog.showModal();
+    });
+  }
+
   function showErrors(form, errors) {
     const section = form.closest("section") || form;
     for (const slot of section.querySelectorAll("[data-error-for]")) {
@@ -102,6 +122,12 @@
     body.delete("csrf");
     if (only) {
       body.set("only", only);
+    }
+    if (form.dataset.confirm !== undefined) {
+      if (!(await confirmText(form.dataset.confirm))) {
+        return;
+      }
+      body.set("confirmed", "yes");
     }
     if (form.dataset.preview) {
       const preview = await post(form.dataset.preview, body);
@@ -135,7 +161,20 @@
     submit(form, null);
   });
 
+  document.addEventListener("click", (event) => {
+    const link = event.target instanceof Element ? event.target.closest("[data-refresh]") : null;
+    if (!link) {
+      return;
+    }
+    event.preventDefault();
+    refresh();
+  });
+
   document.addEventListener("change", (event) => {
+    if (event.target instanceof HTMLSelectElement && event.target.hasAttribute("data-navigate")) {
+      event.target.form.submit();
+      return;
+    }
     const input = event.target;
     if (!(input instanceof HTMLElement) || !input.hasAttribute("data-immediate")) {
       return;
