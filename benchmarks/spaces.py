@@ -529,7 +529,15 @@ def command_ingest(directory: Path, memories: Sequence[Any]) -> float:
     folder.mkdir()
     binary = Path(sys.executable).with_name("mnemon")
     environment = {**os.environ, "MNEMON_HOME": str(directory / "home"), "NO_COLOR": "1"}
-    subprocess.run([binary, "init"], cwd=folder, env=environment, check=True, capture_output=True)
+    # lexical ingest: with an embedder installed, the starter profile would embed every
+    # memory after the import, and the embedder's time would be measured instead
+    subprocess.run(
+        [binary, "init", "--embedder", "none"],
+        cwd=folder,
+        env=environment,
+        check=True,
+        capture_output=True,
+    )
     export = directory / "export.jsonl"
     records = [
         {
