@@ -501,9 +501,9 @@ def test_import_fills_batches_to_the_input_limit_with_their_keys_counted(
          "text": f"wide memory {index} " + "lorem ipsum dolor " * 20}
         for index in range(900)
     ]  # fmt: skip
-    header = {"format": "mnemon-export", "version": 1, "scope": {"user_id": "wide"}}
+    header = {"format": "mnemon-export", "version": 1, "scope": {"user_id": "full-batches"}}
     lines = [header, *records, {"kind": "end", "records": len(records)}]
-    export = tmp_path / "wide.jsonl"
+    export = tmp_path / "full-batches.jsonl"
     export.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
     result = mnemon(project, "import", str(export), "--yes", "--json")
     summary = json.loads(result.stdout)
