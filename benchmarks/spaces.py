@@ -77,7 +77,14 @@ KEY = "source:spaces"
 MAX_P95_MS = 20.0
 MAX_GROWTH = 3.0
 MAX_FLOOR_RATIO = 2.0
-MIN_INGEST_PER_SECOND = 25_000
+# from this many memories on, recall's fixed cost must be a smaller share of the FTS5 work
+LARGE_STORE = 100_000
+MAX_FLOOR_RATIO_LARGE = 1.5
+# ingest, as ratios measured in one run: remember_many against a bare FTS5 table's insert
+# rate, and each bulk path's time against remember_many's for the same memories
+MIN_BARE_INGEST_RATIO = 0.2
+MAX_MANAGEMENT_TIME_RATIO = 1.25
+MAX_COMMAND_TIME_RATIO = 1.5
 MAX_STORAGE_RATIO = 2.0
 INGEST_BATCH = 1_000
 SEED = 20_240_501
@@ -522,7 +529,15 @@ def command_ingest(directory: Path, memories: Sequence[Any]) -> float:
     folder.mkdir()
     binary = Path(sys.executable).with_name("mnemon")
     environment = {**os.environ, "MNEMON_HOME": str(directory / "home"), "NO_COLOR": "1"}
-    subprocess.run([binary, "init"], cwd=folder, env=environment, check=True, capture_output=True)
+    # lexical ingest: with an embedder installed, the starter profile would embed every
+    # memory after the import, and the embedder's time would be measured instead
+    subprocess.run(
+        [binary, "init", "--embedder", "none"],
+        cwd=folder,
+        env=environment,
+        check=True,
+        capture_output=True,
+    )
     export = directory / "export.jsonl"
     records = [
         {
@@ -576,6 +591,11 @@ async def ingest(folder: Path, corpus: Corpus, count: int) -> Ingest:
 
 
 # ------------------------------------------------------------------------- reporting
+
+
+def _floor_ratio(size: int) -> float:
+    """The most recall p95 may be, as a multiple of the raw FTS5 floor's, at `size`."""
+    return MAX_FLOOR_RATIO_LARGE if size >= LARGE_STORE else MAX_FLOOR_RATIO
 
 
 def print_rows(rows: Sequence[Row]) -> None:
@@ -640,6 +660,13 @@ async def run(plan: Plan) -> list[Check]:
         f"Growth of recall p95 from {small:,} to {large:,} memories: {growth:.2f}x "
         f"(naive FTS5 bm25: {naive_growth:.2f}x)"
     )
+    for row in rows:
+        print(
+            f"Recall route p95 at {row.size:,}: {row.route.p95:.2f} ms, raw FTS5 floor p95 "
+            f"{row.floor.p95:.2f} ms: {row.route.p95 / row.floor.p95:.2f}x "
+            f"(Provider search() {row.provider.p95 / row.floor.p95:.2f}x); "
+            f"fixed cost at p50 {row.route.p50 - row.floor.p50:.2f} ms"
+        )
     print()
     print(
         f"Bulk ingest of {plan.ingest:,} memories in batches of {INGEST_BATCH:,}, "
@@ -651,7 +678,10 @@ async def run(plan: Plan) -> list[Check]:
         ("mnemon import (whole command)", bulk.command),
         ("baseline: bare FTS5 table", bulk.bare),
     ):
-        print(f"  {name:<32} {rate:9,.0f} memories/s  ({rate / bulk.bare:.2f}x the bare table)")
+        print(
+            f"  {name:<32} {rate:9,.0f} memories/s  ({rate / bulk.bare:.2f}x the bare table's "
+            f"rate; {bulk.provider / rate:.2f}x remember_many's time)"
+        )
     storage = bulk.store_bytes / bulk.bare_bytes
     print(
         f"Storage: {bulk.store_bytes:,.0f} bytes per memory, bare FTS5 table "
@@ -662,9 +692,9 @@ async def run(plan: Plan) -> list[Check]:
     return [
         *(
             Check(
-                f"recall p95 at {row.size:,} <= {MAX_FLOOR_RATIO:g}x the raw FTS5 floor",
+                f"recall p95 at {row.size:,} <= {_floor_ratio(row.size):g}x the raw FTS5 floor",
                 row.route.p95 / row.floor.p95,
-                MAX_FLOOR_RATIO,
+                _floor_ratio(row.size),
                 shown="{:.2f}x",
             )
             for row in rows
@@ -682,19 +712,24 @@ async def run(plan: Plan) -> list[Check]:
             MAX_GROWTH,
             shown="{:.2f}x",
         ),
-        *(
-            Check(
-                f"{name} >= {MIN_INGEST_PER_SECOND:,} memories/s",
-                rate,
-                MIN_INGEST_PER_SECOND,
-                at_least=True,
-                shown="{:,.0f}/s",
-            )
-            for name, rate in (
-                ("remember_many", bulk.provider),
-                ("management import", bulk.management),
-                ("mnemon import", bulk.command),
-            )
+        Check(
+            f"remember_many >= {MIN_BARE_INGEST_RATIO:g}x a bare FTS5 table's insert rate",
+            bulk.provider / bulk.bare,
+            MIN_BARE_INGEST_RATIO,
+            at_least=True,
+            shown="{:.2f}x",
+        ),
+        Check(
+            f"management import time <= {MAX_MANAGEMENT_TIME_RATIO:g}x remember_many's",
+            bulk.provider / bulk.management,
+            MAX_MANAGEMENT_TIME_RATIO,
+            shown="{:.2f}x",
+        ),
+        Check(
+            f"mnemon import time <= {MAX_COMMAND_TIME_RATIO:g}x remember_many's",
+            bulk.provider / bulk.command,
+            MAX_COMMAND_TIME_RATIO,
+            shown="{:.2f}x",
         ),
         Check(
             f"storage per memory <= {MAX_STORAGE_RATIO:g}x a bare FTS5 table",

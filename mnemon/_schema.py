@@ -10,7 +10,7 @@ from typing import Any
 import jsonschema
 from jsonschema import Draft202012Validator
 
-from ._json import canonical_json, thaw_json
+from ._json import FrozenDict, canonical_json, thaw_json
 from ._text import visible_text
 
 __all__ = ["MAX_PROBLEMS", "check_input_schema", "describe_schema_error", "input_problems"]
@@ -51,12 +51,33 @@ def _validator(canonical: bytes) -> Any:
     return _FrozenArrays(orjson.loads(canonical))
 
 
+# validators by the identity of a frozen schema: a route's or action's schema is one frozen
+# object for its generation's life, so every read after the first skips serializing it again.
+# A value `freeze_json` froze as a whole cannot change, and each entry holds its schema, so an
+# id is never reused while its entry lives; any other schema is looked up by its canonical JSON.
+_BY_IDENTITY: dict[int, tuple[FrozenDict, Any]] = {}
+_MAX_BY_IDENTITY = 512
+
+
+def _schema_validator(schema: Mapping[str, Any]) -> Any:
+    if type(schema) is not FrozenDict or not getattr(schema, "_checked", False):
+        return _validator(canonical_json(schema))
+    known = _BY_IDENTITY.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    validator = _validator(canonical_json(schema))
+    if len(_BY_IDENTITY) >= _MAX_BY_IDENTITY:
+        _BY_IDENTITY.clear()
+    _BY_IDENTITY[id(schema)] = (schema, validator)
+    return validator
+
+
 def input_problems(schema: Mapping[str, Any], value: Any) -> list[str]:
     """Describe how `value` breaks `schema`: the first few problems, each naming the property.
 
     `value` is a JSON value, plain or frozen (objects as dicts, arrays as lists or tuples).
     """
-    validator = _validator(canonical_json(schema))
+    validator = _schema_validator(schema)
     problems = []
     found = islice(validator.iter_errors(value), MAX_PROBLEMS)
     for error in sorted(found, key=lambda e: list(e.path)):

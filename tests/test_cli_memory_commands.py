@@ -491,6 +491,26 @@ def test_import_writes_memories_in_batches_and_refuses_bad_ones_alone(
     assert "record 11 refused (too-large)" in shown.stdout + shown.stderr
 
 
+def test_import_fills_batches_to_the_input_limit_with_their_keys_counted(
+    project: Path, tmp_path: Path
+) -> None:
+    # 900 records of about 420 bytes: two batches by the record count alone, but each one
+    # larger than max_input_bytes (256 KiB) once every record's idempotency key is added
+    records = [
+        {"kind": "memory", "source": "source:spaces", "type": "spaces", "space": "personal",
+         "text": f"wide memory {index} " + "lorem ipsum dolor " * 20}
+        for index in range(900)
+    ]  # fmt: skip
+    header = {"format": "mnemon-export", "version": 1, "scope": {"user_id": "full-batches"}}
+    lines = [header, *records, {"kind": "end", "records": len(records)}]
+    export = tmp_path / "full-batches.jsonl"
+    export.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    result = mnemon(project, "import", str(export), "--yes", "--json")
+    summary = json.loads(result.stdout)
+    assert result.returncode == 0, summary
+    assert (summary["written"], summary["unchanged"], summary["refused"]) == (900, 0, 0)
+
+
 def test_import_refuses_values_no_store_keeps_naming_the_line(
     project: Path, tmp_path: Path
 ) -> None:

@@ -83,6 +83,7 @@ _KIND = re.compile(ID_PATTERN)
 _SHOWN_REFUSALS = 10
 IMPORT_BATCH = MAX_RECORD_PAGE  # the most records one `records-write` takes
 _ENVELOPE = 1_024  # room for the batch's own JSON around its records
+_PER_RECORD = 48  # room for the JSON around one record and its idempotency key in a batch
 
 
 # ---------------------------------------------------------------------- export
@@ -652,7 +653,9 @@ def _batches(
     where: tuple[str, str] | None = None
     size = 0
     for here, item in items:
-        cost = item.size + 8  # its comma and key's quotes, with room to spare
+        # as sent: `{"record": ..., "idempotency_key": "..."}` and its comma (35 bytes around
+        # the record and key), with room to spare
+        cost = item.size + len(item.key) + _PER_RECORD
         if batch and (here != where or len(batch) >= IMPORT_BATCH or size + cost > budget):
             assert where is not None
             yield where, batch

@@ -241,7 +241,8 @@ class Handles:
 
     def _mac(self, binding: str, parent: str, memory_id: str) -> str:
         message = "\x00".join((binding, parent, memory_id)).encode()
-        return hmac.new(self._key, message, hashlib.sha256).hexdigest()[:MAC_CHARACTERS]
+        # the one-shot digest: the same HMAC-SHA256 as `hmac.new`, without its Python objects
+        return hmac.digest(self._key, message, "sha256").hex()[:MAC_CHARACTERS]
 
     def issue(self, binding: str, parent: str, memory_id: str) -> str:
         """The handle naming `memory_id` of `parent` in the View `binding` names."""

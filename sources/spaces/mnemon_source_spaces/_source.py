@@ -463,10 +463,9 @@ class SpacesSource:
             route.max_characters,
             route.max_item_characters,
         )
+        binding = handle_binding(request.view.id, request.grant)
         items = [
-            self._item(
-                handle_binding(request.view.id, request.grant), spaces, memory, text, provenance
-            )
+            self._item(binding, spaces, memory, text, provenance)
             for (memory, provenance), text in zip(found, texts, strict=True)
             if text is not None
         ]

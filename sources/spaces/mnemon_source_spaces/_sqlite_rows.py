@@ -293,6 +293,8 @@ def memory_from_row(row: Sequence[Any]) -> Memory | None:
 
 
 def _strict_list(raw: Any) -> tuple[str, ...]:
+    if raw == "[]":  # most memories have no tags or entities
+        return ()
     value = json.loads(raw) if isinstance(raw, str) else raw
     if not isinstance(value, list):
         raise ValueError("not a JSON list")

@@ -172,6 +172,8 @@ def search_store(connection: sqlite3.Connection, request: SearchRequest) -> Sear
         }
         known = [term for term in present if frequencies.get(term, 0) > 0]
         weight = sum(idf[term] for term in known)
+        # per term: its IDF, and that IDF again when the parent holds the term (coverage)
+        weights = [(term, idf[term], idf[term] if term in known else 0.0) for term in present]
         for seq, length, encoded in rows:
             if isinstance(encoded, bytes) and packed_complete:
                 counts = packed_counts(encoded, numbered)
@@ -179,11 +181,15 @@ def search_store(connection: sqlite3.Connection, request: SearchRequest) -> Sear
                 counts = term_counts(encoded, needles)
             else:  # stop words asked for, or a row written without counts
                 counts = _counted(connection, seq)
-            score = sum(
-                bm25_term(counts.get(term, 0.0), int(length), average, idf[term])
-                for term in present
-            )
-            held = sum(idf[term] for term in known if counts.get(term, 0.0) > 0)
+            # the sums of `bm25_term` and of the held terms' IDF, in the query's term order:
+            # a term the memory lacks adds exactly 0, so it is skipped without changing a bit
+            score: float = 0
+            held: float = 0
+            for term, term_idf, known_idf in weights:
+                frequency = counts.get(term, 0.0)
+                if frequency > 0:
+                    score += bm25_term(frequency, int(length), average, term_idf)
+                    held += known_idf
             coverage = held / weight if weight > 0 else 0.0
             # the newer memory first on equal scores: a higher in-parent position is newer
             scored.append((score, coverage, seq % COUNTER_SPAN, seq))
