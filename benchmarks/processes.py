@@ -38,7 +38,6 @@ import os
 import platform
 import shutil
 import sqlite3
-import statistics
 import sys
 import tempfile
 import time
@@ -110,7 +109,9 @@ async def operation(host: mnemon.MemoryHost, user: str) -> tuple[float, mnemon.M
     return time.perf_counter() - started, receipt
 
 
-async def serve(profile: str, users: Sequence[str], warm_up: Sequence[str], barrier: Any) -> Outcome:
+async def serve(
+    profile: str, users: Sequence[str], warm_up: Sequence[str], barrier: Any
+) -> Outcome:
     """Open a host on `profile`, warm up, wait for the others, then serve `users` at once."""
     latencies: list[float] = []
     receipts: list[tuple[str, str, str, str | None]] = []
@@ -164,9 +165,11 @@ class Served:
 
     @property
     def rate(self) -> float:
+        """Operations per second, over the time from the first start to the last end."""
         return len(self.latencies) / self.seconds
 
     def percentile(self, fraction: float) -> float:
+        """The latency (seconds) at `fraction` (0 to 1) of the sorted samples."""
         ordered = sorted(self.latencies)
         return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
