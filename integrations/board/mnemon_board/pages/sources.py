@@ -234,6 +234,19 @@ def _page_size(request: Request) -> int:
     return int(given) if given.isdigit() and int(given) in PAGE_SIZES else DEFAULT_PAGE_SIZE
 
 
+async def _posted(
+    request: Request,
+) -> Response | tuple[ManagementPlane, ManagementEntry, Words, Mapping[str, list[str]], str]:
+    """A write's Source, words, submitted form and way back; or the refusal of an unknown Source."""
+    _, plane, entry = _entry(request)
+    words = language(request)
+    submitted = await form_of(request)
+    back = _back(request, submitted, PAGE.path)
+    if entry is None:
+        return answer_change(request, refused_toast(words, words["no-such-source"]), back, 404)
+    return plane, entry, words, submitted, back
+
+
 def _back(request: Request, submitted: Mapping[str, list[str]], fallback: str) -> str:
     back = (submitted.get("back") or [fallback])[-1]
     return back if back.startswith("/") and not back.startswith("//") else fallback
@@ -486,12 +499,10 @@ def _kind(entry: ManagementEntry, submitted: Mapping[str, list[str]]) -> RecordK
 
 async def add_record(request: Request) -> Response:
     """Add one record of a writable kind (`records-write`), confirmed and fenced."""
-    _, plane, entry = _entry(request)
-    words = language(request)
-    submitted = await form_of(request)
-    back = _back(request, submitted, PAGE.path)
-    if entry is None:
-        return answer_change(request, refused_toast(words, words["no-such-source"]), back, 404)
+    posted = await _posted(request)
+    if isinstance(posted, Response):
+        return posted
+    plane, entry, words, submitted, back = posted
     kind = _kind(entry, submitted)
     if kind is None or not kind.writable:
         return answer_change(request, refused_toast(words, words["not-writable"]), back, 422)
@@ -514,12 +525,10 @@ async def add_record(request: Request) -> Response:
 
 async def delete_record(request: Request) -> Response:
     """Delete one record by its id (`records-delete`), confirmed and fenced."""
-    _, plane, entry = _entry(request)
-    words = language(request)
-    submitted = await form_of(request)
-    back = _back(request, submitted, PAGE.path)
-    if entry is None:
-        return answer_change(request, refused_toast(words, words["no-such-source"]), back, 404)
+    posted = await _posted(request)
+    if isinstance(posted, Response):
+        return posted
+    plane, entry, words, submitted, back = posted
     kind = _kind(entry, submitted)
     if kind is None or not kind.deletable:
         return answer_change(request, refused_toast(words, words["not-deletable"]), back, 422)
@@ -539,12 +548,10 @@ async def delete_record(request: Request) -> Response:
 
 async def run_operation(request: Request) -> Response:
     """Run a mutating operation from its form, confirmed and fenced."""
-    _, plane, entry = _entry(request)
-    words = language(request)
-    submitted = await form_of(request)
-    back = _back(request, submitted, PAGE.path)
-    if entry is None:
-        return answer_change(request, refused_toast(words, words["no-such-source"]), back, 404)
+    posted = await _posted(request)
+    if isinstance(posted, Response):
+        return posted
+    plane, entry, words, submitted, back = posted
     found = operation_of(entry, request.path_params["operation"])
     if found is None or found.kind != "mutate":
         return answer_change(request, refused_toast(words, words["no-such-operation"]), back, 404)
