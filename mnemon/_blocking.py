@@ -93,8 +93,13 @@ class _Lane:
             self._calls.append(call)
             if self._idle:
                 self._ready.notify()
-                return future
-            start = self._needs_thread()
+                # an idle thread is counted until it wakes: calls sent together in one moment
+                # all see it, though it takes only one of them, which may block
+                if len(self._calls) <= self._idle:
+                    return future
+                start = False
+            else:
+                start = self._needs_thread()
         if start:
             self._start_thread()
         elif self._watch is None:
@@ -118,9 +123,9 @@ class _Lane:
         """On the loop: start a thread when calls still wait behind threads that are stuck."""
         self._watch = None
         with self._ready:
-            if not self._calls or self._idle:
+            if not self._calls:
                 return
-            start = self._needs_thread()
+            start = len(self._calls) > self._idle and self._needs_thread()
         if start:
             self._start_thread()
         self._watch = self._loop.call_later(_STALL_SECONDS, self._check_progress)

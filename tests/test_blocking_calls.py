@@ -83,6 +83,23 @@ async def test_a_call_that_blocks_does_not_hold_up_the_calls_behind_it() -> None
         await mnemon.sdk.run_blocking(released.set)
 
 
+async def test_calls_sent_together_to_an_idle_thread_do_not_wait_behind_one_that_blocks() -> None:
+    # one idle thread is woken for the first call and stays on it: the calls sent in the same
+    # moment must still get a thread of their own rather than wait for the first to end
+    await mnemon.sdk.run_blocking(lambda: None)
+    await anyio.sleep(0.05)  # its thread is idle, waiting for the next call, by now
+    released = threading.Event()
+    done: list[int] = []
+    with anyio.fail_after(3):
+        async with anyio.create_task_group() as group:
+            group.start_soon(mnemon.sdk.run_blocking, released.wait, 10.0)
+            async with anyio.create_task_group() as others:
+                for number in range(5):
+                    others.start_soon(mnemon.sdk.run_blocking, done.append, number)
+            released.set()
+    assert sorted(done) == [0, 1, 2, 3, 4]
+
+
 async def test_a_cancelled_caller_does_not_cancel_another_callers_call() -> None:
     gate = threading.Event()
     kept: list[str] = []
