@@ -265,14 +265,15 @@ def hold_lock(
     *,
     abandoned: threading.Event | None = None,
     shared: bool = False,
+    longest_pause: float = _LONGEST_DELAY,
 ) -> Iterator[None]:
     """Hold a cross-process lock on the lock file `path` for the `with` block.
 
     The lock is exclusive, or `shared` with other shared holders (readers) while no one holds
     it exclusively. The lock file is created 0600 (never through a link, nor used when
-    something other than a regular file stands there). Waiting backs off from 1 ms to 20 ms
-    between attempts. Closing the file releases the lock, so a killed holder never leaves it
-    held.
+    something other than a regular file stands there). Waiting backs off from 1 ms to
+    `longest_pause` (20 ms unless given) between attempts. Closing the file releases the
+    lock, so a killed holder never leaves it held.
 
     Args:
         path: the lock file (made if missing; its content is never used).
@@ -280,6 +281,8 @@ def hold_lock(
         abandoned: set by the caller when it no longer waits (it was cancelled); the wait
             then stops with `SourceError` code `cancelled`, and nothing was done.
         shared: take the lock shared (to read) instead of exclusive (to write).
+        longest_pause: the longest pause between two attempts, in seconds: shorter for a
+            lock held briefly and often, so that a waiter is not passed over for long.
 
     Raises:
         SourceError: `timeout` (another writer held the lock for `timeout` seconds; nothing
@@ -293,7 +296,7 @@ def hold_lock(
     descriptor = open_private(path, os.O_RDWR | os.O_CREAT)
     with os.fdopen(descriptor, "r+b") as handle:
         deadline = time.monotonic() + timeout
-        delay = _FIRST_DELAY
+        delay = min(_FIRST_DELAY, longest_pause)
         while True:
             if abandoned is not None and abandoned.is_set():
                 raise SourceError("cancelled", "the caller stopped waiting for the lock")
@@ -311,7 +314,7 @@ def hold_lock(
                     nothing_written=True,
                 )
             time.sleep(min(delay, remaining))
-            delay = min(delay * 2, _LONGEST_DELAY)
+            delay = min(delay * 2, longest_pause)
         try:
             yield
         finally:

@@ -13,6 +13,7 @@ import secrets
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -499,11 +500,24 @@ class SqliteProvider:
         return await self._run(lambda connection: self._remember_batch(connection, requests))
 
     def _remember(self, connection: sqlite3.Connection, request: RememberRequest) -> RememberResult:
-        with self._store.writing():
-            connection.execute("BEGIN IMMEDIATE")
-            [result] = self._write_many(connection, [request])
-            connection.execute("COMMIT" if result.created else "ROLLBACK")
-        return result
+        # with the other remembers of this process waiting for the write turn, if any
+        return self._store.write_together(
+            request, lambda requests: self._remember_together(connection, requests)
+        )
+
+    def _remember_together(
+        self, connection: sqlite3.Connection, requests: builtins.list[RememberRequest]
+    ) -> builtins.list[RememberResult]:
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            results = self._write_many(connection, requests)
+            connection.execute("COMMIT" if any(r.created for r in results) else "ROLLBACK")
+        except BaseException:
+            if connection.in_transaction:  # the requests may be written again one by one
+                with suppress(sqlite3.Error):
+                    connection.execute("ROLLBACK")
+            raise
+        return results
 
     def _remember_batch(
         self, connection: sqlite3.Connection, requests: Sequence[RememberRequest]

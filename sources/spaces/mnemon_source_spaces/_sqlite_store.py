@@ -7,8 +7,16 @@ default limit is 40): under load a store keeps as many connections as were lent 
 busiest moment instead of opening and closing one per call. Beyond the `KEEP_WARM` given
 back last, a connection left idle for `IDLE_SECONDS` is closed when another one comes back,
 so a burst does not keep its connections (and their page caches) for good. Every one is
-closed by `close()` or when it is given back after `close()`. Writers of one process take turns on a
-lock first, so only writers of different processes meet SQLite's busy handler.
+closed by `close()` or when it is given back after `close()`.
+
+Writers take turns before they ask SQLite for the file's write lock: those of one process on
+a thread lock, then one writer per process on a lock file beside the store (`<store>-writers`),
+tried again every millisecond. Without it, a writer that meets another process's transaction
+waits in SQLite's busy handler, which sleeps up to 100 ms between tries, however soon the
+other transaction ends: with several host processes on one store that made the slowest
+writes many times the typical one. The lock file only orders writers; SQLite's own locking
+still decides, so a process that does not take it (an older version, the `sqlite3` shell)
+is still waited for through the busy timeout.
 
 Memories are private: the store file (and SQLite's `-wal` and `-shm` beside it, which take
 its mode) is 0600 and the folders made for it are 0700, whatever the umask; an existing
@@ -21,10 +29,11 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
-from typing import Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from mnemon.sdk import SourceError, storage
 
@@ -36,7 +45,14 @@ __all__ = ["StoreConnections", "make_private", "store_error", "store_reason"]
 MAX_IDLE = 64  # see the module's docstring: never below the worker threads' limit
 KEEP_WARM = 4
 IDLE_SECONDS = 60.0
-STORE_SUFFIXES = ("", "-wal", "-shm", "-journal")
+WRITERS_SUFFIX = "-writers"  # the lock file writers of every process take turns on
+# a write holds the turn for a millisecond or two: a waiter tries again every millisecond, or
+# a process whose writers keep coming would pass the turn among them while the other sleeps
+WRITERS_PAUSE = 0.001
+GROUP_LIMIT = 64  # requests written in one transaction by `write_together`
+_R = TypeVar("_R")
+_T = TypeVar("_T")
+STORE_SUFFIXES = ("", "-wal", "-shm", "-journal", WRITERS_SUFFIX)
 _FILE_LOCKS: dict[str, tuple[threading.Lock, threading.Lock]] = {}
 _FILE_LOCKS_GUARD = threading.Lock()
 
@@ -114,6 +130,26 @@ def store_reason(exc: BaseException) -> str:
     return "store-failed"
 
 
+class _Queued(Generic[_R, _T]):
+    """One request waiting for the write turn, and what became of it."""
+
+    __slots__ = ("done", "error", "request", "result", "taken")
+
+    def __init__(self, request: _R) -> None:
+        self.request = request
+        self.taken = False  # a writer holding the turn has it (set under the queue lock)
+        self.done = threading.Event()
+        self.result: _T | None = None
+        self.error: BaseException | None = None
+
+    def outcome(self) -> _T:
+        if self.error is not None:
+            raise self.error
+        if self.result is None:  # the writer holding the turn was interrupted mid-way
+            raise ProviderError("provider_error", "the write was interrupted")
+        return self.result
+
+
 class StoreConnections:
     """A pool of connections to one store file, made and migrated on first use."""
 
@@ -135,6 +171,9 @@ class StoreConnections:
         self._lock = threading.Lock()
         # writers of this process queue here in order instead of busy-sleeping on the file lock
         self._schema_lock, self._write_lock = _file_locks(path)
+        self._writers = path.with_name(path.name + WRITERS_SUFFIX)
+        self._queued: deque[_Queued[Any, Any]] = deque()
+        self._queue_lock = threading.Lock()
         self._schema_ready = False
         self._closed = False
 
@@ -232,17 +271,116 @@ class StoreConnections:
 
     @contextmanager
     def writing(self) -> Iterator[None]:
-        """Hold this process's write turn; other processes still meet the file's lock.
+        """Hold the store's write turn: this process's, then the lock file shared with others.
 
         Raises:
-            ProviderError: `timeout` when the turn does not come within the busy timeout.
+            ProviderError: `timeout` when the turn does not come within the busy timeout;
+                `unavailable` when the lock file cannot be made (a link stands there, say).
         """
-        if not self._write_lock.acquire(timeout=self._busy_timeout_ms / 1000):
+        deadline = time.monotonic() + self._busy_timeout_ms / 1000
+        with self._process_turn(deadline), self._file_turn(deadline):
+            yield
+
+    def write_together(self, request: _R, write: Callable[[list[_R]], list[_T]]) -> _T:
+        """Write `request` in one transaction with the others of this pool waiting for the turn.
+
+        Group commit: the writer that gets the turn writes every request queued by then (up
+        to `GROUP_LIMIT`), with `write` (one transaction, one result per request, in order),
+        and hands each its own result; a writer whose request was written meanwhile only
+        collects it. Under load this takes one turn, one commit and one flush for many
+        writes instead of one each. When the transaction fails for a reason other than the
+        store staying locked, each request is written again on its own, so that one bad
+        request fails alone.
+
+        Raises:
+            ProviderError: `timeout` when the turn does not come within the busy timeout
+                (the request was not written); whatever `write` raised for this request.
+        """
+        deadline = time.monotonic() + self._busy_timeout_ms / 1000
+        mine = _Queued[_R, _T](request)
+        with self._queue_lock:
+            self._queued.append(mine)
+        try:
+            with self._process_turn(deadline):
+                with self._queue_lock:
+                    group = [] if mine.taken else self._take(mine)
+                if group:
+                    self._write_group(group, write, deadline)
+        except ProviderError:
+            with self._queue_lock:
+                if not mine.taken:  # nobody writes it now: the caller hears of the timeout
+                    self._queued.remove(mine)
+                    raise
+        mine.done.wait()  # taken by the writer holding the turn, which always finishes it
+        return mine.outcome()
+
+    def _take(self, mine: _Queued[_R, _T]) -> list[_Queued[_R, _T]]:
+        """`mine` and the requests queued before others, up to `GROUP_LIMIT` (queue lock held)."""
+        self._queued.remove(mine)
+        group = [mine]
+        while self._queued and len(group) < GROUP_LIMIT:
+            group.append(self._queued.popleft())
+        for queued in group:
+            queued.taken = True
+        return group
+
+    def _write_group(
+        self,
+        group: list[_Queued[_R, _T]],
+        write: Callable[[list[_R]], list[_T]],
+        deadline: float,
+    ) -> None:
+        """Write `group` in the file's turn; every member is finished, whatever happens."""
+        try:
+            with self._file_turn(deadline):
+                try:
+                    for queued, result in zip(
+                        group, write([queued.request for queued in group]), strict=True
+                    ):
+                        queued.result = result
+                except Exception as exc:
+                    if len(group) == 1 or store_error(exc).code == "timeout":
+                        for queued in group:
+                            queued.error = exc
+                    else:  # perhaps one request's fault: each on its own
+                        for queued in group:
+                            try:
+                                [queued.result] = write([queued.request])
+                            except Exception as alone:
+                                queued.error = alone
+        except Exception as exc:  # the file's turn did not come
+            for queued in group:
+                queued.error = exc
+        finally:
+            for queued in group:
+                queued.done.set()
+
+    @contextmanager
+    def _process_turn(self, deadline: float) -> Iterator[None]:
+        if not self._write_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             raise ProviderError("timeout", "the store's writers stayed busy past the timeout")
         try:
             yield
         finally:
             self._write_lock.release()
+
+    @contextmanager
+    def _file_turn(self, deadline: float) -> Iterator[None]:
+        with ExitStack() as turn:
+            try:
+                remaining = max(0.0, deadline - time.monotonic())
+                turn.enter_context(
+                    storage.hold_lock(self._writers, remaining, longest_pause=WRITERS_PAUSE)
+                )
+            except SourceError as exc:
+                if exc.code == "timeout":
+                    raise ProviderError(
+                        "timeout", "the store's writers stayed busy past the timeout"
+                    ) from None
+                raise store_error(exc) from None
+            except OSError as exc:
+                raise store_error(exc) from None
+            yield
 
     def close(self) -> None:
         """Close idle connections now and lent ones when they come back (idempotent)."""

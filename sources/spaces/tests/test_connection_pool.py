@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from contextlib import closing
+from contextlib import ExitStack, closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from mnemon_source_spaces import SearchRequest
+from mnemon_source_spaces import ProviderError, RememberRequest, SearchRequest, StatusRequest
 from mnemon_source_spaces import _sqlite as sqlite_module
 from mnemon_source_spaces import _sqlite_store as store_module
 from mnemon_source_spaces._sqlite_schema import ensure_schema
 from spaces_kit import open_sqlite
+
+from mnemon.sdk import storage
 
 AT_ONCE = 12  # above the few connections the pool used to keep, below anyio's 40 threads
 
@@ -138,4 +140,190 @@ async def test_another_process_holding_the_new_store_past_the_busy_timeout_is_re
         assert (status.availability, status.reason) == ("unavailable", "store-busy")
     finally:
         other.close()
+        await adapter.dispose()
+
+
+# ---------------------------------------------------------------- writers of several processes
+
+WRITERS = "store.sqlite3-writers"  # the lock file writers of every process take turns on
+
+
+def remember_request(text: str) -> RememberRequest:
+    return RememberRequest(parent="writers", text=text, idempotency_key=text)
+
+
+async def stored_count(adapter: Any) -> int:
+    status = await adapter.status(StatusRequest(count=True, parents=("writers",)))
+    return sum(namespace.memories or 0 for namespace in status.namespaces)
+
+
+async def test_another_process_holding_the_writers_turn_past_the_timeout_is_refused(
+    tmp_path: Path,
+) -> None:
+    adapter = await open_sqlite(tmp_path, busy_timeout_ms=100)
+    try:
+        await adapter.remember(remember_request("first"))  # the store and its lock file exist
+        # another process's writer holds the turn (flock locks belong to the open file, so a
+        # second open of the lock file here stands for another process)
+        with storage.hold_lock(tmp_path / WRITERS, 1.0), pytest.raises(ProviderError) as refused:
+            await adapter.remember(remember_request("second"))
+        assert refused.value.code == "timeout"
+        assert await stored_count(adapter) == 1  # nothing of the refused write is stored
+        assert (await adapter.remember(remember_request("second"))).created
+        assert await stored_count(adapter) == 2
+    finally:
+        await adapter.dispose()
+
+
+async def test_a_writer_waits_for_the_turn_another_process_gives_back(tmp_path: Path) -> None:
+    adapter = await open_sqlite(tmp_path, busy_timeout_ms=10_000)
+    given_back = threading.Event()
+    held = threading.Event()
+
+    def other_process() -> None:
+        with storage.hold_lock(tmp_path / WRITERS, 1.0):
+            held.set()
+            given_back.wait(10)
+
+    other = threading.Thread(target=other_process)
+    other.start()
+    try:
+        held.wait(10)
+        async with anyio.create_task_group() as group:
+
+            async def write() -> None:
+                result = await adapter.remember(remember_request("waited"))
+                assert result.created
+
+            group.start_soon(write)
+            await anyio.sleep(0.05)  # the writer is waiting for its turn by now
+            assert await stored_count(adapter) == 0
+            given_back.set()
+        assert await stored_count(adapter) == 1
+        assert (tmp_path / WRITERS).stat().st_mode & 0o777 == 0o600
+    finally:
+        given_back.set()
+        other.join()
+        await adapter.dispose()
+
+
+async def test_a_link_where_the_writers_lock_file_goes_is_refused_and_left_alone(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "elsewhere"
+    target.write_text("someone else's file", encoding="utf-8")
+    (tmp_path / WRITERS).symlink_to(target)
+    adapter = await open_sqlite(tmp_path)
+    try:
+        with pytest.raises(ProviderError) as refused:
+            await adapter.remember(remember_request("linked"))
+        assert refused.value.code == "unavailable"
+        assert "link" in str(refused.value)
+        assert target.read_text(encoding="utf-8") == "someone else's file"
+    finally:
+        await adapter.dispose()
+
+
+class Transactions:
+    """The write transactions the Provider ran, and how many requests each held."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, fail_on: str | None = None) -> None:
+        self.texts: list[list[str]] = []  # the texts of each transaction's requests
+        write_many = sqlite_module.SqliteProvider._write_many
+
+        def counted(provider: Any, connection: sqlite3.Connection, requests: Any) -> Any:
+            self.texts.append([request.text for request in requests])
+            if fail_on is not None and any(request.text == fail_on for request in requests):
+                raise ValueError("a request this store cannot take")
+            return write_many(provider, connection, requests)
+
+        monkeypatch.setattr(sqlite_module.SqliteProvider, "_write_many", counted)
+
+
+async def remember_while_the_turn_is_held(adapter: Any, path: Path, requests: list[Any]) -> Any:
+    """Send `requests` at once while another process holds the write turn, then give it back.
+
+    Every request is queued by the time the turn comes, so they are written together. Each
+    result is the request's `RememberResult` or the `ProviderError` it raised.
+    """
+    results: dict[int, Any] = {}
+
+    async def one(index: int) -> None:
+        try:
+            results[index] = await adapter.remember(requests[index])
+        except ProviderError as exc:
+            results[index] = exc
+
+    with ExitStack() as other_process:
+        other_process.enter_context(storage.hold_lock(path / WRITERS, 1.0))
+        async with anyio.create_task_group() as group:
+            for index in range(len(requests)):
+                group.start_soon(one, index)
+            # the first request waits for the turn; the others queue behind it (the worker
+            # threads that carry them start one by one as the calls before them stay stuck);
+            # the queue has no event to wait on
+            with anyio.fail_after(30):
+                while len(adapter._store._queued) < len(requests) - 1:  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+            other_process.close()  # the turn is given back
+    return [results[index] for index in range(len(requests))]
+
+
+async def test_writes_waiting_for_the_turn_are_written_together_each_with_its_own_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    adapter = await open_sqlite(tmp_path)
+    try:
+        await adapter.remember(remember_request("first"))  # the store and its lock file exist
+        transactions = Transactions(monkeypatch)
+        requests = [
+            RememberRequest(parent=f"user-{index % 5}", text=f"memory {index}", idempotency_key=key)
+            for index, key in enumerate(f"key-{index % 15}" for index in range(20))
+        ]
+        results = await remember_while_the_turn_is_held(adapter, tmp_path, requests)
+        # the first request took the turn (alone, or with the few queued by then); every other
+        # one waited, then went in one transaction
+        assert [len(texts) for texts in transactions.texts] in ([n, 20 - n] for n in range(1, 20))
+        first_of_key: dict[str, Any] = {}
+        for request, result in zip(requests, results, strict=True):
+            assert result.memory.parent == request.parent
+            key = request.idempotency_key
+            if key in first_of_key:  # a key sent twice: stored once, the second a replay
+                assert not result.created
+                assert result.memory == first_of_key[key].memory
+            else:
+                assert result.created
+                assert result.durable
+                assert result.memory.text == request.text
+                first_of_key[key] = result
+        status = await adapter.status(
+            StatusRequest(count=True, parents=tuple(f"user-{n}" for n in range(5)))
+        )
+        assert sum(namespace.memories or 0 for namespace in status.namespaces) == 15
+    finally:
+        await adapter.dispose()
+
+
+async def test_a_request_the_store_refuses_fails_alone_when_written_with_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    adapter = await open_sqlite(tmp_path)
+    try:
+        await adapter.remember(remember_request("first"))
+        transactions = Transactions(monkeypatch, fail_on="refused")
+        texts = ["kept 1", "kept 2", "refused", "kept 3", "kept 4"]
+        requests = [RememberRequest(parent="writers", text=text) for text in texts]
+        results = await remember_while_the_turn_is_held(adapter, tmp_path, requests)
+        for text, result in zip(texts, results, strict=True):
+            if text == "refused":
+                assert isinstance(result, ProviderError)
+            else:
+                assert result.created
+                assert result.memory.text == text
+        # tried together first (and refused as a whole), then each on its own
+        tried = [texts for texts in transactions.texts if "refused" in texts]
+        assert [len(texts) > 1 for texts in tried] == [True, False]
+        assert tried[1] == ["refused"]
+        assert await stored_count(adapter) == 5  # "first" and the four kept; nothing twice
+    finally:
         await adapter.dispose()
