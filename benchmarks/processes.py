@@ -33,6 +33,7 @@ The exit status is 0 unless `--check` is given, in which case a failed target ex
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import multiprocessing
 import os
 import platform
@@ -42,7 +43,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,15 +60,34 @@ WARM_UP = 20  # operations per process before the barrier, for users not counted
 DEADLINE = 600.0  # seconds a process may take before the benchmark gives up on it
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Plan:
-    """How many users to serve."""
+    """How many users to serve, and where the spaces Source keeps its memories."""
 
     users: int
+    provider: str = "sqlite"
 
 
 FULL = Plan(users=1_000)
 QUICK = Plan(users=100)
+# the private PostgreSQL server: PostgreSQL's defaults (fsync, synchronous_commit on) with
+# buffers sized like a small production server's, not the test suite's 32 MB
+SERVER_SETTINGS = {"shared_buffers": "256MB", "max_connections": "100"}
+SPACES_ENTRY = 'id = "spaces"\nplugin = "spaces"\n'
+SQLITE_PROVIDER = '[entries.config.provider]\ntype = "sqlite"\n'
+
+
+def write_profile(path: Path, provider: str, dsn: str | None) -> None:
+    """The profile `mnemon init` writes, its spaces Source moved to PostgreSQL if asked."""
+    text = starter_profile("data")
+    if provider == "postgres":
+        if SPACES_ENTRY not in text or SQLITE_PROVIDER not in text:
+            raise RuntimeError("the starter profile no longer writes its spaces entry so")
+        text = text.replace(SPACES_ENTRY, 'id = "spaces"\nplugin = "spaces-postgres"\n')
+        text = text.replace(
+            SQLITE_PROVIDER, f'[entries.config.provider]\ntype = "postgres"\ndsn = "{dsn}"\n'
+        )
+    path.write_text(text, encoding="utf-8")
 
 
 def allow(offer: object) -> bool:
@@ -85,12 +104,29 @@ def marker(user: str) -> str:
     return "mk" + "".join(chr(ord("a") + int(digit)) for digit in user.split("-", 1)[1])
 
 
-@dataclass(frozen=True)
+CpuSample = tuple[float, float]  # (busy, total) seconds of every CPU since boot
+
+
+def cpu_sample() -> CpuSample:
+    """The machine's CPU time so far, from Linux's `/proc/stat`; (0, 0) where there is none."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = [int(field) for field in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + fields[4]  # idle and waiting for I/O
+    return (sum(fields) - idle) / ticks, sum(fields) / ticks
+
+
+@dataclasses.dataclass(frozen=True)
 class Outcome:
     """One process's figures, sent back to the parent."""
 
     started: float  # time.time() when the process passed the barrier
     ended: float
+    cpu: float  # CPU seconds this process used (all its threads) between the two
+    machine: tuple[CpuSample, CpuSample]  # the whole machine's CPU at start and end
     latencies: tuple[float, ...]
     receipts: tuple[tuple[str, str, str, str | None], ...]  # user, completion, status, key
     errors: tuple[str, ...]  # error class names, never their messages
@@ -132,12 +168,12 @@ async def serve(
         for user in warm_up:
             await operation(host, user)
         await anyio.to_thread.run_sync(barrier.wait, DEADLINE)
-        started = time.time()
+        started, cpu, machine = time.time(), time.process_time(), cpu_sample()
         async with anyio.create_task_group() as group:
             for user in users:
                 group.start_soon(one, user)
-        ended = time.time()
-    return Outcome(started, ended, tuple(latencies), tuple(receipts), tuple(errors))
+        ended, cpu, machine = time.time(), time.process_time() - cpu, (machine, cpu_sample())
+    return Outcome(started, ended, cpu, machine, tuple(latencies), tuple(receipts), tuple(errors))
 
 
 def process_main(
@@ -153,12 +189,14 @@ def process_main(
     results.put(("done", outcome))
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Served:
     """What N processes did together."""
 
     processes: int
     seconds: float
+    host_cpu: float  # CPU seconds of the host processes, all threads
+    machine_cpu: float  # busy CPU seconds of the whole machine (hosts, a server, all else)
     latencies: tuple[float, ...]
     receipts: tuple[tuple[str, str, str, str | None], ...]
     errors: tuple[str, ...]
@@ -200,11 +238,13 @@ def run_processes(profile: Path, processes: int, users: list[str], tag: str) -> 
             child.join(timeout=DEADLINE)
             if child.is_alive():
                 child.kill()
-    started = min(outcome.started for outcome in outcomes)
-    ended = max(outcome.ended for outcome in outcomes)
+    first = min(outcomes, key=lambda outcome: outcome.started)
+    last = max(outcomes, key=lambda outcome: outcome.ended)
     return Served(
         processes,
-        ended - started,
+        last.ended - first.started,
+        sum(outcome.cpu for outcome in outcomes),
+        last.machine[1][0] - first.machine[0][0],
         tuple(sample for outcome in outcomes for sample in outcome.latencies),
         tuple(receipt for outcome in outcomes for receipt in outcome.receipts),
         tuple(error for outcome in outcomes for error in outcome.errors),
@@ -243,15 +283,21 @@ async def verify(profile: Path, served: Sequence[Served], users: Sequence[str]) 
 
 def measure(plan: Plan) -> list[Check]:
     """Run one measurement, print its figures, and return the targets' checks."""
+    store = "SQLite" if plan.provider == "sqlite" else "a private PostgreSQL server"
     print(
         f"mnemon processes benchmark: {BACKEND} on Python {platform.python_version()} "
         f"({platform.machine()}), SQLite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs, "
-        f"load average {os.getloadavg()[0]:.2f}"
+        f"load average {os.getloadavg()[0]:.2f}; spaces on {store}"
     )
     root = Path(tempfile.mkdtemp(prefix="mnemon-bench-processes-"))
+    server = None
     try:
         profile = root / "mnemon.toml"
-        profile.write_text(starter_profile("data"), encoding="utf-8")
+        if plan.provider == "postgres":
+            from mnemon_testing.postgres import PostgresServer
+
+            server = PostgresServer(settings=SERVER_SETTINGS).start()
+        write_profile(profile, plan.provider, server.dsn() if server else None)
         served = []
         everyone: list[str] = []
         for processes in (1, 2):
@@ -260,6 +306,8 @@ def measure(plan: Plan) -> list[Check]:
             everyone += users
         anyio.run(verify, profile, served, everyone, backend=BACKEND)
     finally:
+        if server is not None:
+            server.stop()
         shutil.rmtree(root, ignore_errors=True)
     one, two = served
     print()
@@ -275,6 +323,13 @@ def measure(plan: Plan) -> list[Check]:
             f"p99/p50 {each.percentile(0.99) / each.percentile(0.5):5.2f}  "
             f"errors {len(each.errors)}"
         )
+        if each.machine_cpu:
+            operations = len(each.latencies)
+            print(
+                f"      CPU per operation: hosts {each.host_cpu / operations * 1e3:.2f} ms, "
+                f"whole machine {each.machine_cpu / operations * 1e3:.2f} ms; "
+                f"machine busy {each.machine_cpu / each.seconds:.2f} of {os.cpu_count()} CPUs"
+            )
     print(f"  load average after: {os.getloadavg()[0]:.2f}")
     print(
         f"  checked: {2 * plan.users:,} receipts committed under their keys, "
@@ -304,8 +359,14 @@ def measure(plan: Plan) -> list[Check]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_options(parser)
+    parser.add_argument(
+        "--provider",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="where the spaces Source keeps its memories (postgres: a private server it starts)",
+    )
     options = parser.parse_args(argv)
-    plan = QUICK if options.quick else FULL
+    plan = dataclasses.replace(QUICK if options.quick else FULL, provider=options.provider)
     passed = report(repeat(options.runs, lambda: measure(plan)))
     return 1 if options.check and not passed else 0
 
