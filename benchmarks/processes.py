@@ -168,11 +168,12 @@ async def serve(
         for user in warm_up:
             await operation(host, user)
         await anyio.to_thread.run_sync(barrier.wait, DEADLINE)
-        started, cpu, machine = time.time(), time.process_time(), cpu_sample()
+        started, cpu, machine_at_start = time.time(), time.process_time(), cpu_sample()
         async with anyio.create_task_group() as group:
             for user in users:
                 group.start_soon(one, user)
-        ended, cpu, machine = time.time(), time.process_time() - cpu, (machine, cpu_sample())
+        ended, cpu = time.time(), time.process_time() - cpu
+        machine = (machine_at_start, cpu_sample())
     return Outcome(started, ended, cpu, machine, tuple(latencies), tuple(receipts), tuple(errors))
 
 
