@@ -192,10 +192,9 @@ _LOOKUP_CHUNK = 500  # under SQLite's limit on bound parameters
 
 
 def _stored_by_key(
-    connection: sqlite3.Connection, parent: str, digests: Sequence[bytes]
+    connection: sqlite3.Connection, slot: int | None, digests: Sequence[bytes]
 ) -> dict[bytes, Memory]:
-    """The memories of `parent` already stored under these idempotency digests."""
-    slot = namespace_slot(connection, parent, create=False)
+    """The memories of the parent in `slot` already stored under these idempotency digests."""
     columns = f"{MEMORY_COLUMNS}, m.idempotency_key"
     return {
         row[8]: _required(memory_from_row(row))
@@ -242,10 +241,11 @@ def _made_id() -> str:
     return f"{time.time_ns() // 1_000_000 & 0xFFFFFFFFFFF:011x}{secrets.randbits(20):05x}"
 
 
-def _new_ids(connection: sqlite3.Connection, parent: str, count: int, taken: set[str]) -> list[str]:
-    """`count` new memory ids that `parent` does not hold and `taken` does not name."""
+def _new_ids(
+    connection: sqlite3.Connection, slot: int | None, count: int, taken: set[str]
+) -> list[str]:
+    """`count` new memory ids that the parent in `slot` does not hold, nor `taken` names."""
     made: list[str] = []
-    slot = namespace_slot(connection, parent, create=False)
     while len(made) < count:
         wanted = {_made_id() for _ in range(count - len(made))} - taken
         wanted -= set(made)
@@ -257,10 +257,9 @@ def _new_ids(connection: sqlite3.Connection, parent: str, count: int, taken: set
 
 
 def _stored_by_id(
-    connection: sqlite3.Connection, parent: str, ids: Sequence[str]
+    connection: sqlite3.Connection, slot: int | None, ids: Sequence[str]
 ) -> dict[str, Memory]:
-    """The memories of `parent` already stored under these ids."""
-    slot = namespace_slot(connection, parent, create=False)
+    """The memories of the parent in `slot` already stored under these ids."""
     return {
         row[2]: _required(memory_from_row(row))
         for row in _rows_in_slot(connection, MEMORY_COLUMNS, slot, "id", ids)
@@ -549,15 +548,17 @@ class SqliteProvider:
                 for index in indexes
                 if (key := requests[index].idempotency_key)
             }
-            stored = _stored_by_key(connection, parent, list(digests.values()))
+            # None: a parent never written to (numbered by its first write below)
+            slot = namespace_slot(connection, parent, create=False)
+            stored = _stored_by_key(connection, slot, list(digests.values()))
             ids = [m_id for index in indexes if (m_id := requests[index].memory_id) is not None]
-            stored_ids = _stored_by_id(connection, parent, ids)
+            stored_ids = _stored_by_id(connection, slot, ids)
             batch_keys: dict[bytes, Memory] = {}
             batch_ids: dict[str, Memory] = {}
             fresh: builtins.list[NewMemory] = []
             taken = set(ids)  # a made-up id never takes one that a later request names
             unnamed = sum(1 for index in indexes if requests[index].memory_id is None)
-            made = iter(_new_ids(connection, parent, unnamed, taken))
+            made = iter(_new_ids(connection, slot, unnamed, taken))
             for index in indexes:
                 request = requests[index]
                 digest = digests.get(index)
@@ -594,7 +595,7 @@ class SqliteProvider:
                 results[index] = built(
                     RememberResult, {"memory": memory, "created": True, "durable": durable}
                 )
-            insert_memories(connection, parent, fresh)
+            insert_memories(connection, parent, fresh, slot=slot)
         return [result for result in results if result is not None]
 
     async def forget(self, request: ForgetRequest) -> ForgetResult:

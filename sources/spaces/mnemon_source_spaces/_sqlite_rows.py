@@ -120,12 +120,17 @@ def insert_memory(
 
 
 def insert_memories(
-    connection: sqlite3.Connection, parent: str, memories: Sequence[NewMemory]
+    connection: sqlite3.Connection,
+    parent: str,
+    memories: Sequence[NewMemory],
+    *,
+    slot: int | None = None,
 ) -> list[int]:
     """Insert memories of one parent, in order (the last is the newest); return their rowids.
 
     The rows, entities and FTS entries go in with one prepared statement each; term counts
-    and namespace counters are summed over the batch and written once.
+    and namespace counters are summed over the batch and written once. `slot` is the
+    parent's when the caller looked it up in this transaction already.
 
     Raises:
         SlotsExhausted: no slot (or no rowid in the parent's range) is left.
@@ -133,8 +138,9 @@ def insert_memories(
     """
     if not memories:
         return []
-    slot = namespace_slot(connection, parent, create=True)
-    assert slot is not None
+    if slot is None:  # not known to the caller, or a parent's first write: numbered now
+        slot = namespace_slot(connection, parent, create=True)
+        assert slot is not None
     counter = connection.execute(
         "SELECT next_counter FROM namespaces WHERE slot = ?", (slot,)
     ).fetchone()[0]
@@ -179,13 +185,13 @@ def insert_memories(
         [(row[0], row[2], row[3], row[4]) for row in rows],
     )
     record_entities(connection, slot, mentions)
-    connection.executemany(
-        "UPDATE namespaces SET documents = documents + ?, tokens = tokens + ? WHERE slot = ?",
-        [(len(memories), total, slot), (len(memories), total, STORE_SLOT)],
-    )
+    # the parent's and the store's counts in one statement; the parent's rowid counter moves
+    # on (the store's row numbers terms instead: its counter is left alone)
     connection.execute(
-        "UPDATE namespaces SET next_counter = next_counter + ? WHERE slot = ?",
-        (len(memories), slot),
+        "UPDATE namespaces SET documents = documents + ?1, tokens = tokens + ?2, "
+        "next_counter = next_counter + (CASE WHEN slot = ?3 THEN ?1 ELSE 0 END) "
+        "WHERE slot IN (?3, ?4)",
+        (len(memories), total, slot, STORE_SLOT),
     )
     return [row[0] for row in rows]
 
