@@ -249,15 +249,20 @@ def record_term_counts(
     ).fetchall()
     new = sorted(term for term, number in rows if number is None)
     if new:
-        first = connection.execute(
-            "SELECT next_counter FROM namespaces WHERE slot = ?", (STORE_SLOT,)
-        ).fetchone()[0]
-        connection.executemany(
-            "UPDATE terms SET number = ? WHERE slot = ? AND term = ?",
-            [(first + offset, STORE_SLOT, term) for offset, term in enumerate(new)],
-        )
+        # two statements however many terms are new: the numbers are taken from the
+        # store's counter, then given in term order by an upsert of rows that all exist
+        # (driven by the new terms, one seek each; an UPDATE ... FROM would scan `terms`)
+        (end,) = connection.execute(
+            "UPDATE namespaces SET next_counter = next_counter + ? WHERE slot = ? "
+            "RETURNING next_counter",
+            (len(new), STORE_SLOT),
+        ).fetchone()
+        first = end - len(new)
         connection.execute(
-            "UPDATE namespaces SET next_counter = ? WHERE slot = ?", (first + len(new), STORE_SLOT)
+            "INSERT INTO terms (slot, term, documents, number) "
+            "SELECT ?3, value, 0, ?1 + key FROM json_each(?2) WHERE true "
+            "ON CONFLICT (slot, term) DO UPDATE SET number = excluded.number",
+            (first, orjson.dumps(new).decode(), STORE_SLOT),
         )
         rows += [(term, first + offset) for offset, term in enumerate(new)]
     for term, number in rows:
