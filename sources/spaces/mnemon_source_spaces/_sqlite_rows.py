@@ -141,11 +141,15 @@ def insert_memories(
     if slot is None:  # not known to the caller, or a parent's first write: numbered now
         slot = namespace_slot(connection, parent, create=True)
         assert slot is not None
-    counter = connection.execute(
-        "SELECT next_counter FROM namespaces WHERE slot = ?", (slot,)
-    ).fetchone()[0]
-    if counter + len(memories) > COUNTER_SPAN:
-        raise SlotsExhausted
+    # the batch's rowids are taken from the parent's counter, which moves on past them
+    (end,) = connection.execute(
+        "UPDATE namespaces SET next_counter = next_counter + ? WHERE slot = ? "
+        "RETURNING next_counter",
+        (len(memories), slot),
+    ).fetchone()
+    if end > COUNTER_SPAN:
+        raise SlotsExhausted  # the caller's transaction is rolled back with the counter
+    counter = end - len(memories)
     first = slot * COUNTER_SPAN + counter
     counted = [document_terms(m.text, m.tags, m.entities) for m in memories]
     # iterating a memory's counts gives its distinct terms: one C loop counts the batch's
@@ -185,12 +189,9 @@ def insert_memories(
         [(row[0], row[2], row[3], row[4]) for row in rows],
     )
     record_entities(connection, slot, mentions)
-    # the parent's and the store's counts in one statement; the parent's rowid counter moves
-    # on (the store's row numbers terms instead: its counter is left alone)
+    # the parent's and the store's counts in one statement
     connection.execute(
-        "UPDATE namespaces SET documents = documents + ?1, tokens = tokens + ?2, "
-        "next_counter = next_counter + (CASE WHEN slot = ?3 THEN ?1 ELSE 0 END) "
-        "WHERE slot IN (?3, ?4)",
+        "UPDATE namespaces SET documents = documents + ?, tokens = tokens + ? WHERE slot IN (?, ?)",
         (len(memories), total, slot, STORE_SLOT),
     )
     return [row[0] for row in rows]
