@@ -279,3 +279,21 @@ def test_a_record_declaration_is_checked_when_the_source_is_defined(
     with pytest.raises(DefinitionError, match="management") as raised:
         define_memory_source(manifest, lambda init: None)
     assert message in str(raised.value)
+
+
+def test_record_operations_are_made_once_per_descriptor_and_follow_a_changed_copy() -> None:
+    from mnemon._models import ManagementDescriptor
+
+    descriptor = ManagementDescriptor.model_validate(
+        {"label": "Tasks", "description": "Tasks.", "records": [_kind()]}
+    )
+    first = descriptor.record_operations()
+    assert descriptor.record_operations() is first  # the schemas keep their identity
+    assert [op.id for op in first] == ["records-read", "records-write"]
+    changed = descriptor.model_copy(update={"records": (_kind(deletable=True),)})
+    assert [op.id for op in changed.record_operations()] == [
+        "records-read",
+        "records-write",
+        "records-delete",
+    ]
+    assert descriptor.record_operations() is first
