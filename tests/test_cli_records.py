@@ -297,3 +297,26 @@ def test_record_operations_are_made_once_per_descriptor_and_follow_a_changed_cop
         "records-delete",
     ]
     assert descriptor.record_operations() is first
+
+
+def test_an_import_sets_start_up_objects_aside_from_the_collector_and_puts_them_back(
+    tmp_path: Path,
+) -> None:
+    import gc
+
+    from mnemon._cli._transfer import _long_lived_frozen
+
+    def fail_while_frozen() -> None:
+        with _long_lived_frozen():
+            assert gc.get_freeze_count() > 0
+            raise RuntimeError
+
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(RuntimeError):
+        fail_while_frozen()
+    assert gc.get_freeze_count() == 0
+    folder = plugged(tmp_path / "one")
+    source = tasks_file(tmp_path, "ada", ["Buy milk", "Call Bo"])
+    summary = json.loads(run(folder, "import", str(source), "--yes", "--json").stdout)
+    assert (summary["written"], summary["refused"]) == (summary["records"], 0)
+    assert gc.get_freeze_count() == 0  # a command run in this process leaves nothing frozen
