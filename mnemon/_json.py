@@ -169,6 +169,8 @@ def _freeze(value: object, where: Any, depth: int, ancestors: set[int]) -> Any:
                         _reject(where, "key contains a lone surrogate")
                     if type(item) is str and item.isascii():  # most members: no call
                         frozen[key] = item
+                    elif type(item) is list and _ascii_strings(item) and depth + 1 < MAX_JSON_DEPTH:
+                        frozen[key] = tuple(item)  # labels and the like: what the call makes
                     else:
                         frozen[key] = _freeze(item, (where, key), depth + 1, ancestors)
                 checked = FrozenDict(frozen)
@@ -185,6 +187,11 @@ def _freeze(value: object, where: Any, depth: int, ancestors: set[int]) -> Any:
         finally:
             ancestors.discard(marker)
     _reject(where, f"unsupported type {kind.__name__}")
+
+
+def _ascii_strings(items: list[Any]) -> bool:
+    # a list of plain strings holds no cycle and nothing to convert: only its type is checked
+    return all(type(item) is str and item.isascii() for item in items)
 
 
 def json_size_exceeds(value: object, limit: int) -> bool:
