@@ -220,6 +220,16 @@ def json_size_exceeds(value: object, limit: int) -> bool:
                     used += 1
                 if type(member) is str and member.isascii():  # counted here: no push
                     used += 2 + len(member)
+                elif type(member) is list and depth + 1 < MAX_JSON_DEPTH:
+                    # a list member (labels, most often) counted here as the list branch would
+                    used += 1 + max(len(member), 1)
+                    for element in member if used <= limit else ():
+                        if type(element) is str and element.isascii():
+                            used += 2 + len(element)
+                            if used > limit:
+                                return True
+                        else:
+                            stack.append((element, depth + 2))
                 else:
                     stack.append((member, depth + 1))
                 if used > limit:
