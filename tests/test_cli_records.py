@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mnemon import DefinitionError
 from mnemon.sdk import define_memory_source
@@ -320,3 +322,13 @@ def test_an_import_sets_start_up_objects_aside_from_the_collector_and_puts_them_
     summary = json.loads(run(folder, "import", str(source), "--yes", "--json").stdout)
     assert (summary["written"], summary["refused"]) == (summary["records"], 0)
     assert gc.get_freeze_count() == 0  # a command run in this process leaves nothing frozen
+
+
+@given(st.lists(st.one_of(st.text(), st.integers(), st.none()), max_size=4))
+def test_content_keys_are_written_as_the_json_encoder_writes_them(values: list[Any]) -> None:
+    # keys of earlier imports must not change: the shortcut writes the encoder's very text
+    from mnemon._cli._records import _json_list, _json_text
+
+    assert _json_list(values) == _json_text(values)
+    strings = [value for value in values if isinstance(value, str)]
+    assert _json_list(strings) == _json_text(strings)
