@@ -167,7 +167,12 @@ def _freeze(value: object, where: Any, depth: int, ancestors: set[int]) -> Any:
                         _reject(where, f"non-string key {type(key).__name__}")
                     if not key.isascii() and not _encodable(key):
                         _reject(where, "key contains a lone surrogate")
-                    if type(item) is str and item.isascii():  # most members: no call
+                    if (
+                        (type(item) is str and item.isascii())
+                        or item is None
+                        or type(item) is bool
+                        or (type(item) is int and _INT_MIN <= item <= _INT_MAX)
+                    ):  # most members, kept as the call would return them, without it
                         frozen[key] = item
                     elif type(item) is list and _ascii_strings(item) and depth + 1 < MAX_JSON_DEPTH:
                         frozen[key] = tuple(item)  # labels and the like: what the call makes
