@@ -167,8 +167,15 @@ def _freeze(value: object, where: Any, depth: int, ancestors: set[int]) -> Any:
                         _reject(where, f"non-string key {type(key).__name__}")
                     if not key.isascii() and not _encodable(key):
                         _reject(where, "key contains a lone surrogate")
-                    if type(item) is str and item.isascii():  # most members: no call
+                    if (
+                        (type(item) is str and item.isascii())
+                        or item is None
+                        or type(item) is bool
+                        or (type(item) is int and _INT_MIN <= item <= _INT_MAX)
+                    ):  # most members, kept as the call would return them, without it
                         frozen[key] = item
+                    elif type(item) is list and _ascii_strings(item) and depth + 1 < MAX_JSON_DEPTH:
+                        frozen[key] = tuple(item)  # labels and the like: what the call makes
                     else:
                         frozen[key] = _freeze(item, (where, key), depth + 1, ancestors)
                 checked = FrozenDict(frozen)
@@ -185,6 +192,11 @@ def _freeze(value: object, where: Any, depth: int, ancestors: set[int]) -> Any:
         finally:
             ancestors.discard(marker)
     _reject(where, f"unsupported type {kind.__name__}")
+
+
+def _ascii_strings(items: list[Any]) -> bool:
+    # a list of plain strings holds no cycle and nothing to convert: only its type is checked
+    return all(type(item) is str and item.isascii() for item in items)
 
 
 def json_size_exceeds(value: object, limit: int) -> bool:
@@ -213,6 +225,16 @@ def json_size_exceeds(value: object, limit: int) -> bool:
                     used += 1
                 if type(member) is str and member.isascii():  # counted here: no push
                     used += 2 + len(member)
+                elif type(member) is list and depth + 1 < MAX_JSON_DEPTH:
+                    # a list member (labels, most often) counted here as the list branch would
+                    used += 1 + max(len(member), 1)
+                    for element in member if used <= limit else ():
+                        if type(element) is str and element.isascii():
+                            used += 2 + len(element)
+                            if used > limit:
+                                return True
+                        else:
+                            stack.append((element, depth + 2))
                 else:
                     stack.append((member, depth + 1))
                 if used > limit:

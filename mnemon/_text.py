@@ -54,10 +54,13 @@ def check_memory_text(
     Raises:
         SourceError: `invalid_payload` (nothing is written).
     """
-    if not allow_blank and not text.strip():
+    # blank: empty or only whitespace (what `not text.strip()` says, without its copy)
+    if not allow_blank and (not text or text.isspace()):
         raise SourceError("invalid_payload", f"{field}: must not be blank")
     if len(text) > max_characters:
         raise SourceError("invalid_payload", f"{field}: at most {max_characters} characters")
+    if text.isascii() and text.isprintable():
+        return text  # U+0020 to U+007E only: none of the characters refused below
     found = (_FORBIDDEN_IN_LINE if single_line else _FORBIDDEN_IN_TEXT).search(text)
     if found is None:
         found = _SURROGATE.search(text)

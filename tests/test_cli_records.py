@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mnemon import DefinitionError
 from mnemon.sdk import define_memory_source
@@ -279,3 +281,54 @@ def test_a_record_declaration_is_checked_when_the_source_is_defined(
     with pytest.raises(DefinitionError, match="management") as raised:
         define_memory_source(manifest, lambda init: None)
     assert message in str(raised.value)
+
+
+def test_record_operations_are_made_once_per_descriptor_and_follow_a_changed_copy() -> None:
+    from mnemon._models import ManagementDescriptor
+
+    descriptor = ManagementDescriptor.model_validate(
+        {"label": "Tasks", "description": "Tasks.", "records": [_kind()]}
+    )
+    first = descriptor.record_operations()
+    assert descriptor.record_operations() is first  # the schemas keep their identity
+    assert [op.id for op in first] == ["records-read", "records-write"]
+    changed = descriptor.model_copy(update={"records": (_kind(deletable=True),)})
+    assert [op.id for op in changed.record_operations()] == [
+        "records-read",
+        "records-write",
+        "records-delete",
+    ]
+    assert descriptor.record_operations() is first
+
+
+def test_an_import_sets_start_up_objects_aside_from_the_collector_and_puts_them_back(
+    tmp_path: Path,
+) -> None:
+    import gc
+
+    from mnemon._cli._transfer import _long_lived_frozen
+
+    def fail_while_frozen() -> None:
+        with _long_lived_frozen():
+            assert gc.get_freeze_count() > 0
+            raise RuntimeError
+
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(RuntimeError):
+        fail_while_frozen()
+    assert gc.get_freeze_count() == 0
+    folder = plugged(tmp_path / "one")
+    source = tasks_file(tmp_path, "ada", ["Buy milk", "Call Bo"])
+    summary = json.loads(run(folder, "import", str(source), "--yes", "--json").stdout)
+    assert (summary["written"], summary["refused"]) == (summary["records"], 0)
+    assert gc.get_freeze_count() == 0  # a command run in this process leaves nothing frozen
+
+
+@given(st.lists(st.one_of(st.text(), st.integers(), st.none()), max_size=4))
+def test_content_keys_are_written_as_the_json_encoder_writes_them(values: list[Any]) -> None:
+    # keys of earlier imports must not change: the shortcut writes the encoder's very text
+    from mnemon._cli._records import _json_list, _json_text
+
+    assert _json_list(values) == _json_text(values)
+    strings = [value for value in values if isinstance(value, str)]
+    assert _json_list(strings) == _json_text(strings)

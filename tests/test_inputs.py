@@ -190,6 +190,23 @@ def test_the_size_walk_agrees_with_compact_json(value: Any, slack: int) -> None:
     assert json_size_exceeds(value, limit) == (size > limit)
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"tags": []},
+        {"tags": ["a"], "entities": ["Ada Lovelace", "Bo"]},
+        {"memories": [{"text": "x", "tags": ["t", "u"], "entities": []}] * 3},
+        {"mixed": ["a", 1, None, ["b"], {"c": "d"}, "é"]},
+        {"deep": [[["a"]], []]},
+    ],
+)
+def test_the_size_walk_counts_lists_of_labels_exactly(value: Any) -> None:
+    # lists inside objects are counted where they are met: the count must not change
+    size = len(orjson.dumps(value))
+    for limit in range(max(size - 4, 0), size + 4):
+        assert json_size_exceeds(value, limit) == (size > limit), limit
+
+
 ARRAYS = {
     "type": "object",
     "properties": {

@@ -450,3 +450,30 @@ def test_content_hash_is_the_sha256_of_the_canonical_json_at_every_size(size: in
     value = {"b": "x" * max(size - 10, 0), "a": [1, "é"]}
     expected = hashlib.sha256(canonical_json(value)).hexdigest()
     assert content_hash(value) == expected
+
+
+def _labels_at(depth: int, labels: list[Any]) -> Any:
+    """A dict `depth` containers deep holding `{"tags": labels}`, so labels is one deeper."""
+    value: Any = {"tags": labels}
+    for _ in range(depth - 1):
+        value = {"k": value}
+    return value
+
+
+def test_a_list_of_plain_strings_in_an_object_is_judged_as_any_list() -> None:
+    # the shortcut for labels keeps every rule: depth, exact types, encodable text
+    frozen = freeze_json({"tags": ["a", "b"], "none": []})
+    assert frozen == {"tags": ("a", "b"), "none": ()}
+    assert type(frozen["tags"]) is tuple
+    assert freeze_json(_labels_at(47, ["a"]))  # the list is the 48th container
+    with pytest.raises(JsonValueError, match="nesting deeper than 48"):
+        freeze_json(_labels_at(48, ["a"]))
+
+    class Text(str):
+        pass
+
+    with pytest.raises(JsonValueError, match=r"unsupported type Text at \$\.tags\[1\]"):
+        freeze_json({"tags": ["a", Text("b")]})
+    with pytest.raises(JsonValueError, match=r"lone surrogate at \$\.tags\[0\]"):
+        freeze_json({"tags": ["\ud800"]})
+    assert freeze_json({"tags": ["é", "a"]}) == {"tags": ("é", "a")}

@@ -13,6 +13,8 @@ import anyio.lowlevel
 import jsonschema
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import SecretStr
 
 import mnemon.sdk
@@ -162,6 +164,48 @@ def test_single_line_text_refuses_newlines_and_tabs() -> None:
             check_memory_text(text, max_characters=10, single_line=True, field="title")
         schema = {"type": "object", "properties": {"t": memory_text_schema(10, single_line=True)}}
         assert not jsonschema.Draft202012Validator(schema).is_valid({"t": text})
+
+
+def _old_rule(text: str, single_line: bool) -> str | None:
+    """The rule as it was written before its fast path: the problem found, or None."""
+    from mnemon._text import _FORBIDDEN_IN_LINE, _FORBIDDEN_IN_TEXT, _SURROGATE
+
+    if not text.strip():
+        return "blank"
+    if len(text) > 12:
+        return "long"
+    forbidden = _FORBIDDEN_IN_LINE if single_line else _FORBIDDEN_IN_TEXT
+    found = forbidden.search(text) or _SURROGATE.search(text)
+    return None if found is None else f"U+{ord(found.group()):04X}"
+
+
+@given(
+    st.text(
+        alphabet=st.sampled_from(
+            list(" ab~\t\n\r\x00\x1c\x7f\x85\xa0é\u2028\u200e\u3000\ud800"),
+        ),
+        max_size=14,
+    ),
+    st.booleans(),
+)
+def test_memory_text_is_judged_as_by_the_rule_as_first_written(
+    text: str, single_line: bool
+) -> None:
+    # the printable-ASCII fast path and the blank check without a copy decide as before
+    expected = _old_rule(text, single_line)
+    try:
+        assert check_memory_text(text, max_characters=12, single_line=single_line) == text
+    except SourceError as exc:
+        message = str(exc)
+        assert expected is not None, message
+        if expected == "blank":
+            assert message == "text: must not be blank"
+        elif expected == "long":
+            assert message == "text: at most 12 characters"
+        else:
+            assert message.endswith(f"({expected})")
+    else:
+        assert expected is None
 
 
 # ------------------------------------------------------------------ partitions

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import AsyncIterator, Mapping
+from json.encoder import encode_basestring
 from typing import Any
 
 from .._errors import ManagementError
@@ -34,6 +35,8 @@ PAGE = 100
 # what `json.dumps(value, ensure_ascii=False)` writes (keys are made of it), with the
 # encoder made once instead of per call
 _json_text = json.JSONEncoder(ensure_ascii=False).encode
+# how that encoder writes one string (the C function it calls itself)
+_json_string = encode_basestring
 
 
 def record_kinds(
@@ -117,15 +120,26 @@ def content_key(kind: RecordKind, record: Mapping[str, Any]) -> str:
     first write, and a record already there is recognised.
     """
     parts = [_part(record.get(field)) for field in kind.key_fields]
-    digest = hashlib.sha256(_json_text([kind.id, *parts]).encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(_json_list([kind.id, *parts]).encode("utf-8")).hexdigest()
     return f"mnemon-import:{digest[:48]}"
 
 
 def _part(value: Any) -> str:
     # a list of labels is the same in any order; anything else is compared as its text
     if value is None or isinstance(value, list | tuple):
-        return _json_text(sorted(value, key=str)) if value else "[]"
+        return _json_list(sorted(value, key=str)) if value else "[]"
     return str(value)
+
+
+def _json_list(values: list[Any]) -> str:
+    """What `_json_text(values)` writes: the same text, so keys made before do not change.
+
+    A list of strings is written with the encoder's own string function, without making an
+    encoder per call; anything else goes to the encoder.
+    """
+    if all(type(value) is str for value in values):
+        return "[" + ", ".join(map(_json_string, values)) + "]"
+    return _json_text(values)
 
 
 def management_entry(host: MemoryHost, type_id: str | None, source: str | None) -> ManagementEntry:

@@ -292,7 +292,24 @@ class ManagementDescriptor(WireModel):
         return self
 
     def record_operations(self) -> tuple[ManagementOperation, ...]:
-        """The core-owned record operations this descriptor's record kinds give its Source."""
+        """The core-owned record operations this descriptor's record kinds give its Source.
+
+        Made once per descriptor (it is frozen): each operation validates its input schema
+        when made, a few milliseconds, and a management call would otherwise pay it each time.
+        The same operations also keep their schemas' identities, which the input check's
+        validator cache is keyed by.
+        """
+        known = _RECORD_OPERATIONS.get(id(self))
+        if known is not None and known[0] is self:
+            return known[1]
+        made = self._make_record_operations()
+        if len(_RECORD_OPERATIONS) >= _MAX_RECORD_OPERATIONS:
+            _RECORD_OPERATIONS.clear()
+        # the entry holds its descriptor, so its id is not reused while the entry lives
+        _RECORD_OPERATIONS[id(self)] = (self, made)
+        return made
+
+    def _make_record_operations(self) -> tuple[ManagementOperation, ...]:
         made = []
         for operation, flag, shape, description in (
             ("records-read", "readable", _records_read, "List records of one kind, by page."),
@@ -324,6 +341,10 @@ class ManagementDescriptor(WireModel):
                 )
             )
         return tuple(made)
+
+
+_RECORD_OPERATIONS: dict[int, tuple[ManagementDescriptor, tuple[ManagementOperation, ...]]] = {}
+_MAX_RECORD_OPERATIONS = 256
 
 
 class SourceManifest(WireModel):

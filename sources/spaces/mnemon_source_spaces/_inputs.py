@@ -44,15 +44,34 @@ def checked_labels(values: Iterable[Any], what: str) -> tuple[str, ...]:
     for index, value in enumerate(values):
         if not isinstance(value, str):
             raise SourceError("invalid_payload", f"{what}[{index}]: must be a string")
-        label = check_memory_text(
-            " ".join(value.split()),
-            max_characters=_LABEL_CHARACTERS[what],
-            single_line=True,
-            field=f"{what}[{index}]",
-        )
+        if _plain_label(value, _LABEL_CHARACTERS[what]):
+            label = value  # what the check below would return for it, unchanged
+        else:
+            label = check_memory_text(
+                " ".join(value.split()),
+                max_characters=_LABEL_CHARACTERS[what],
+                single_line=True,
+                field=f"{what}[{index}]",
+            )
         if label not in labels:
             labels.append(label)
     return tuple(labels)
+
+
+def _plain_label(value: str, most: int) -> bool:
+    """Whether `value` is a valid label exactly as given (the common case, checked cheaply).
+
+    Printable ASCII, not blank, at most `most` characters, its spaces single and inside: no
+    other ASCII whitespace is printable, so collapsing whitespace would not change it.
+    """
+    return (
+        0 < len(value) <= most
+        and value.isascii()
+        and value.isprintable()
+        and value[0] != " "
+        and value[-1] != " "
+        and "  " not in value
+    )
 
 
 def keyed_memory_id(key: str) -> str:

@@ -9,6 +9,8 @@ from typing import Any
 
 import anyio.to_thread
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 from mnemon_source_spaces import ProviderError, RememberRequest, RememberResult
 from spaces_kit import ADA, KEY, open_spaces
 from spaces_test_provider import MemoryProvider, memory_provider
@@ -207,3 +209,45 @@ async def test_a_key_another_space_holds_is_refused_there(tmp_path: Path) -> Non
         ("committed", None),
         ("refused", "idempotency-conflict"),
     ]
+
+
+_LABEL_CHARACTERS = st.one_of(
+    st.sampled_from(list(" aZ9-~")),  # mostly what labels are made of
+    st.sampled_from(list("\t\n\x1f\x7f\xa0é\u2028\u3000")),
+)
+
+
+@given(st.lists(st.text(alphabet=_LABEL_CHARACTERS, max_size=7), max_size=3))
+@example([" a"])
+@example(["a "])
+@example(["a  b"])
+@example(["abcdef"])
+@example(["a\tb"])
+def test_labels_are_checked_as_the_one_rule_does_fast_path_or_not(values: list[str]) -> None:
+    # the plain-label shortcut gives what collapsing whitespace and the text rule give
+    from mnemon_source_spaces import _inputs
+
+    from mnemon.sdk import SourceError, check_memory_text
+
+    expected: list[str] | str = []
+    for index, value in enumerate(values):
+        try:
+            label = check_memory_text(
+                " ".join(value.split()),
+                max_characters=5,
+                single_line=True,
+                field=f"tags[{index}]",
+            )
+        except SourceError as exc:
+            expected = str(exc)
+            break
+        assert isinstance(expected, list)
+        if label not in expected:
+            expected.append(label)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setitem(_inputs._LABEL_CHARACTERS, "tags", 5)
+            got: list[str] | str = list(_inputs.checked_labels(values, "tags"))
+    except SourceError as exc:
+        got = str(exc)
+    assert got == expected
