@@ -285,12 +285,13 @@ class StoreConnections:
         """Write `request` in one transaction with the others of this pool waiting for the turn.
 
         Group commit: the writer that gets the turn writes every request queued by then (up
-        to `GROUP_LIMIT`), with `write` (one transaction, one result per request, in order),
-        and hands each its own result; a writer whose request was written meanwhile only
-        collects it. Under load this takes one turn, one commit and one flush for many
-        writes instead of one each. When the transaction fails for a reason other than the
-        store staying locked, each request is written again on its own, so that one bad
-        request fails alone.
+        to `GROUP_LIMIT`; taken once the file's turn is had, so the requests queued while
+        another process wrote go in too) with `write`: one transaction, one result per
+        request, in order. It hands each its own result; a writer whose request was written
+        meanwhile only collects it. Under load this takes one turn, one commit and one flush
+        for many writes instead of one each. When the transaction fails for a reason other
+        than the store staying locked, each request is written again on its own, so that
+        one bad request fails alone.
 
         Raises:
             ProviderError: `timeout` when the turn does not come within the busy timeout
@@ -302,10 +303,8 @@ class StoreConnections:
             self._queued.append(mine)
         try:
             with self._process_turn(deadline):
-                with self._queue_lock:
-                    group = [] if mine.taken else self._take(mine)
-                if group:
-                    self._write_group(group, write, deadline)
+                if not mine.taken:  # else written by the writer that held the turn before
+                    self._write_group(mine, write, deadline)
         except ProviderError:
             with self._queue_lock:
                 if not mine.taken:  # nobody writes it now: the caller hears of the timeout
@@ -325,14 +324,18 @@ class StoreConnections:
         return group
 
     def _write_group(
-        self,
-        group: list[_Queued[_R, _T]],
-        write: Callable[[list[_R]], list[_T]],
-        deadline: float,
+        self, mine: _Queued[_R, _T], write: Callable[[list[_R]], list[_T]], deadline: float
     ) -> None:
-        """Write `group` in the file's turn; every member is finished, whatever happens."""
+        """Take the file's turn, then write `mine` with the requests queued by then.
+
+        The group is taken once the turn is had, so the requests queued while another
+        process wrote go in too. Every member taken is finished, whatever happens.
+        """
+        group = [mine]
         try:
             with self._file_turn(deadline):
+                with self._queue_lock:
+                    group = self._take(mine)
                 try:
                     for queued, result in zip(
                         group, write([queued.request for queued in group]), strict=True
@@ -348,7 +351,10 @@ class StoreConnections:
                                 [queued.result] = write([queued.request])
                             except Exception as alone:
                                 queued.error = alone
-        except Exception as exc:  # the file's turn did not come
+        except Exception as exc:  # the file's turn did not come: nothing was taken
+            with self._queue_lock:
+                if not mine.taken:  # still queued: no later writer may write it now
+                    self._queued.remove(mine)
             for queued in group:
                 queued.error = exc
         finally:
