@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -29,6 +30,7 @@ LEDGER_WAIT = 30.0
 _VERSION = 1
 _FIRST_DELAY = 0.001
 _LONGEST_DELAY = 0.02
+_OPEN_WAIT = 5.0  # seconds opening waits for another process's lock (SQLite's busy timeout)
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS imported ("
     " backend TEXT NOT NULL, key TEXT NOT NULL, stored_at TEXT NOT NULL,"
@@ -206,9 +208,11 @@ def _connect(path: Path) -> sqlite3.Connection:
     private_folder(path.parent)
     # made 0600 before SQLite opens it (its -wal and -shm copy the mode), never through a link
     os.close(open_private(path, os.O_RDWR | os.O_CREAT))
-    connection = sqlite3.connect(path, timeout=5.0, isolation_level=None, check_same_thread=False)
+    connection = sqlite3.connect(
+        path, timeout=_OPEN_WAIT, isolation_level=None, check_same_thread=False
+    )
     try:
-        connection.execute("PRAGMA journal_mode=WAL")
+        _switch_to_wal(connection)
         connection.execute("PRAGMA synchronous=FULL")  # a commit is on disk when it returns
         version = connection.execute("PRAGMA user_version").fetchone()[0]
         if version == 0:
@@ -229,6 +233,27 @@ def _connect(path: Path) -> sqlite3.Connection:
         connection.close()
         raise
     return connection
+
+
+def _switch_to_wal(connection: sqlite3.Connection) -> None:
+    """Put the ledger in WAL mode, waiting up to `_OPEN_WAIT` for another process.
+
+    While another connection holds the file's lock, SQLite refuses the switch at once
+    ("database is locked") without calling its busy handler: of two processes opening a new
+    ledger together, one would fail.
+    """
+    deadline = time.monotonic() + _OPEN_WAIT
+    delay = _FIRST_DELAY
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            text = str(exc).lower()
+            if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, _LONGEST_DELAY)
 
 
 def _try_begin(connection: sqlite3.Connection) -> bool:

@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -361,6 +363,27 @@ async def test_the_ingest_switch_off_refuses_every_record_and_stores_nothing(
         ("refused", "ingest-switched-off")
     ] * 2
     assert not ledgers(tmp_path)
+
+
+async def test_a_new_ledger_waits_for_another_process_switching_it_to_wal(tmp_path: Path) -> None:
+    # two processes opening one new ledger at once: while the other holds the file's lock,
+    # SQLite refuses the switch to WAL at once instead of waiting out its busy timeout
+    path = tmp_path / "imports" / "id-x.sqlite3"
+    path.parent.mkdir()
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # the other process, about to make the ledger itself
+    finished = threading.Timer(0.2, lambda: other.execute("COMMIT"))
+    finished.start()
+    try:
+        ledger = ImportLedger(path, "imports/id-x.sqlite3", "jsonl")
+        async with ledger, ledger.hold("k") as held:
+            assert held.present is False
+            held.record()
+        with sqlite3.connect(path) as check:
+            assert check.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        finished.join()
+        other.close()
 
 
 async def test_the_ledger_waits_for_another_holder_then_gives_up_honestly(tmp_path: Path) -> None:
