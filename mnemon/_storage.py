@@ -10,6 +10,7 @@ import fnmatch
 import os
 import re
 import secrets
+import sqlite3
 import stat
 import threading
 import time
@@ -28,6 +29,7 @@ __all__ = [
     "private_folder",
     "remove_leftovers",
     "remove_leftovers_in",
+    "switch_to_wal",
     "temporary_path",
     "tighten_file",
     "write_atomically",
@@ -256,6 +258,32 @@ def _remove_temporaries(folder: Path, wanted: Callable[[str], bool]) -> int:
                 os.unlink(entry.path)
                 removed += 1
     return removed
+
+
+def switch_to_wal(connection: sqlite3.Connection, timeout: float) -> None:
+    """Put the SQLite database of `connection` in WAL mode, waiting for other processes.
+
+    While another connection holds the file's lock, SQLite refuses the switch at once
+    ("database is locked") without calling its busy handler, so of several processes opening
+    a new database together all but one would fail. This tries again, backing off from 1 ms
+    to 20 ms, for up to `timeout` seconds.
+
+    Raises:
+        sqlite3.OperationalError: the file stayed locked past `timeout`, or any other
+            failure of the switch (raised at once).
+    """
+    deadline = time.monotonic() + timeout
+    delay = _FIRST_DELAY
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode = WAL").fetchone()
+            return
+        except sqlite3.OperationalError as exc:
+            text = str(exc).lower()
+            if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, _LONGEST_DELAY)
 
 
 @contextmanager

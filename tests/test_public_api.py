@@ -330,8 +330,8 @@ MODULE_EXPORTS = {
     ],
     "mnemon.sdk.storage": [
         "PRIVATE_FILE_MODE", "PRIVATE_FOLDER_MODE", "hold_lock", "open_private", "open_regular",
-        "private_folder", "remove_leftovers", "remove_leftovers_in", "temporary_path",
-        "tighten_file", "write_atomically",
+        "private_folder", "remove_leftovers", "remove_leftovers_in", "switch_to_wal",
+        "temporary_path", "tighten_file", "write_atomically",
     ],
     "mnemon.tools": [
         "MAX_TOOL_NAME", "TOOL_NAME_PATTERN", "Tool", "ToolDispatcher", "ToolFormat",

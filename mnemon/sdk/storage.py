@@ -19,6 +19,8 @@ free:
 - `hold_lock(path, timeout)` holds a cross-process lock on a lock file (portalocker: works on
   every platform Python supports), exclusive or `shared`, and fails as `SourceError` code
   `timeout` when another writer keeps it longer than `timeout` seconds.
+- `switch_to_wal(connection, timeout)` puts an SQLite database in WAL mode, waiting for
+  another process that holds the file (SQLite refuses the switch at once then).
 
 Everything here blocks: call it from a worker thread (`mnemon.sdk.guarded_call`). The lock needs
 the `portalocker` package, which the `storage` extra of the core distribution installs.
@@ -32,6 +34,7 @@ from .._storage import open_regular as open_regular
 from .._storage import private_folder as private_folder
 from .._storage import remove_leftovers as remove_leftovers
 from .._storage import remove_leftovers_in as remove_leftovers_in
+from .._storage import switch_to_wal as switch_to_wal
 from .._storage import temporary_path as temporary_path
 from .._storage import tighten_file as tighten_file
 from .._storage import write_atomically as write_atomically
@@ -45,6 +48,7 @@ __all__ = [
     "private_folder",
     "remove_leftovers",
     "remove_leftovers_in",
+    "switch_to_wal",
     "temporary_path",
     "tighten_file",
     "write_atomically",
@@ -58,6 +62,7 @@ for _export in (
     private_folder,
     remove_leftovers,
     remove_leftovers_in,
+    switch_to_wal,
     temporary_path,
     tighten_file,
     write_atomically,

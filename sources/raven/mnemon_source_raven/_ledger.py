@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -21,7 +20,7 @@ from pathlib import Path
 import anyio
 
 from mnemon.sdk import SourceError, run_blocking
-from mnemon.sdk.storage import open_private, private_folder
+from mnemon.sdk.storage import open_private, private_folder, switch_to_wal
 
 __all__ = ["LEDGER_WAIT", "ImportLedger", "LedgerHold"]
 
@@ -212,7 +211,8 @@ def _connect(path: Path) -> sqlite3.Connection:
         path, timeout=_OPEN_WAIT, isolation_level=None, check_same_thread=False
     )
     try:
-        _switch_to_wal(connection)
+        # another process opening the new ledger too is waited for, not failed
+        switch_to_wal(connection, _OPEN_WAIT)
         connection.execute("PRAGMA synchronous=FULL")  # a commit is on disk when it returns
         version = connection.execute("PRAGMA user_version").fetchone()[0]
         if version == 0:
@@ -233,27 +233,6 @@ def _connect(path: Path) -> sqlite3.Connection:
         connection.close()
         raise
     return connection
-
-
-def _switch_to_wal(connection: sqlite3.Connection) -> None:
-    """Put the ledger in WAL mode, waiting up to `_OPEN_WAIT` for another process.
-
-    While another connection holds the file's lock, SQLite refuses the switch at once
-    ("database is locked") without calling its busy handler: of two processes opening a new
-    ledger together, one would fail.
-    """
-    deadline = time.monotonic() + _OPEN_WAIT
-    delay = _FIRST_DELAY
-    while True:
-        try:
-            connection.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            text = str(exc).lower()
-            if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
-                raise
-        time.sleep(delay)
-        delay = min(delay * 2, _LONGEST_DELAY)
 
 
 def _try_begin(connection: sqlite3.Connection) -> bool:

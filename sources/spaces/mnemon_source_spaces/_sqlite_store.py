@@ -197,34 +197,15 @@ class StoreConnections:
             mode = connection.execute("PRAGMA journal_mode").fetchone()[0]
             if str(mode).lower() != "wal":
                 with self._schema_lock:
-                    self._switch_to_wal(connection)
+                    # of several processes opening a new store, those that meet another's
+                    # schema creation or switch wait for it instead of reporting `store-busy`
+                    storage.switch_to_wal(connection, self._busy_timeout_ms / 1000)
             connection.execute(f"PRAGMA synchronous = {self._synchronous}")
             self._check_schema(connection)
         except BaseException:
             connection.close()
             raise
         return connection
-
-    def _switch_to_wal(self, connection: sqlite3.Connection) -> None:
-        """Put the file in WAL mode, waiting up to the busy timeout for other processes.
-
-        SQLite refuses the switch at once ("database is locked", without calling the busy
-        handler) while another connection holds the file's write lock: of several processes
-        opening a new store at once, those that met another's schema creation or switch
-        would otherwise report the store unavailable (`store-busy`).
-        """
-        deadline = time.monotonic() + self._busy_timeout_ms / 1000
-        pause = 0.001
-        while True:
-            try:
-                connection.execute("PRAGMA journal_mode = WAL").fetchone()
-                return
-            except sqlite3.OperationalError as exc:
-                text = str(exc).lower()
-                if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
-                    raise
-            time.sleep(pause)
-            pause = min(pause * 2, 0.05)
 
     def _check_schema(self, connection: sqlite3.Connection) -> None:
         if self._schema_ready:
