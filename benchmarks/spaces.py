@@ -6,6 +6,7 @@ Run from the repository root::
     .venv/bin/python benchmarks/spaces.py --quick    # a smoke run: 1,000 and 10,000 memories
     .venv/bin/python benchmarks/spaces.py --check    # exit 1 when a target fails
     .venv/bin/python benchmarks/spaces.py --runs 3   # judged by the medians of 3 full runs
+    .venv/bin/python benchmarks/spaces.py --ingest-only --runs 3   # bulk ingest targets only
 
 What is measured, on the asyncio backend, in one store that grows from the small size to
 the large one (the same parent, so the large figures include the small corpus):
@@ -22,6 +23,9 @@ the large one (the same parent, so the large figures include the small corpus):
   idempotency keys, in memories/s; beside them, the baseline: the same texts loaded into a
   bare FTS5 table (`CREATE VIRTUAL TABLE t USING fts5(text)`) in the same batches, also
   with `synchronous = full`.
+- the two baselines (the bare table and `remember_many`) are measured before the other
+  paths and again after them, and the means are used: the pace of a shared machine drifts
+  over a run, and a baseline measured once would pass that off as a ratio.
 - storage: the store's bytes per memory after the `remember_many` ingest (checkpointed)
   beside the bare FTS5 table's.
 
@@ -41,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import dataclasses
 import gc
 import json
 import os
@@ -103,6 +108,7 @@ class Plan:
     writes: int
     warmup: int
     ingest: int
+    recall: bool = True  # False: bulk ingest and storage only (`--ingest-only`)
 
 
 FULL = Plan(sizes=(10_000, 100_000), queries=400, writes=400, warmup=40, ingest=50_000)
@@ -529,15 +535,20 @@ def command_ingest(directory: Path, memories: Sequence[Any]) -> float:
     folder.mkdir()
     binary = Path(sys.executable).with_name("mnemon")
     environment = {**os.environ, "MNEMON_HOME": str(directory / "home"), "NO_COLOR": "1"}
+    # as an installed mnemon starts: from its bytecode, which the untimed commands below
+    # write, even where the environment says not to write it (PYTHONDONTWRITEBYTECODE)
+    environment.pop("PYTHONDONTWRITEBYTECODE", None)
+    environment["PYTHONPYCACHEPREFIX"] = str(directory / "bytecode")
     # lexical ingest: with an embedder installed, the starter profile would embed every
     # memory after the import, and the embedder's time would be measured instead
-    subprocess.run(
-        [binary, "init", "--embedder", "none"],
-        cwd=folder,
-        env=environment,
-        check=True,
-        capture_output=True,
-    )
+    for command in (
+        ["init", "--embedder", "none"],
+        # an export of the still empty scope opens the host and its plugins as import will
+        ["export", "--user", SCOPE["user_id"], "--out", str(directory / "empty.jsonl")],
+    ):
+        subprocess.run(
+            [binary, *command], cwd=folder, env=environment, check=True, capture_output=True
+        )
     export = directory / "export.jsonl"
     records = [
         {
@@ -570,20 +581,27 @@ def command_ingest(directory: Path, memories: Sequence[Any]) -> float:
 
 
 async def ingest(folder: Path, corpus: Corpus, count: int) -> Ingest:
-    """Every bulk path on fresh stores with the same `count` memories; the bare baseline."""
+    """Every bulk path on fresh stores with the same `count` memories; the bare baseline.
+
+    The baselines (the bare table, `remember_many`) are measured before the other paths and
+    again after them, and their means are taken: a shared machine's pace drifts over a run,
+    and a baseline measured once would pass the drift off as a ratio.
+    """
     memories = [corpus.memory() for _ in range(count)]
     texts = [text for text, _, _ in memories]
     bare_file = folder / "bare.sqlite3"
-    bare = bare_ingest(bare_file, texts)
+    bare = [bare_ingest(bare_file, texts)]
     store = folder / "ingest.sqlite3"
-    provider = await provider_ingest(folder, store, memories)
+    provider = [await provider_ingest(folder, store, memories)]
     management = await management_ingest(folder, folder / "managed.sqlite3", memories)
     command = command_ingest(folder, memories)
+    provider.append(await provider_ingest(folder, folder / "again.sqlite3", memories))
+    bare.append(bare_ingest(folder / "bare-again.sqlite3", texts))
     return Ingest(
-        provider=provider,
+        provider=statistics.mean(provider),
         management=management,
         command=command,
-        bare=bare,
+        bare=statistics.mean(bare),
         store_bytes=_size(store) / count,
         bare_bytes=_size(bare_file) / count,
         breakdown=storage_breakdown(store, count),
@@ -619,11 +637,14 @@ def print_rows(rows: Sequence[Row]) -> None:
 
 async def run(plan: Plan) -> list[Check]:
     """Run every measurement, print its figures, and return the targets' checks."""
-    small, large = plan.sizes[0], plan.sizes[-1]
+    what = (
+        f"{plan.queries} recall queries and {plan.writes} remember writes per size"
+        if plan.recall
+        else f"bulk ingest of {plan.ingest:,} memories only"
+    )
     print(
         f"mnemon spaces benchmark: {BACKEND} on Python {platform.python_version()} "
-        f"({platform.machine()}), SQLite {sqlite3.sqlite_version}; "
-        f"{plan.queries} recall queries and {plan.writes} remember writes per size; "
+        f"({platform.machine()}), SQLite {sqlite3.sqlite_version}; {what}; "
         f"load average {os.getloadavg()[0]:.1f}"
     )
     corpus = Corpus(SEED)
@@ -633,7 +654,7 @@ async def run(plan: Plan) -> list[Check]:
         store = directory / "spaces.sqlite3"
         parent = _parent()
         loaded = 0
-        for number, size in enumerate(plan.sizes):
+        for number, size in enumerate(plan.sizes if plan.recall else ()):
             seconds = load(store, parent, corpus, size - loaded)
             print(f"loaded {size - loaded:,} memories in {seconds:.1f} s (store now {size:,})")
             loaded = size
@@ -642,6 +663,12 @@ async def run(plan: Plan) -> list[Check]:
         ingest_folder = directory / "ingest"
         ingest_folder.mkdir()
         bulk = await ingest(ingest_folder, corpus, plan.ingest)
+    return [*(recall_checks(plan, rows) if rows else ()), *ingest_checks(plan, bulk)]
+
+
+def recall_checks(plan: Plan, rows: Sequence[Row]) -> list[Check]:
+    """Print the recall and remember figures; the recall targets."""
+    small, large = plan.sizes[0], plan.sizes[-1]
     print()
     print("Recall latency (per read; the route includes the Provider search)")
     print_rows(rows)
@@ -667,28 +694,6 @@ async def run(plan: Plan) -> list[Check]:
             f"(Provider search() {row.provider.p95 / row.floor.p95:.2f}x); "
             f"fixed cost at p50 {row.route.p50 - row.floor.p50:.2f} ms"
         )
-    print()
-    print(
-        f"Bulk ingest of {plan.ingest:,} memories in batches of {INGEST_BATCH:,}, "
-        "synchronous=full (every batch durable)"
-    )
-    for name, rate in (
-        ("Provider remember_many()", bulk.provider),
-        ("management import", bulk.management),
-        ("mnemon import (whole command)", bulk.command),
-        ("baseline: bare FTS5 table", bulk.bare),
-    ):
-        print(
-            f"  {name:<32} {rate:9,.0f} memories/s  ({rate / bulk.bare:.2f}x the bare table's "
-            f"rate; {bulk.provider / rate:.2f}x remember_many's time)"
-        )
-    storage = bulk.store_bytes / bulk.bare_bytes
-    print(
-        f"Storage: {bulk.store_bytes:,.0f} bytes per memory, bare FTS5 table "
-        f"{bulk.bare_bytes:,.0f}: {storage:.2f}x"
-    )
-    for name, per_memory in bulk.breakdown:
-        print(f"  {name:<32} {per_memory:7,.0f} bytes per memory")
     return [
         *(
             Check(
@@ -712,6 +717,34 @@ async def run(plan: Plan) -> list[Check]:
             MAX_GROWTH,
             shown="{:.2f}x",
         ),
+    ]
+
+
+def ingest_checks(plan: Plan, bulk: Ingest) -> list[Check]:
+    """Print the bulk ingest and storage figures; their targets."""
+    print()
+    print(
+        f"Bulk ingest of {plan.ingest:,} memories in batches of {INGEST_BATCH:,}, "
+        "synchronous=full (every batch durable)"
+    )
+    for name, rate in (
+        ("Provider remember_many()", bulk.provider),
+        ("management import", bulk.management),
+        ("mnemon import (whole command)", bulk.command),
+        ("baseline: bare FTS5 table", bulk.bare),
+    ):
+        print(
+            f"  {name:<32} {rate:9,.0f} memories/s  ({rate / bulk.bare:.2f}x the bare table's "
+            f"rate; {bulk.provider / rate:.2f}x remember_many's time)"
+        )
+    storage = bulk.store_bytes / bulk.bare_bytes
+    print(
+        f"Storage: {bulk.store_bytes:,.0f} bytes per memory, bare FTS5 table "
+        f"{bulk.bare_bytes:,.0f}: {storage:.2f}x"
+    )
+    for name, per_memory in bulk.breakdown:
+        print(f"  {name:<32} {per_memory:7,.0f} bytes per memory")
+    return [
         Check(
             f"remember_many >= {MIN_BARE_INGEST_RATIO:g}x a bare FTS5 table's insert rate",
             bulk.provider / bulk.bare,
@@ -747,11 +780,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--sizes",
         help="store sizes for recall, comma-separated (e.g. 10000,100000,1000000)",
     )
+    parser.add_argument(
+        "--ingest-only",
+        action="store_true",
+        help="measure bulk ingest and storage only (a few minutes instead of many)",
+    )
     options = parser.parse_args(argv)
     plan = QUICK if options.quick else FULL
     if options.sizes:
         sizes = tuple(sorted(int(size) for size in options.sizes.split(",")))
-        plan = Plan(sizes, plan.queries, plan.writes, plan.warmup, plan.ingest)
+        plan = dataclasses.replace(plan, sizes=sizes)
+    if options.ingest_only:
+        plan = dataclasses.replace(plan, recall=False)
     quick = " (quick run: smaller sizes stand in for 10,000 and 100,000)"
     title = "Targets" + (quick if plan.sizes[-1] < FULL.sizes[1] else "")
     passed = report(repeat(options.runs, lambda: anyio.run(run, plan, backend=BACKEND)), title)
