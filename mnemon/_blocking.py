@@ -12,7 +12,9 @@ calls wait, another thread is started, up to the size of anyio's default thread 
 unless the host changed it), which these threads stand in for. While the process keeps a core
 busy, though, its threads are slow because they wait for the GIL rather than blocked, and more
 of them would only contend for it (with 1,000 turns in flight they grew to 30-40 and took CPU
-from the event loop): a call then counts as blocked only after a quarter of a second.
+from the event loop): a call then counts as blocked only after a quarter of a second. A call
+that waits for someone else (a lock, another process, a reply) can say so with `waiting()`:
+it then counts as blocked at once, so the calls queued behind it get a thread.
 
 Only the asyncio backend is served this way; on any other, calls go through anyio's pool.
 """
@@ -25,7 +27,8 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import anyio.lowlevel
@@ -45,6 +48,16 @@ _ENOUGH_PROGRESSING = 2
 _BUSY_STALL_SECONDS = 0.25
 # an idle thread exits after this long, as anyio's workers do
 _IDLE_SECONDS = 10.0
+
+
+class _Worker(threading.local):
+    """What the current thread is to the lanes: the lane it drains (None: not a lane's)."""
+
+    lane: _Lane | None = None
+    waits = 0  # how deep in `waiting()` blocks it is
+
+
+_worker = _Worker()
 
 
 class _Call:
@@ -73,6 +86,8 @@ class _Lane:
         self._idle = 0
         # per thread: when it began its current call (None while it waits for one)
         self._began: dict[int, float | None] = {}
+        # threads inside `waiting()`: blocked on someone else, not progressing, however busy
+        self._waiting: set[int] = set()
         self._finished: list[tuple[_Call, bool, Any]] = []
         self._finished_lock = threading.Lock()
         self._delivery_scheduled = False
@@ -115,7 +130,9 @@ class _Lane:
         stall = _BUSY_STALL_SECONDS if self._cpu.busy() else _STALL_SECONDS
         stalled_before = time.monotonic() - stall
         progressing = sum(
-            1 for began in self._began.values() if began is None or began > stalled_before
+            1
+            for thread, began in self._began.items()
+            if (began is None or began > stalled_before) and thread not in self._waiting
         )
         return progressing < _ENOUGH_PROGRESSING
 
@@ -139,9 +156,22 @@ class _Lane:
             self._began[id(thread)] = None
         thread.start()
 
+    def wait_begins(self, thread: int) -> None:
+        """In a worker thread: `thread` waits for someone else; start another if calls wait."""
+        with self._ready:
+            self._waiting.add(thread)
+            start = len(self._calls) > self._idle and self._needs_thread()
+        if start:
+            self._start_thread()
+
+    def wait_ends(self, thread: int) -> None:
+        with self._ready:
+            self._waiting.discard(thread)
+
     def _drain(self) -> None:
         """In a worker thread: run queued calls until none arrives for a while."""
         me = id(threading.current_thread())
+        _worker.lane = self
         while True:
             with self._ready:
                 self._began[me] = None
@@ -189,6 +219,30 @@ class _Lane:
                 call.future.set_result(value)
             else:
                 call.future.set_exception(value)
+
+
+@contextmanager
+def waiting() -> Iterator[None]:
+    """Mark what the `with` block does in a worker thread as waiting for someone else.
+
+    A call waiting for a lock, another process or a reply holds its thread without using the
+    CPU. The lane cannot tell that from a call slowed by a busy process's GIL, which it gives
+    no new thread for a quarter of a second; calls queued behind such waits would stand
+    still meanwhile. Inside this block the thread counts as blocked at once, so the calls
+    behind it get a thread. Outside a lane's thread (another backend, the event loop, a
+    thread of the caller's own) it does nothing. Blocks may nest.
+    """
+    me = id(threading.current_thread())
+    lane = _worker.lane if not _worker.waits else None  # only the outermost block counts
+    _worker.waits += 1
+    if lane is not None:
+        lane.wait_begins(me)
+    try:
+        yield
+    finally:
+        _worker.waits -= 1
+        if lane is not None:
+            lane.wait_ends(me)
 
 
 _lanes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Lane] = weakref.WeakKeyDictionary()

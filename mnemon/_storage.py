@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from ._blocking import waiting
 from ._errors import SourceError
 
 __all__ = [
@@ -323,26 +324,33 @@ def hold_lock(
     mode = portalocker.LockFlags.SHARED if shared else portalocker.LockFlags.EXCLUSIVE
     descriptor = open_private(path, os.O_RDWR | os.O_CREAT)
     with os.fdopen(descriptor, "r+b") as handle:
-        deadline = time.monotonic() + timeout
-        delay = min(_FIRST_DELAY, longest_pause)
-        while True:
+
+        def locked() -> bool:
             if abandoned is not None and abandoned.is_set():
                 raise SourceError("cancelled", "the caller stopped waiting for the lock")
             try:
                 portalocker.lock(handle, mode | portalocker.LockFlags.NON_BLOCKING)
-                break
             except portalocker.exceptions.LockException:
-                pass
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise SourceError(
-                    "timeout",
-                    f"the store stayed locked by another writer for {timeout:g} s; "
-                    "nothing was written",
-                    nothing_written=True,
-                )
-            time.sleep(min(delay, remaining))
-            delay = min(delay * 2, longest_pause)
+                return False
+            return True
+
+        if not locked():
+            with waiting():  # another holds it: this thread waits, it does not compute
+                deadline = time.monotonic() + timeout
+                delay = min(_FIRST_DELAY, longest_pause)
+                while True:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise SourceError(
+                            "timeout",
+                            f"the store stayed locked by another writer for {timeout:g} s; "
+                            "nothing was written",
+                            nothing_written=True,
+                        )
+                    time.sleep(min(delay, remaining))
+                    delay = min(delay * 2, longest_pause)
+                    if locked():
+                        break
         try:
             yield
         finally:

@@ -3,7 +3,8 @@
 The calls of one event loop go through one queue drained by a few threads; these tests hold
 that sharing to what each caller was promised: its own result, its own context, its own
 cancellation, and no wait behind another caller's call that blocks; and they check that
-threads are added for calls that block, not for calls slowed by a process busy on the GIL.
+threads are added for calls that block, not for calls slowed by a process busy on the GIL,
+and at once for calls that say they wait (`mnemon.sdk.waiting()`, file locks).
 """
 
 from __future__ import annotations
@@ -12,13 +13,16 @@ import contextvars
 import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from functools import partial
+from pathlib import Path
 
 import anyio
 import anyio.to_thread
 import pytest
 
 import mnemon.sdk
+from mnemon.sdk import storage
 
 caller: contextvars.ContextVar[str] = contextvars.ContextVar("caller")
 
@@ -215,3 +219,53 @@ async def test_in_a_busy_process_calls_that_block_for_long_still_get_a_thread(
                 group.start_soon(mnemon.sdk.run_blocking, released.wait, 5.0)
             await anyio.sleep(0.01)
             await mnemon.sdk.run_blocking(released.set)
+
+
+async def test_in_a_busy_process_calls_that_say_they_wait_get_threads_for_the_calls_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a call waiting for a lock or a reply uses no CPU: it is not taken for one slowed by
+    # the GIL, so the calls behind it get threads of their own at once
+    _cpu_clock(monkeypatch, busy=True)
+    ran: set[int] = set()
+
+    def waits() -> None:
+        ran.add(threading.get_ident())
+        with mnemon.sdk.waiting(), mnemon.sdk.waiting():  # blocks may nest
+            time.sleep(0.02)
+
+    async with anyio.create_task_group() as group:
+        for _ in range(12):
+            group.start_soon(mnemon.sdk.run_blocking, waits)
+    assert len(ran) > 2
+    # the threads count as busy again after their waits: slow calls start no more of them
+    before = threading.active_count()
+    await _threads_for_slow_calls(12)
+    assert threading.active_count() <= before
+
+
+async def test_in_a_busy_process_calls_waiting_for_a_file_lock_do_not_hold_up_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _cpu_clock(monkeypatch, busy=True)
+    lock = tmp_path / "store.lock"
+    ran: set[int] = set()
+
+    def locked() -> None:
+        ran.add(threading.get_ident())
+        with storage.hold_lock(lock, 5.0):
+            pass
+
+    with ExitStack() as another_holder:  # a second open of the file stands for another process
+        another_holder.enter_context(storage.hold_lock(lock, 1.0))
+        async with anyio.create_task_group() as group:
+            for _ in range(6):
+                group.start_soon(mnemon.sdk.run_blocking, locked)
+            await anyio.sleep(0.1)  # every call waits for the lock by now, each in a thread
+            another_holder.close()
+    assert len(ran) == 6
+
+
+def test_waiting_outside_a_worker_thread_does_nothing() -> None:
+    with mnemon.sdk.waiting(), mnemon.sdk.waiting():
+        assert threading.current_thread() is threading.main_thread()

@@ -236,6 +236,7 @@ SDK_ALL = [
     "truncate_text",
     "visible_json",
     "visible_text",
+    "waiting",
 ]
 
 
@@ -295,7 +296,7 @@ def test_functions_and_errors_only_an_author_uses_say_they_live_in_the_sdk() -> 
 NEW_IN_SDK = {
     "ArchiveMove", "Configuration", "MaintenancePlan", "MaintenancePolicy", "MaintenanceRequest",
     "MaintenanceSource", "SourceKeys", "StringList", "Text", "Textarea", "WriteScope",
-    "configuration_fields", "configuration_schema", "describe_schema_error",
+    "configuration_fields", "configuration_schema", "describe_schema_error", "waiting",
 }  # fmt: skip
 MOVED = sorted(set(SDK_ALL) - set(EXPECTED_ALL) - NEW_IN_SDK)
 

@@ -12,6 +12,7 @@ only some plugins need: `mnemon.sdk.storage` (private, atomic, locked files) and
 import inspect as _inspect
 
 from .. import __all__ as _host_names
+from .._blocking import waiting as waiting
 from .._configuration import ConfigPath as ConfigPath
 from .._configuration import Configuration as Configuration
 from .._configuration import read_configuration as read_configuration
@@ -308,6 +309,7 @@ __all__ = [
     "truncate_text",
     "visible_json",
     "visible_text",
+    "waiting",
 ]
 
 # what only authors use says it lives here, in tracebacks and reprs; a name hosts use as well

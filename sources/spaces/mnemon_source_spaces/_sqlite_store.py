@@ -9,14 +9,16 @@ back last, a connection left idle for `IDLE_SECONDS` is closed when another one 
 so a burst does not keep its connections (and their page caches) for good. Every one is
 closed by `close()` or when it is given back after `close()`.
 
-Writers take turns before they ask SQLite for the file's write lock: those of one process on
-a thread lock, then one writer per process on a lock file beside the store (`<store>-writers`),
-tried again every millisecond. Without it, a writer that meets another process's transaction
-waits in SQLite's busy handler, which sleeps up to 100 ms between tries, however soon the
-other transaction ends: with several host processes on one store that made the slowest
-writes many times the typical one. The lock file only orders writers; SQLite's own locking
-still decides, so a process that does not take it (an older version, the `sqlite3` shell)
-is still waited for through the busy timeout.
+Writers take turns before they ask SQLite for the file's write lock. Those of one process
+queue, and one of them at a time writes the queue's requests together (group commit). Then
+one writer per process takes a lock file beside the store (`<store>-writers`), tried again
+every millisecond: without it, a writer that meets another process's transaction waits in
+SQLite's busy handler, which sleeps up to 100 ms between tries, however soon the other
+transaction ends, and with several host processes on one store that made the slowest writes
+many times the typical one. Threads waiting for either turn say so (`mnemon.sdk.waiting()`),
+so the reads queued behind them get threads of their own. The lock file only orders
+writers; SQLite's own locking still decides, so a process that does not take it (an older
+version, the `sqlite3` shell) is still waited for through the busy timeout.
 
 Memories are private: the store file (and SQLite's `-wal` and `-shm` beside it, which take
 its mode) is 0600 and the folders made for it are 0700, whatever the umask; an existing
@@ -35,7 +37,7 @@ from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
-from mnemon.sdk import SourceError, storage
+from mnemon.sdk import SourceError, storage, waiting
 
 from ._provider import ProviderError
 from ._sqlite_schema import CURRENT_VERSION, SchemaMismatch, ensure_schema
@@ -133,12 +135,14 @@ def store_reason(exc: BaseException) -> str:
 class _Queued(Generic[_R, _T]):
     """One request waiting for the write turn, and what became of it."""
 
-    __slots__ = ("done", "error", "request", "result", "taken")
+    __slots__ = ("error", "lead", "request", "result", "settled", "taken")
 
     def __init__(self, request: _R) -> None:
         self.request = request
         self.taken = False  # a writer holding the turn has it (set under the queue lock)
-        self.done = threading.Event()
+        self.lead = False  # it is this request's caller's turn to write (set under the lock)
+        # set once the request is written (or failed), or when its caller is to lead
+        self.settled = threading.Event()
         self.result: _T | None = None
         self.error: BaseException | None = None
 
@@ -174,6 +178,7 @@ class StoreConnections:
         self._writers = path.with_name(path.name + WRITERS_SUFFIX)
         self._queued: deque[_Queued[Any, Any]] = deque()
         self._queue_lock = threading.Lock()
+        self._leading = False  # a caller of `write_together` writes the queued requests
         self._schema_ready = False
         self._closed = False
 
@@ -265,14 +270,17 @@ class StoreConnections:
     def write_together(self, request: _R, write: Callable[[list[_R]], list[_T]]) -> _T:
         """Write `request` in one transaction with the others of this pool waiting for the turn.
 
-        Group commit: the writer that gets the turn writes every request queued by then (up
-        to `GROUP_LIMIT`; taken once the file's turn is had, so the requests queued while
-        another process wrote go in too) with `write`: one transaction, one result per
-        request, in order. It hands each its own result; a writer whose request was written
-        meanwhile only collects it. Under load this takes one turn, one commit and one flush
-        for many writes instead of one each. When the transaction fails for a reason other
-        than the store staying locked, each request is written again on its own, so that
-        one bad request fails alone.
+        Group commit: one caller at a time leads. The leader takes the process's and the
+        file's turn, then writes every request queued by then (up to `GROUP_LIMIT`; taken
+        once the file's turn is had, so the requests queued while another process wrote go
+        in too) with `write`: one transaction, one result per request, in order. Each
+        request's caller is woken with its own result; when requests are left queued, the
+        caller of the first is woken to lead next. Followers wait on their own event, not
+        on a lock handed from one to the next: each hand-over of a lock needs the GIL, which
+        a busy event loop keeps for milliseconds, so a queue of followers took as many
+        times that to drain. When the transaction fails for a reason other than the store
+        staying locked, each request is written again on its own, so that one bad request
+        fails alone.
 
         Raises:
             ProviderError: `timeout` when the turn does not come within the busy timeout
@@ -282,17 +290,49 @@ class StoreConnections:
         mine = _Queued[_R, _T](request)
         with self._queue_lock:
             self._queued.append(mine)
-        try:
-            with self._process_turn(deadline):
-                if not mine.taken:  # else written by the writer that held the turn before
+            mine.lead = not self._leading
+            self._leading = True
+        if not mine.lead:
+            self._follow(mine, deadline)
+        if mine.lead:
+            try:
+                with self._process_turn(deadline):  # this pool's other writes, other pools'
                     self._write_group(mine, write, deadline)
-        except ProviderError:
-            with self._queue_lock:
-                if not mine.taken:  # nobody writes it now: the caller hears of the timeout
-                    self._queued.remove(mine)
-                    raise
-        mine.done.wait()  # taken by the writer holding the turn, which always finishes it
+            except ProviderError:
+                with self._queue_lock:
+                    if mine in self._queued:  # nobody writes it now: the caller hears of it
+                        self._queued.remove(mine)
+                        raise
+            finally:
+                self._hand_over()
         return mine.outcome()
+
+    def _follow(self, mine: _Queued[_R, _T], deadline: float) -> None:
+        """Wait until `mine` is written or its caller is to lead (`mine.lead`).
+
+        Raises:
+            ProviderError: `timeout` when neither happens within the busy timeout.
+        """
+        with waiting():
+            if mine.settled.wait(max(0.0, deadline - time.monotonic())):
+                return
+        with self._queue_lock:
+            if not (mine.lead or mine.taken):  # else settled just now: lead, or collect it
+                self._queued.remove(mine)
+                raise ProviderError("timeout", "the store's writers stayed busy past the timeout")
+        if not mine.lead:
+            with waiting():  # a writer has it: the writer always finishes it
+                mine.settled.wait()
+
+    def _hand_over(self) -> None:
+        """Wake the caller of the first request still queued to lead next, or stop leading."""
+        with self._queue_lock:
+            if not self._queued:
+                self._leading = False
+                return
+            following = self._queued[0]
+            following.lead = True
+        following.settled.set()
 
     def _take(self, mine: _Queued[_R, _T]) -> list[_Queued[_R, _T]]:
         """`mine` and the requests queued before others, up to `GROUP_LIMIT` (queue lock held)."""
@@ -340,12 +380,16 @@ class StoreConnections:
                 queued.error = exc
         finally:
             for queued in group:
-                queued.done.set()
+                if queued is not mine:  # the leader's own is settled when it hands over
+                    queued.settled.set()
 
     @contextmanager
     def _process_turn(self, deadline: float) -> Iterator[None]:
-        if not self._write_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
-            raise ProviderError("timeout", "the store's writers stayed busy past the timeout")
+        if not self._write_lock.acquire(blocking=False):
+            with waiting():  # behind this process's other writers: the thread computes nothing
+                taken = self._write_lock.acquire(timeout=max(0.0, deadline - time.monotonic()))
+            if not taken:
+                raise ProviderError("timeout", "the store's writers stayed busy past the timeout")
         try:
             yield
         finally:

@@ -330,3 +330,58 @@ async def test_a_request_the_store_refuses_fails_alone_when_written_with_others(
         assert await stored_count(adapter) == 5  # "first" and the four kept; nothing twice
     finally:
         await adapter.dispose()
+
+
+async def test_writes_queued_past_one_group_are_written_by_the_next_leader_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a group holds at most GROUP_LIMIT requests: the caller of the first one left queued
+    # is woken to write the next group, and so on until the queue is empty
+    monkeypatch.setattr(store_module, "GROUP_LIMIT", 4)
+    adapter = await open_sqlite(tmp_path)
+    try:
+        await adapter.remember(remember_request("first"))
+        transactions = Transactions(monkeypatch)
+        texts = [f"queued {index}" for index in range(10)]
+        results = await remember_while_the_turn_is_held(
+            adapter, tmp_path, [remember_request(text) for text in texts]
+        )
+        assert [result.memory.text for result in results] == texts
+        assert all(result.created for result in results)
+        sizes = [len(texts) for texts in transactions.texts]
+        assert sum(sizes) == 10
+        assert max(sizes) == 4
+        assert len(sizes) >= 3
+        assert await stored_count(adapter) == 11
+        assert not adapter._store._queued
+    finally:
+        await adapter.dispose()
+
+
+async def test_writers_queued_past_the_timeout_are_each_refused_and_none_is_left_queued(
+    tmp_path: Path,
+) -> None:
+    adapter = await open_sqlite(tmp_path, busy_timeout_ms=200)
+    try:
+        await adapter.remember(remember_request("first"))
+        refused: list[str] = []
+
+        async def one(text: str) -> None:
+            try:
+                await adapter.remember(remember_request(text))
+            except ProviderError as exc:
+                refused.append(exc.code)
+
+        # another process holds the turn past every writer's timeout
+        with storage.hold_lock(tmp_path / WRITERS, 1.0), anyio.fail_after(30):
+            async with anyio.create_task_group() as group:
+                for index in range(6):
+                    group.start_soon(one, f"refused {index}")
+        assert refused == ["timeout"] * 6
+        assert not adapter._store._queued
+        assert await stored_count(adapter) == 1
+        # the next writer leads at once: nobody is left believing another one leads
+        assert (await adapter.remember(remember_request("later"))).created
+        assert await stored_count(adapter) == 2
+    finally:
+        await adapter.dispose()
