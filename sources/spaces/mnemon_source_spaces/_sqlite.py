@@ -62,6 +62,7 @@ from ._sqlite_rows import (
     SlotsExhausted,
     delete_memory,
     entity_key,
+    insert_full_text,
     insert_memories,
     memory_from_row,
     namespace_slot,
@@ -540,6 +541,7 @@ class SqliteProvider:
         created_at = _now()  # one transaction, one time: the store keeps it in 8 bytes once
         results: builtins.list[RememberResult | None] = [None] * len(requests)
         by_parent: dict[str, builtins.list[int]] = {}
+        full_text: builtins.list[tuple[Any, ...]] = []  # every parent's, in one statement
         for index, request in enumerate(requests):
             by_parent.setdefault(request.parent, []).append(index)
         for parent, indexes in by_parent.items():
@@ -595,7 +597,8 @@ class SqliteProvider:
                 results[index] = built(
                     RememberResult, {"memory": memory, "created": True, "durable": durable}
                 )
-            insert_memories(connection, parent, fresh, slot=slot)
+            insert_memories(connection, parent, fresh, slot=slot, full_text=full_text)
+        insert_full_text(connection, full_text)
         return [result for result in results if result is not None]
 
     async def forget(self, request: ForgetRequest) -> ForgetResult:

@@ -37,6 +37,7 @@ __all__ = [
     "MEMORY_COLUMNS",
     "NewMemory",
     "delete_memory",
+    "insert_full_text",
     "insert_memories",
     "insert_memory",
     "json_list",
@@ -125,6 +126,7 @@ def insert_memories(
     memories: Sequence[NewMemory],
     *,
     slot: int | None = None,
+    full_text: list[tuple[Any, ...]] | None = None,
 ) -> list[int]:
     """Insert memories of one parent, in order (the last is the newest); return their rowids.
 
@@ -183,11 +185,11 @@ def insert_memories(
         "idempotency_key, tokens, terms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
-    # not by trigger: a trigger's statement savepoint makes FTS5 flush its buffer every row
-    connection.executemany(
-        "INSERT INTO memories_fts (rowid, text, tags, entities) VALUES (?, ?, ?, ?)",
-        [(row[0], row[2], row[3], row[4]) for row in rows],
-    )
+    entries = [(row[0], row[2], row[3], row[4]) for row in rows]
+    if full_text is not None:  # the caller inserts them with other parents' entries
+        full_text += entries
+    else:
+        insert_full_text(connection, entries)
     record_entities(connection, slot, mentions)
     # the parent's and the store's counts in one statement
     connection.execute(
@@ -195,6 +197,20 @@ def insert_memories(
         (len(memories), total, slot, STORE_SLOT),
     )
     return [row[0] for row in rows]
+
+
+def insert_full_text(connection: sqlite3.Connection, entries: list[tuple[Any, ...]]) -> None:
+    """Insert FTS entries `(rowid, text, tags, entities)` in one statement, in rowid order.
+
+    FTS5 writes the terms it buffered as a new segment (merged later) whenever a statement
+    ends or a rowid comes below the last one, so entries of many parents go in together,
+    in ascending rowid order: one segment for the transaction instead of one per parent.
+    """
+    # not by trigger: a trigger's statement savepoint makes FTS5 flush its buffer every row
+    in_order = sorted(entries, key=lambda entry: int(entry[0]))
+    connection.executemany(
+        "INSERT INTO memories_fts (rowid, text, tags, entities) VALUES (?, ?, ?, ?)", in_order
+    )
 
 
 def _entity_keys(names: Sequence[str]) -> dict[str, str]:

@@ -385,3 +385,35 @@ async def test_writers_queued_past_the_timeout_are_each_refused_and_none_is_left
         assert await stored_count(adapter) == 2
     finally:
         await adapter.dispose()
+
+
+async def test_memories_of_many_parents_written_together_are_each_found_in_their_own_parent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a group's full-text entries go in together, in rowid order, whatever order its
+    # parents came in: each memory is still found by its own words, in its parent only
+    adapter = await open_sqlite(tmp_path)
+    try:
+        await adapter.remember(RememberRequest(parent="user-9", text="an older note"))
+        transactions = Transactions(monkeypatch)
+        words = ["amber", "basil", "cedar", "dune", "ember", "fjord", "garnet", "heron"]
+        requests = [
+            RememberRequest(parent=f"user-{9 - index}", text=f"the {word} plan and the review")
+            for index, word in enumerate(words)
+        ]
+        results = await remember_while_the_turn_is_held(adapter, tmp_path, requests)
+        assert all(result.created for result in results)
+        assert len(transactions.texts) <= 2
+        for index, word in enumerate(words):
+            found = await adapter.search(SearchRequest(parents=(f"user-{9 - index}",), query=word))
+            assert [hit.memory.text for hit in found.hits] == [f"the {word} plan and the review"]
+            shared = await adapter.search(
+                SearchRequest(parents=(f"user-{9 - index}",), query="review plan")
+            )
+            assert {hit.memory.parent for hit in shared.hits} == {f"user-{9 - index}"}
+        everywhere = await adapter.search(
+            SearchRequest(parents=tuple(f"user-{n}" for n in range(2, 10)), query="review")
+        )
+        assert len(everywhere.hits) == 8
+    finally:
+        await adapter.dispose()
