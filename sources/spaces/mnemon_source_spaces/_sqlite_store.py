@@ -275,12 +275,12 @@ class StoreConnections:
         once the file's turn is had, so the requests queued while another process wrote go
         in too) with `write`: one transaction, one result per request, in order. Each
         request's caller is woken with its own result; when requests are left queued, the
-        caller of the first is woken to lead next. Followers wait on their own event, not
-        on a lock handed from one to the next: each hand-over of a lock needs the GIL, which
-        a busy event loop keeps for milliseconds, so a queue of followers took as many
-        times that to drain. When the transaction fails for a reason other than the store
-        staying locked, each request is written again on its own, so that one bad request
-        fails alone.
+        caller of the first is woken to lead next. Followers wait each on its own event
+        rather than on a lock passed from one to the next: every hand-over of a lock needs
+        the GIL, which a busy event loop keeps for milliseconds, and a queue drained that
+        way took as many milliseconds per follower. When the transaction fails for a reason
+        other than the store staying locked, each request is written again on its own, so
+        that one bad request fails alone.
 
         Raises:
             ProviderError: `timeout` when the turn does not come within the busy timeout
