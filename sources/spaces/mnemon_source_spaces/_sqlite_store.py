@@ -300,7 +300,7 @@ class StoreConnections:
                     self._write_group(mine, write, deadline)
             except ProviderError:
                 with self._queue_lock:
-                    if mine in self._queued:  # nobody writes it now: the caller hears of it
+                    if not mine.taken:  # nobody writes it now: the caller hears of it
                         self._queued.remove(mine)
                         raise
             finally:
@@ -380,8 +380,7 @@ class StoreConnections:
                 queued.error = exc
         finally:
             for queued in group:
-                if queued is not mine:  # the leader's own is settled when it hands over
-                    queued.settled.set()
+                queued.settled.set()
 
     @contextmanager
     def _process_turn(self, deadline: float) -> Iterator[None]:
