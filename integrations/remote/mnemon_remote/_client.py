@@ -359,13 +359,22 @@ class RemoteSource:
             if self._settings.launch and (self._launched is None or not self._launched.running):
                 await self._drop()
                 command = [str(p) for p in (self._report.manifest or {})["run"]["command"]]
-                self._launched = await launch_plugin(
-                    self._report.path,
-                    command,
-                    secrets=self._settings.secrets,
-                    variables={CONFIGURATION_VARIABLE: json.dumps(self._settings.configuration)},
-                    startup_timeout=self._settings.startup_timeout,
-                )
+                try:
+                    self._launched = await launch_plugin(
+                        self._report.path,
+                        command,
+                        secrets=self._settings.secrets,
+                        variables={
+                            CONFIGURATION_VARIABLE: json.dumps(self._settings.configuration)
+                        },
+                        startup_timeout=self._settings.startup_timeout,
+                    )
+                except PluginUnavailable as failed:
+                    # the launcher's own words (an exit status, a time), never the plugin's
+                    _log.warning(
+                        "remote plugin %s could not be launched: %s", self._report.plugin_id, failed
+                    )
+                    raise
                 assert self._launched.token is not None  # the convention gives one
                 self._redactor = Redactor([*self._settings.secrets.values(), self._launched.token])
             if self._client is None:

@@ -33,6 +33,8 @@ import httpx
 
 from mnemon.sdk import MnemonError, visible_text
 
+_log = logging.getLogger("mnemon.remote")
+
 __all__ = [
     "CONFIGURATION_VARIABLE",
     "INHERITED_VARIABLES",
@@ -45,6 +47,8 @@ __all__ = [
 ]
 
 STOP_GRACE_SECONDS = 5.0
+#: how many free ports a launch tries when another process takes the one chosen
+PORT_ATTEMPTS = 3
 #: what a launched plugin inherits from the host's environment; nothing else of it (the MCP
 #: SDK's stdio client keeps the same few): a host's API keys and tokens stay the host's
 INHERITED_VARIABLES = (
@@ -233,7 +237,8 @@ async def launch_plugin(
         variables: more protocol variables (they win over secrets too), for example the
             plugin's configuration.
         startup_timeout: seconds the plugin has to be ready.
-        port: the loopback port it is told to serve on; by default a free one.
+        port: the loopback port it is told to serve on; by default a free one (another free
+            one when a process takes it before the plugin listens).
         ready: judges readiness with a client bound to the plugin (its caller secret set);
             by default, any HTTP answer at the convention's health path.
         stdout: where the plugin's standard output goes. By default both its outputs are
@@ -243,12 +248,43 @@ async def launch_plugin(
         stderr: where its standard error goes (with its output, by default).
 
     Raises:
-        PluginUnavailable: the process cannot start, exits, or is not ready in time.
+        PluginUnavailable: the process cannot start, exits (its exit status named), or is not
+            ready in time.
     """
     if not command:
         raise PluginUnavailable("the manifest declares no run.command to launch")
     manifest = manifest_path.resolve()  # noqa: ASYNC240 (no I/O to wait for); once: the folder it runs in and the path it is told
-    port = port or _free_port()
+    deadline = anyio.current_time() + startup_timeout
+    attempts = 1 if port else PORT_ATTEMPTS
+    while True:
+        chosen = port or _free_port()
+        launched = _start(manifest, command, convention, chosen, secrets, variables, stdout, stderr)
+        if await _wait_ready(launched, convention, deadline - anyio.current_time(), ready):
+            return launched
+        code = launched.process.poll()
+        await launched.stop()
+        if code is None:
+            raise PluginUnavailable(f"the plugin was not ready within {startup_timeout:g} s")
+        attempts -= 1
+        # a free port is free only when it is chosen: another process may bind it before the
+        # plugin does, which then exits at once; the launch then tries another
+        if not attempts or not _taken(chosen):
+            ended = f"was ended by signal {-code}" if code < 0 else f"exited with code {code}"
+            raise PluginUnavailable(f"the plugin {ended} before it was ready")
+        _log.debug("port %d was taken before the plugin listened on it; trying another", chosen)
+
+
+def _start(
+    manifest: Path,
+    command: Sequence[str],
+    convention: RunConvention,
+    port: int,
+    secrets: Mapping[str, str] | None,
+    variables: Mapping[str, str] | None,
+    stdout: IO[bytes] | int | None,
+    stderr: IO[bytes] | int | None,
+) -> LaunchedPlugin:
+    """The plugin's process, started on `port` with a fresh caller secret (or none)."""
     token = _secrets.token_urlsafe(32) if convention.token else None
     protocol = {
         **(variables or {}),
@@ -260,8 +296,8 @@ async def launch_plugin(
         protocol[convention.token_variable] = token
     captured = stdout is None and stderr is None
     try:
-        # Popen only forks and returns; the wait for readiness below is asynchronous
-        process = subprocess.Popen(  # noqa: ASYNC220
+        # Popen only forks and returns; the wait for readiness is asynchronous
+        process = subprocess.Popen(
             [str(part) for part in command],
             cwd=manifest.parent,
             env=plugin_environment(protocol, secrets),
@@ -274,20 +310,40 @@ async def launch_plugin(
         raise PluginUnavailable("the plugin's run.command cannot be started") from None
     if captured:
         _log_output(process, manifest.parent.name)
-    launched = LaunchedPlugin(process, f"http://127.0.0.1:{port}", token, bearer=convention.bearer)
+    return LaunchedPlugin(process, f"http://127.0.0.1:{port}", token, bearer=convention.bearer)
+
+
+async def _wait_ready(
+    launched: LaunchedPlugin,
+    convention: RunConvention,
+    seconds: float,
+    ready: Callable[[httpx.AsyncClient], Awaitable[bool]] | None,
+) -> bool:
+    """Whether the plugin is ready within `seconds`; False once it exits or time is up."""
+    process = launched.process
     try:
         async with httpx.AsyncClient(
             base_url=launched.endpoint, headers=launched.headers, timeout=1.0
         ) as probe:
-            with anyio.move_on_after(startup_timeout):
+            with anyio.move_on_after(seconds):
                 while process.poll() is None:
                     if await (ready(probe) if ready else answers_http(probe, convention.health)):
-                        return launched
+                        return True
                     await anyio.sleep(0.02)
     except BaseException:
         # the caller gave up while the plugin started (its own deadline, a cancelled turn): a
         # process nobody holds any more must not keep running
         await launched.stop()
         raise
-    await launched.stop()
-    raise PluginUnavailable("the plugin did not become ready")
+    return False
+
+
+def _taken(port: int) -> bool:
+    """Whether another process holds loopback `port` (as a plugin's server binds it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False

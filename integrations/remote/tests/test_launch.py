@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from mnemon_remote import MNEMON_RUN, RunConvention, launch_plugin
+from mnemon_remote import MNEMON_RUN, PluginUnavailable, RunConvention, launch_plugin
+from mnemon_remote import _launch as launch_module
 
 # a plugin that writes what it sees to argv[1], starts a child that would outlive it (its pid
 # in argv[2]), then answers every HTTP request until it is stopped
@@ -191,3 +194,68 @@ async def test_a_launch_the_caller_gives_up_on_leaves_no_process(tmp_path: Path)
             break
         await anyio.sleep(0.01)
     assert not _alive(pid), "a plugin whose launch was given up on kept running"
+
+
+def _plugin(tmp_path: Path, script: str) -> tuple[Path, list[str]]:
+    manifest = tmp_path / "plugin.yaml"
+    manifest.write_text("{}", encoding="utf-8")
+    return manifest, [sys.executable, "-c", script]
+
+
+async def test_a_plugin_that_exits_before_it_is_ready_is_named_by_its_exit_status(
+    tmp_path: Path,
+) -> None:
+    manifest, command = _plugin(tmp_path, "import sys; sys.exit(3)")
+    with pytest.raises(PluginUnavailable, match=r"exited with code 3 before it was ready"):
+        await launch_plugin(manifest, command)
+    manifest, command = _plugin(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    with pytest.raises(PluginUnavailable, match=r"was ended by signal 9 before it was ready"):
+        await launch_plugin(manifest, command)
+
+
+async def test_a_plugin_that_never_listens_is_given_up_on_after_the_startup_timeout(
+    tmp_path: Path,
+) -> None:
+    manifest, command = _plugin(tmp_path, "import time; time.sleep(60)")
+    with pytest.raises(PluginUnavailable, match=r"was not ready within 0.3 s"):
+        await launch_plugin(manifest, command, startup_timeout=0.3)
+
+
+@pytest.fixture
+def held_port() -> Iterator[int]:
+    """A loopback port another process's server holds (a listening socket)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield int(holder.getsockname()[1])
+
+
+async def test_a_port_taken_before_the_plugin_listens_is_replaced_by_another(
+    tmp_path: Path, held_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the race made certain: the free port chosen is bound by another process at once
+    chosen = iter([held_port])
+    free_port = launch_module._free_port
+    monkeypatch.setattr(launch_module, "_free_port", lambda: next(chosen, None) or free_port())
+    started = tmp_path / "starts"
+    script = PLUGIN.replace("{prefix}", "MNEMON_PLUGIN")
+    script = f"open({str(started)!r}, 'a').write('start\\n')\n{script}"
+    manifest, command = _plugin(tmp_path, script)
+    launched = await launch_plugin(
+        manifest, [*command, str(tmp_path / "seen"), str(tmp_path / "c")]
+    )
+    try:
+        assert launched.running
+        assert not launched.endpoint.endswith(f":{held_port}")
+        # the first process exited on the taken port; the second serves
+        assert started.read_text().split() == ["start", "start"]
+    finally:
+        await launched.stop()
+
+
+async def test_a_port_the_caller_gave_is_tried_once(tmp_path: Path, held_port: int) -> None:
+    script = PLUGIN.replace("{prefix}", "MNEMON_PLUGIN")
+    manifest, command = _plugin(tmp_path, script)
+    command += [str(tmp_path / "seen"), str(tmp_path / "c")]
+    with pytest.raises(PluginUnavailable, match=r"exited with code 1 before it was ready"):
+        await launch_plugin(manifest, command, port=held_port)

@@ -102,12 +102,17 @@ class PluginLink:
         # deadline (at most startup_timeout), and the plugin then serves the next call,
         # instead of every call that times out starting one anew
         with anyio.CancelScope(shield=True):
-            launched = await launch_plugin(
-                self.manifest_path,
-                self.report,
-                startup_timeout=self.startup_timeout,
-                secrets=self.secrets,
-            )
+            try:
+                launched = await launch_plugin(
+                    self.manifest_path,
+                    self.report,
+                    startup_timeout=self.startup_timeout,
+                    secrets=self.secrets,
+                )
+            except PluginUnavailable as failed:
+                # the launcher's own words (an exit status, a time): never the plugin's output
+                _log.warning("quivr plugin %s could not be launched: %s", self.plugin_id, failed)
+                raise
         self._launched = launched
         return launched
 

@@ -53,6 +53,22 @@ def allow(offer: Any) -> bool:
     return True
 
 
+def launched_folder(folder: Path, *arguments: str) -> Path:
+    """The reference plugin to launch, with deadlines its start never runs past.
+
+    The first call launches the plugin inside its own deadline (1 s for a query in the
+    reference manifest); on a loaded machine a start alone can take that long. These tests
+    are about launching, not deadlines (those are tested against a served plugin).
+    """
+    manifest = embedder_folder(folder, *arguments)
+
+    def roomy(values: dict[str, Any]) -> None:
+        values["contributions"]["ingestion"].update(timeout_ms=30_000, query_timeout_ms=10_000)
+
+    edit_manifest(folder, roomy)
+    return manifest
+
+
 @pytest.fixture
 def served():
     """Start the reference plugin on 127.0.0.1 in this process: its endpoint and its server."""
@@ -103,7 +119,7 @@ async def _recall(runner: MemoryCompositionRunner, query: str, limit: int = 2) -
 
 
 async def test_a_launched_plugin_recalls_a_memory_by_a_paraphrase(tmp_path: Path) -> None:
-    manifest = embedder_folder(tmp_path / "plugin")
+    manifest = launched_folder(tmp_path / "plugin")
     runner = await _with_spaces(tmp_path, manifest=str(manifest), launch=True)
     try:
         await _remember(runner, *MEMORIES)
@@ -148,7 +164,7 @@ async def _probe(plugin: Any, config: dict[str, Any] | None = None) -> tuple[Any
 
 async def test_only_the_host_that_launched_the_plugin_can_use_it(tmp_path: Path) -> None:
     started = tmp_path / "started.json"
-    hosting = _Hosting(embedder_folder(tmp_path / "plugin", "--record", str(started)))
+    hosting = _Hosting(launched_folder(tmp_path / "plugin", "--record", str(started)))
     runner, probe, _ = await _probe(hosting)
     try:
         assert hosting.link.serving_endpoint is None  # launched on first use, not at mount
@@ -187,7 +203,7 @@ async def test_only_the_host_that_launched_the_plugin_can_use_it(tmp_path: Path)
 
 async def test_unmounting_stops_the_launched_plugin(tmp_path: Path) -> None:
     started = tmp_path / "started.json"
-    hosting = _Hosting(embedder_folder(tmp_path / "plugin", "--record", str(started)))
+    hosting = _Hosting(launched_folder(tmp_path / "plugin", "--record", str(started)))
     pid = None
     runner, probe, unmount = await _probe(hosting)
     try:
@@ -205,7 +221,7 @@ async def test_unmounting_stops_the_launched_plugin(tmp_path: Path) -> None:
 
 async def test_a_plugin_that_exited_is_launched_again_at_the_next_call(tmp_path: Path) -> None:
     started = tmp_path / "started.json"
-    hosting = _Hosting(embedder_folder(tmp_path / "plugin", "--record", str(started)))
+    hosting = _Hosting(launched_folder(tmp_path / "plugin", "--record", str(started)))
     runner, probe, _ = await _probe(hosting)
     try:
         await probe.embedding.embed_query(SPACE, "tea")
@@ -223,7 +239,7 @@ async def test_a_manifest_declaring_ingestion_and_retrieval_is_hosted_whole(
     tmp_path: Path,
 ) -> None:
     started = tmp_path / "started.json"
-    manifest = embedder_folder(tmp_path / "plugin", "--record", str(started))
+    manifest = launched_folder(tmp_path / "plugin", "--record", str(started))
     edit_manifest(manifest.parent, with_retrieval)
     runner = MemoryCompositionRunner()
     try:
@@ -322,7 +338,7 @@ async def test_a_secret_the_plugin_echoes_is_scrubbed_from_its_answer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HASHING_API_KEY", "the-declared-secret-0123456789")
-    manifest = embedder_folder(tmp_path / "plugin", "--mode", "leaks_secret_in_answer")
+    manifest = launched_folder(tmp_path / "plugin", "--mode", "leaks_secret_in_answer")
     runner, probe, _ = await _probe(quivr, {"manifest": str(manifest), "launch": True})
     try:
         answer = await probe.embedding.segment_and_embed(
