@@ -62,6 +62,9 @@ def run_in_process(
     last_resort = logging.StreamHandler(err)
     last_resort.setLevel(logging.WARNING)
     root = logging.getLogger()
+    # `--debug` sets mnemon's logger to DEBUG and gives it a handler: that process's alone
+    library = logging.getLogger("mnemon")
+    library_state = (library.level, list(library.handlers))
     status: object = 0
     try:
         os.chdir(cwd)
@@ -79,6 +82,8 @@ def run_in_process(
             status = exit.code
     finally:
         root.removeHandler(last_resort)
+        library.setLevel(library_state[0])
+        library.handlers[:] = library_state[1]
         cwd_before, environ, path, sys.stdin, sys.stdout, sys.stderr = saved
         os.chdir(cwd_before)
         os.environ.clear()
