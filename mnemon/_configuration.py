@@ -20,6 +20,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from ._docstrings import describe_fields
 from ._errors import DefinitionError
 
 __all__ = ["ConfigPath", "Configuration", "read_configuration"]
@@ -53,7 +54,13 @@ class Configuration(BaseModel):
     `define_strategy_configuration(..., configuration=MyConfiguration, ...)`.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    # the docstrings under fields describe them before the schema is built (at first use)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        describe_fields(cls)
 
 
 def _resolve(path: Path, info: ValidationInfo) -> Path:

@@ -22,6 +22,7 @@ from pydantic import (
     ValidationError,
 )
 
+from .._docstrings import describe_fields
 from .._errors import MnemonError
 from .._json import freeze_json, thaw_json
 
@@ -123,15 +124,18 @@ class WireModel(BaseModel):
     the boundary.
     """
 
-    # a docstring under a field is its description (`Model.model_fields[name].description`)
+    # a docstring under a field is its description (`Model.model_fields[name].description`),
+    # given before the schema is built: at first use, which also spares a command's start the
+    # building of every model it never uses
     model_config = ConfigDict(
-        frozen=True, extra="forbid", revalidate_instances="never", use_attribute_docstrings=True
+        frozen=True, extra="forbid", revalidate_instances="never", defer_build=True
     )
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
-        """List each field's description in the class docstring, where `help()` shows it."""
+        """Describe the fields by their docstrings, and list them where `help()` shows them."""
         super().__pydantic_init_subclass__(**kwargs)
+        describe_fields(cls)
         described = [
             f"    {name}: {' '.join(info.description.split())}"
             for name, info in cls.model_fields.items()
