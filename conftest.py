@@ -31,9 +31,12 @@ def pytest_configure(config: pytest.Config) -> None:
     # in the first pytest process only: xdist's workers and every test's child processes
     # inherit the folder through the environment
     if "PYTHONDONTWRITEBYTECODE" in os.environ and "PYTHONPYCACHEPREFIX" not in os.environ:
-        cache = getattr(config, "cache", None)
+        cache = getattr(config, "cache", None)  # None with -p no:cacheprovider
         kept = cache is not None
-        folder = str(cache.mkdir("bytecode")) if kept else tempfile.mkdtemp(prefix="mnemon-pyc-")
+        if cache is not None:
+            folder = str(cache.mkdir("bytecode"))
+        else:
+            folder = tempfile.mkdtemp(prefix="mnemon-pyc-")
         os.environ["PYTHONPYCACHEPREFIX"] = folder
         del os.environ["PYTHONDONTWRITEBYTECODE"]
         setattr(config, _BYTECODE, (Path(folder), kept))
