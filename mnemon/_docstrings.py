@@ -33,13 +33,18 @@ _parsed: dict[str, tuple[str, tuple[_Class, ...]]] = {}
 def describe_fields(model: Any) -> None:
     """Give each field of `model` without a description the docstring written under it.
 
-    Call it before the model's schema is built (from `__pydantic_init_subclass__` of a model
-    whose build is deferred). A model whose source cannot be read keeps its fields as they are.
+    Called from `__pydantic_init_subclass__`: a model whose build is deferred (as mnemon's
+    bases ask) builds its schema with them later; one already built (a subclass that asked
+    otherwise) is built again. A model whose source cannot be read keeps its fields as they are.
     """
     docstrings = _docstrings(model)
+    described = False
     for name, field in model.model_fields.items():
         if field.description is None and name in docstrings:
             field.description = docstrings[name]
+            described = True
+    if described and model.__pydantic_complete__:
+        model.model_rebuild(force=True)
 
 
 def _docstrings(model: type) -> dict[str, str]:

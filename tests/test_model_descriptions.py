@@ -105,3 +105,13 @@ def test_a_model_defined_in_a_function_is_described_too() -> None:
     assert Local.model_json_schema()["properties"]["size"]["description"] == (
         "How big it is,\nover two lines."
     )
+
+
+def test_a_model_that_builds_at_once_still_gets_its_descriptions_in_its_schema() -> None:
+    class Eager(Configuration):
+        model_config = pydantic.ConfigDict(defer_build=False)
+
+        size: int = 1
+        """How big it is."""
+
+    assert Eager.model_json_schema()["properties"]["size"]["description"] == "How big it is."
