@@ -32,24 +32,21 @@ def pytest_configure(config: pytest.Config) -> None:
     # inherit the folder through the environment
     if "PYTHONDONTWRITEBYTECODE" in os.environ and "PYTHONPYCACHEPREFIX" not in os.environ:
         cache = getattr(config, "cache", None)  # None with -p no:cacheprovider
-        kept = cache is not None
         if cache is not None:
-            folder = str(cache.mkdir("bytecode"))
+            folder = cache.mkdir("bytecode")
+            # the bytecode of modules tests wrote in temporary folders is never used again
+            dropped = folder / Path(tempfile.gettempdir()).relative_to("/")
         else:
-            folder = tempfile.mkdtemp(prefix="mnemon-pyc-")
-        os.environ["PYTHONPYCACHEPREFIX"] = folder
+            folder = dropped = Path(tempfile.mkdtemp(prefix="mnemon-pyc-"))
+        os.environ["PYTHONPYCACHEPREFIX"] = str(folder)
         del os.environ["PYTHONDONTWRITEBYTECODE"]
-        setattr(config, _BYTECODE, (Path(folder), kept))
+        setattr(config, _BYTECODE, dropped)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    bytecode: tuple[Path, bool] | None = getattr(config, _BYTECODE, None)
-    if bytecode is None:
-        return
-    folder, kept = bytecode
-    # the bytecode of modules the tests wrote in temporary folders is never used again
-    drop = folder / Path(tempfile.gettempdir()).relative_to("/") if kept else folder
-    shutil.rmtree(drop, ignore_errors=True)
+    dropped = getattr(config, _BYTECODE, None)
+    if dropped is not None:
+        shutil.rmtree(dropped, ignore_errors=True)
 
 
 @pytest.hookimpl(optionalhook=True)
